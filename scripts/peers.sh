@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Fetch the Apache Kafka jars the interop suites use (versions pinned in
+# tests/peers/versions.env; Maven's local repository caches them). Fails loudly when Maven
+# Central cannot be reached and nothing is cached.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. tests/peers/versions.env
+export KPEER_HOME=${KPEER_HOME:-$(pwd)/.kpeer}
+tests/peers/kafka-libs.sh "$KAFKA_4_VERSION" "$KPEER_HOME/kafka-$KAFKA_4_VERSION"
