@@ -1,0 +1,430 @@
+package kmirror.peertools;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.SplittableRandom;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.zip.CRC32C;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * Small CLI around the Java clients for the interop tests.
+ *
+ * <pre>
+ * wait-ready         --bootstrap B --brokers N [--timeout-ms T]
+ * describe-cluster   --bootstrap B
+ * admin-create-topic --bootstrap B --topic T --partitions P --rf R [--config k=v]... [--timeout-ms T]
+ * produce            --bootstrap B --topic T --count N [--seed S] [--size BYTES] [--acks all]
+ *                    [--idempotent true] [--compression none|gzip|snappy|lz4|zstd] [--linger-ms L]
+ * consume-verify     --bootstrap B --topic T --count N [--seed S] [--size BYTES]
+ *                    [--expect-sha256 HEX] [--timeout-ms T]
+ * </pre>
+ *
+ * Record i (0-based) goes to partition i % P. Its key is "key-i", its value SIZE bytes from a
+ * generator seeded with (seed, i), its headers "idx" (int64 i) and "crc" (CRC32C of the value).
+ * produce and consume-verify both print sha256=<hex> over (key, value) of every record in index
+ * order, so two processes can compare what was written with what was read.
+ * Exit status: 0 ok, 1 verification/operation failure, 64 usage error.
+ */
+public final class Main {
+  private Main() {}
+
+  public static void main(String[] argv) throws Exception {
+    if (argv.length < 1) usage("missing subcommand");
+    Opts o = new Opts(Arrays.copyOfRange(argv, 1, argv.length));
+    int rc;
+    switch (argv[0]) {
+      case "wait-ready": rc = waitReady(o); break;
+      case "describe-cluster": rc = describeCluster(o); break;
+      case "admin-create-topic": rc = createTopic(o); break;
+      case "produce": rc = produce(o); break;
+      case "consume-verify": rc = consumeVerify(o); break;
+      default: usage("unknown subcommand " + argv[0]); rc = 64;
+    }
+    System.out.flush();
+    System.exit(rc);
+  }
+
+  static void usage(String why) {
+    System.err.println("peer-tools: " + why);
+    System.err.println("subcommands: wait-ready, describe-cluster, admin-create-topic, produce, consume-verify");
+    System.exit(64);
+  }
+
+  /** --key value options; repeated keys accumulate. */
+  static final class Opts {
+    final Map<String, List<String>> m = new HashMap<>();
+
+    Opts(String[] a) {
+      for (int i = 0; i < a.length; i++) {
+        if (!a[i].startsWith("--") || i + 1 >= a.length) usage("bad option near '" + a[i] + "'");
+        m.computeIfAbsent(a[i].substring(2), k -> new ArrayList<>()).add(a[++i]);
+      }
+    }
+
+    String str(String k, String def) {
+      List<String> v = m.get(k);
+      if (v == null) {
+        if (def == null) usage("missing --" + k);
+        return def;
+      }
+      return v.get(v.size() - 1);
+    }
+
+    String str(String k) { return str(k, null); }
+    long num(String k, long def) { return Long.parseLong(str(k, Long.toString(def))); }
+    long num(String k) { return Long.parseLong(str(k)); }
+    List<String> all(String k) { return m.getOrDefault(k, List.of()); }
+  }
+
+  static Properties common(Opts o) {
+    Properties p = new Properties();
+    p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, o.str("bootstrap"));
+    p.put(AdminClientConfig.CLIENT_ID_CONFIG, "kmirror-peer-tools");
+    return p;
+  }
+
+  static Admin admin(String bootstrap) {
+    Properties p = new Properties();
+    p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    p.put(AdminClientConfig.CLIENT_ID_CONFIG, "kmirror-peer-tools");
+    p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "3000");
+    p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "5000");
+    p.put(AdminClientConfig.RECONNECT_BACKOFF_MS_CONFIG, "100");
+    p.put(AdminClientConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, "500");
+    p.put(AdminClientConfig.RETRY_BACKOFF_MS_CONFIG, "100");
+    return Admin.create(p);
+  }
+
+  static String rootCause(Throwable t) {
+    while (t.getCause() != null && t.getCause() != t) t = t.getCause();
+    return t.getClass().getSimpleName() + ": " + t.getMessage();
+  }
+
+  // ---------------------------------------------------------------------------------- wait-ready
+
+  /**
+   * Polls until every address in --bootstrap answers DescribeCluster on its own and each reports
+   * at least --brokers live brokers. One JVM for the whole wait.
+   */
+  static int waitReady(Opts o) throws Exception {
+    String[] addrs = o.str("bootstrap").split(",");
+    int want = (int) o.num("brokers");
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(o.num("timeout-ms", 120_000));
+    long t0 = System.nanoTime();
+    Admin[] admins = new Admin[addrs.length];
+    for (int i = 0; i < addrs.length; i++) admins[i] = admin(addrs[i].trim());
+    String last = "no attempt";
+    try {
+      while (System.nanoTime() < deadline) {
+        boolean all = true;
+        for (int i = 0; i < addrs.length && all; i++) {
+          try {
+            DescribeClusterResult r = admins[i].describeCluster(new DescribeClusterOptions().timeoutMs(2000));
+            Collection<Node> nodes = r.nodes().get(3, TimeUnit.SECONDS);
+            if (nodes.size() < want) {
+              all = false;
+              last = addrs[i] + " sees " + nodes.size() + "/" + want + " brokers";
+            }
+          } catch (Exception e) {
+            all = false;
+            last = addrs[i] + ": " + rootCause(e);
+          }
+        }
+        if (all) {
+          System.out.printf("ready: %d brokers answer at %s after %.1f s%n", want, o.str("bootstrap"),
+              (System.nanoTime() - t0) / 1e9);
+          return 0;
+        }
+        Thread.sleep(250);
+      }
+    } finally {
+      for (Admin a : admins) a.close(Duration.ofSeconds(2));
+    }
+    System.err.println("wait-ready: timed out; last: " + last);
+    return 1;
+  }
+
+  // ---------------------------------------------------------------------------- describe-cluster
+
+  static int describeCluster(Opts o) throws Exception {
+    try (Admin a = admin(o.str("bootstrap"))) {
+      DescribeClusterResult r = a.describeCluster();
+      System.out.println("cluster.id=" + r.clusterId().get());
+      Node c = r.controller().get();
+      System.out.println("controller=" + (c == null ? "none" : c.idString()));
+      for (Node n : r.nodes().get()) {
+        System.out.println("node " + n.id() + " " + n.host() + ":" + n.port()
+            + (n.rack() != null ? " rack=" + n.rack() : ""));
+      }
+    }
+    return 0;
+  }
+
+  // -------------------------------------------------------------------------- admin-create-topic
+
+  static int createTopic(Opts o) throws Exception {
+    String topic = o.str("topic");
+    int parts = (int) o.num("partitions");
+    short rf = (short) o.num("rf");
+    Map<String, String> cfg = new HashMap<>();
+    for (String kv : o.all("config")) {
+      int eq = kv.indexOf('=');
+      if (eq <= 0) usage("bad --config " + kv);
+      cfg.put(kv.substring(0, eq), kv.substring(eq + 1));
+    }
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(o.num("timeout-ms", 60_000));
+    try (Admin a = admin(o.str("bootstrap"))) {
+      try {
+        a.createTopics(List.of(new NewTopic(topic, parts, rf).configs(cfg))).all().get();
+      } catch (ExecutionException e) {
+        if (!(e.getCause() instanceof TopicExistsException)) throw e;
+        System.err.println("admin-create-topic: " + topic + " already exists");
+        return 1;
+      }
+      // Wait until every partition has a leader and a full ISR.
+      String last = "";
+      while (System.nanoTime() < deadline) {
+        try {
+          TopicDescription d = a.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+          boolean ok = d.partitions().size() == parts;
+          for (TopicPartitionInfo p : d.partitions()) {
+            ok &= p.leader() != null && p.isr().size() == rf && p.replicas().size() == rf;
+          }
+          if (ok) {
+            System.out.printf("created topic %s id=%s partitions=%d rf=%d configs=%s%n", topic,
+                d.topicId(), parts, rf, cfg);
+            return 0;
+          }
+          last = d.toString();
+        } catch (ExecutionException e) {
+          last = rootCause(e);
+        }
+        Thread.sleep(100);
+      }
+      System.err.println("admin-create-topic: partitions not ready in time: " + last);
+      return 1;
+    }
+  }
+
+  // --------------------------------------------------------------------------- record generator
+
+  static byte[] key(long i) { return ("key-" + i).getBytes(StandardCharsets.UTF_8); }
+
+  static byte[] value(long seed, long i, int size) {
+    byte[] v = new byte[size];
+    new SplittableRandom(seed * 0x9E3779B97F4A7C15L + i).nextBytes(v);
+    if (size >= 8) ByteBuffer.wrap(v).putLong(0, i); // the index, readable in a hex dump
+    return v;
+  }
+
+  static long crc(byte[] v) {
+    CRC32C c = new CRC32C();
+    c.update(v);
+    return c.getValue();
+  }
+
+  static byte[] longBytes(long x) { return ByteBuffer.allocate(8).putLong(x).array(); }
+
+  static void digest(MessageDigest md, byte[] k, byte[] v) {
+    md.update(longBytes(k.length));
+    md.update(k);
+    md.update(longBytes(v.length));
+    md.update(v);
+  }
+
+  static int partitionCount(Properties common, String topic) throws Exception {
+    try (Admin a = admin(common.getProperty(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG))) {
+      return a.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().size();
+    }
+  }
+
+  // ------------------------------------------------------------------------------------ produce
+
+  static int produce(Opts o) throws Exception {
+    String topic = o.str("topic");
+    long n = o.num("count");
+    long seed = o.num("seed", 1);
+    int size = (int) o.num("size", 100);
+    Properties p = common(o);
+    int parts = partitionCount(p, topic);
+    p.put(ProducerConfig.ACKS_CONFIG, o.str("acks", "all"));
+    p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, o.str("idempotent", "true"));
+    p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, o.str("compression", "none"));
+    p.put(ProducerConfig.LINGER_MS_CONFIG, o.str("linger-ms", "5"));
+    p.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, "5");
+    p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "60000");
+    p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    MessageDigest md = MessageDigest.getInstance("SHA-256");
+    AtomicLong acked = new AtomicLong();
+    AtomicReference<Exception> err = new AtomicReference<>();
+    long t0 = System.nanoTime();
+    try (KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(p)) {
+      for (long i = 0; i < n && err.get() == null; i++) {
+        byte[] k = key(i);
+        byte[] v = value(seed, i, size);
+        digest(md, k, v);
+        List<Header> hs = List.of(new RecordHeader("idx", longBytes(i)),
+            new RecordHeader("crc", longBytes(crc(v))));
+        prod.send(new ProducerRecord<>(topic, (int) (i % parts), null, k, v, hs), (md2, e) -> {
+          if (e != null) err.compareAndSet(null, e);
+          else acked.incrementAndGet();
+        });
+      }
+      prod.flush();
+    }
+    double secs = (System.nanoTime() - t0) / 1e9;
+    if (err.get() != null || acked.get() != n) {
+      System.err.println("produce: FAILED: acked " + acked.get() + "/" + n
+          + (err.get() != null ? ", first error: " + rootCause(err.get()) : ""));
+      return 1;
+    }
+    System.out.printf("produced %d records to %s (%d partitions) in %.2f s sha256=%s%n", n, topic,
+        parts, secs, HexFormat.of().formatHex(md.digest()));
+    return 0;
+  }
+
+  // ------------------------------------------------------------------------------ consume-verify
+
+  static long headerLong(ConsumerRecord<byte[], byte[]> r, String name) {
+    Header h = r.headers().lastHeader(name);
+    if (h == null || h.value() == null || h.value().length != 8) return Long.MIN_VALUE;
+    return ByteBuffer.wrap(h.value()).getLong();
+  }
+
+  static int consumeVerify(Opts o) throws Exception {
+    String topic = o.str("topic");
+    long n = o.num("count");
+    long seed = o.num("seed", 1);
+    int size = (int) o.num("size", 100);
+    String expectSha = o.str("expect-sha256", "");
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(o.num("timeout-ms", 60_000));
+    Properties p = common(o);
+    p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    p.put(ConsumerConfig.CHECK_CRCS_CONFIG, "true");
+    List<String> errors = new ArrayList<>();
+    byte[][] keys = new byte[(int) n][];
+    byte[][] vals = new byte[(int) n][];
+    long got = 0;
+    long t0 = System.nanoTime();
+    try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+      List<TopicPartition> tps = new ArrayList<>();
+      for (PartitionInfo pi : c.partitionsFor(topic, Duration.ofSeconds(30))) {
+        tps.add(new TopicPartition(topic, pi.partition()));
+      }
+      int parts = tps.size();
+      c.assign(tps);
+      c.seekToBeginning(tps);
+      Map<Integer, Long> nextIdx = new HashMap<>();
+      Map<Integer, Long> nextOff = new HashMap<>();
+      for (TopicPartition tp : tps) {
+        nextIdx.put(tp.partition(), (long) tp.partition());
+        nextOff.put(tp.partition(), 0L);
+      }
+      while (got < n && System.nanoTime() < deadline && errors.size() < 20) {
+        ConsumerRecords<byte[], byte[]> rs = c.poll(Duration.ofMillis(500));
+        for (ConsumerRecord<byte[], byte[]> r : rs) {
+          int part = r.partition();
+          long idx = headerLong(r, "idx");
+          long exp = nextIdx.get(part);
+          if (r.offset() != nextOff.get(part)) {
+            errors.add("p" + part + ": offset " + r.offset() + " expected " + nextOff.get(part));
+          }
+          nextOff.put(part, r.offset() + 1);
+          if (idx != exp) {
+            errors.add("p" + part + "@" + r.offset() + ": record idx " + idx + " expected " + exp
+                + " (order or loss)");
+          }
+          nextIdx.put(part, (idx == Long.MIN_VALUE ? exp : idx) + parts);
+          if (idx < 0 || idx >= n) {
+            errors.add("p" + part + "@" + r.offset() + ": idx " + idx + " out of range");
+            continue;
+          }
+          byte[] k = key(idx);
+          byte[] v = value(seed, idx, size);
+          if (!Arrays.equals(k, r.key())) errors.add("idx " + idx + ": key differs");
+          if (!Arrays.equals(v, r.value())) errors.add("idx " + idx + ": value differs");
+          if (r.value() == null || headerLong(r, "crc") != crc(r.value())) {
+            errors.add("idx " + idx + ": crc header does not match value");
+          }
+          if (keys[(int) idx] != null) errors.add("idx " + idx + ": duplicate");
+          keys[(int) idx] = r.key();
+          vals[(int) idx] = r.value();
+          got++;
+        }
+      }
+      // Nothing beyond what was expected: the end offsets must equal what we consumed.
+      Map<TopicPartition, Long> end = c.endOffsets(tps);
+      long total = 0;
+      for (Map.Entry<TopicPartition, Long> e : end.entrySet()) {
+        total += e.getValue();
+        long pos = c.position(e.getKey());
+        if (pos != e.getValue()) {
+          errors.add(e.getKey() + ": consumed up to " + pos + " but end offset is " + e.getValue());
+        }
+      }
+      if (total != n) errors.add("topic holds " + total + " records, expected " + n);
+    }
+    MessageDigest md = MessageDigest.getInstance("SHA-256");
+    for (int i = 0; i < n; i++) {
+      if (keys[i] == null) {
+        if (errors.size() < 40) errors.add("idx " + i + ": missing");
+        continue;
+      }
+      digest(md, keys[i], vals[i]);
+    }
+    String sha = HexFormat.of().formatHex(md.digest());
+    if (!expectSha.isEmpty() && !expectSha.equals(sha)) {
+      errors.add("sha256 " + sha + " differs from the producer's " + expectSha);
+    }
+    double secs = (System.nanoTime() - t0) / 1e9;
+    if (got != n) errors.add("consumed " + got + " records, expected " + n);
+    if (!errors.isEmpty()) {
+      for (String e : errors.subList(0, Math.min(errors.size(), 50))) System.err.println("consume-verify: " + e);
+      System.err.println("consume-verify: FAILED (" + errors.size() + " problems)");
+      return 1;
+    }
+    System.out.printf("consumed and verified %d records from %s in %.2f s sha256=%s%n", got, topic,
+        secs, sha);
+    return 0;
+  }
+}
