@@ -62,9 +62,14 @@
 #define KP_NO_SEQUENCE       (-1)
 #define KP_NO_PARTITION_LEADER_EPOCH (-1)
 
-/* Control record types (the int16 in a control record's key). */
-#define KP_CONTROL_TYPE_ABORT  0
+/* Control record types (the int16 in a control record's key). The generated kp_msgs.h defines
+ * the same names with the same values from proto/schema/provisional.kps. */
+#ifndef KP_CONTROL_TYPE_ABORT
+#define KP_CONTROL_TYPE_ABORT 0
+#endif
+#ifndef KP_CONTROL_TYPE_COMMIT
 #define KP_CONTROL_TYPE_COMMIT 1
+#endif
 #ifndef KP_CONTROL_TYPE_MIRROR_PID_RESET
 /** KIP-1279 MIRROR_PID_RESET (provisional; also defined by the generated kp_msgs.h). */
 #define KP_CONTROL_TYPE_MIRROR_PID_RESET 7

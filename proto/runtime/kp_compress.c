@@ -6,7 +6,6 @@
 #define LZ4F_STATIC_LINKING_ONLY /* LZ4F_CustomMem and the _advanced constructors */
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem and the _advanced constructors */
 #include <lz4frame.h>
-#include <lz4hc.h>
 #include <snappy-c.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -19,6 +18,7 @@
 #define KP_GZIP_LEVEL_DEFAULT 6
 #define KP_LZ4_LEVEL_DEFAULT  9
 #define KP_ZSTD_LEVEL_DEFAULT 3
+#define KP_LZ4_LEVEL_MAX      17
 
 static const kp_alloc_t kp_compress_default_alloc;
 
@@ -181,7 +181,9 @@ static int kp_compress_lz4(const uint8_t *in, size_t in_len, kp_writer_t *out, i
 
     if (level == KP_COMPRESS_LEVEL_DEFAULT)
         level = KP_LZ4_LEVEL_DEFAULT;
-    if (level < 1 || level > LZ4HC_CLEVEL_MAX)
+    /* Kafka's lz4 range is 1-17 (lz4-java's); liblz4 treats levels above its HC maximum (12)
+     * as that maximum. */
+    if (level < 1 || level > KP_LZ4_LEVEL_MAX)
         return KP_E_INVALID;
     memset(&prefs, 0, sizeof(prefs));
     prefs.frameInfo.blockSizeID = LZ4F_max64KB;
