@@ -24,10 +24,13 @@ void *kp_arena_alloc(kp_arena_t *ar, size_t n)
 {
     kp_arena_chunk_t *c = ar->head;
     void *p;
+    /* Check before rounding up: rounding SIZE_MAX would wrap to 0. */
+    if (n > SIZE_MAX / 4)
+        return NULL;
     n = (n + 15) & ~(size_t)15;
     if (n == 0)
         n = 16;
-    if (n > SIZE_MAX / 4 || (ar->limit && (n > ar->limit || ar->used > ar->limit - n)))
+    if (ar->limit && (n > ar->limit || ar->used > ar->limit - n))
         return NULL;
     if (!c || c->size - c->off < n) {
         size_t sz = n > KP_ARENA_CHUNK_MIN ? n : KP_ARENA_CHUNK_MIN;

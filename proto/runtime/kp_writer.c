@@ -40,6 +40,13 @@ uint8_t *kp_writer_steal(kp_writer_t *wr, size_t *lenp)
     return p;
 }
 
+int kp_writer_fail(kp_writer_t *wr, int err)
+{
+    if (!wr->err)
+        wr->err = err;
+    return err;
+}
+
 int kp_writer_reserve(kp_writer_t *wr, size_t n)
 {
     size_t ncap;

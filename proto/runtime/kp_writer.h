@@ -25,6 +25,8 @@ void kp_writer_init(kp_writer_t *wr);
 /** Writer over a caller buffer; overflow sets KP_E_OVERFLOW. */
 void kp_writer_init_fixed(kp_writer_t *wr, void *buf, size_t cap);
 void kp_writer_free(kp_writer_t *wr);
+/** Record a failure (only the first one sticks; later writes are no-ops). Returns @p err. */
+int kp_writer_fail(kp_writer_t *wr, int err);
 /** Make room for @p n more bytes; returns 0 or a kp_err_t (sticky). */
 int kp_writer_reserve(kp_writer_t *wr, size_t n);
 /** Forget the content, keep the memory. */
