@@ -5,7 +5,8 @@
 #  2. oracle selfcheck: the oracle agrees with itself and with the library (every vector decodes,
 #     re-encodes to the same bytes, every field non-default)
 #  3. oracle gen: K vectors per (api, kind, version) claimed by proto/schema/*.kps, encoded by
-#     Apache Kafka's classes (or, for the KIP-1279 additions, by its generic protocol types)
+#     Apache Kafka's classes (or, for the KIP-1279 additions, by its generic protocol types);
+#     --strict: a claimed (api, kind, version) that the oracle has no layout for fails the test
 #  4. BUILD_DIR/bin/kp_vectors check on them (our decoder + encoder must reproduce the bytes)
 #  5. BUILD_DIR/bin/kp_vectors dump, then oracle verify on that (Kafka decodes our bytes and every
 #     field must equal our JSON)
@@ -22,20 +23,20 @@ WORK=$BUILD/oracle
 mkdir -p "$WORK"
 fail=0
 
-JAR=$("$REPO/tests/peers/mvn-build.sh" "$REPO/tests/java/oracle" oracle.jar)
-oracle() { java -Xms64m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -jar "$JAR" "$@"; }
-
 KPV=$BUILD/bin/kp_vectors
 if [ ! -x "$KPV" ]; then
   echo "codec_oracle: FAILED: $KPV does not exist (build the kp_vectors tool: docs/codec.md)" >&2
   exit 1
 fi
 
+JAR=$("$REPO/tests/peers/mvn-build.sh" "$REPO/tests/java/oracle" oracle.jar)
+oracle() { java -Xms64m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -jar "$JAR" "$@"; }
+
 echo "== oracle selfcheck"
 oracle selfcheck --schema-dir "$REPO/proto/schema" --count "$K" --seed "$SEED" || fail=1
 
 echo "== oracle gen -> $WORK/kafka-vectors.txt"
-oracle gen "$WORK/kafka-vectors.txt" --schema-dir "$REPO/proto/schema" --count "$K" --seed "$SEED"
+oracle gen "$WORK/kafka-vectors.txt" --schema-dir "$REPO/proto/schema" --count "$K" --seed "$SEED" --strict || fail=1
 
 echo "== kp_vectors check (our codec on Kafka's bytes)"
 "$KPV" check "$WORK/kafka-vectors.txt" || fail=1

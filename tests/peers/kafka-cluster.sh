@@ -316,9 +316,10 @@ EOF
 }
 
 do_status() {
-  local i pid ok=0
+  local i pid ok=0 known=" "
   for ((i = 1; i <= NODES; i++)); do
     if pid=$(pid_of "$i"); then
+      known+="$pid "
       if port_in_use "$(client_port "$i")"; then
         echo "node$i pid=$pid 127.0.0.1:$(client_port "$i") listening rss=$(rss_mb "$pid")MB"
       else
@@ -328,6 +329,9 @@ do_status() {
       echo "node$i down"; ok=1
     fi
   done
+  local sp= p
+  for p in $(stray_pids); do [[ "$known" == *" $p "* ]] || sp+="$p "; done
+  [ -z "$sp" ] || { echo "processes of this cluster without a pid file: $sp(run stop)"; ok=1; }
   return $ok
 }
 
