@@ -1,0 +1,22 @@
+/*
+ * km_plugin_types.h - the plugin instance, km_plugin_t ("cm"). All plugin state hangs off it;
+ * there are no mutable globals, so two instances (two brokers in one process) work.
+ */
+#ifndef KM_PLUGIN_TYPES_H
+#define KM_PLUGIN_TYPES_H
+
+#include "coord/km_coord_types.h"
+#include "core/km_config_types.h"
+#include "util/km_types.h"
+
+struct km_plugin {
+    km_host_ref_t ref; /**< magic, host API table and handle: first, always */
+    int32_t broker_id;
+    char cluster_id[48];
+    km_broker_config_t conf; /**< broker mirror.* settings, read at init */
+    km_coord_t coord;        /**< the coordinator loop */
+    kbx_listener_t *md_listener;
+    kbx_listener_t *lead_listener;
+};
+
+#endif /* KM_PLUGIN_TYPES_H */
