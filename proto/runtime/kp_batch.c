@@ -173,7 +173,8 @@ int kp_batch_chunk_check(const void *buf, size_t len, size_t max_size, unsigned 
         const kp_batch_hdr_t *h = &b.hdr;
         const char *why = NULL;
 
-        if (h->baseOffset < 0 || h->baseOffset > INT64_MAX - h->lastOffsetDelta)
+        /* The next offset (last + 1) must be representable too. */
+        if (h->baseOffset < 0 || h->baseOffset > INT64_MAX - 1 - h->lastOffsetDelta)
             why = "batch offsets out of range";
         else if (info->batch_cnt > 0 && h->baseOffset <= prev_last)
             why = "batch offsets do not increase";

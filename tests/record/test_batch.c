@@ -699,6 +699,16 @@ static void test_iter_and_chunk(void)
                     KP_E_CORRUPT);
     CU_ASSERT_EQUAL(info.bad_pos, sizes[0] + sizes[1]);
 
+    /* Offsets at the very top of the int64 range (found by fuzz_batch): the next offset
+     * would overflow, so the batch is out of range. */
+    kp_batch_set_partition_leader_epoch(w.buf + sizes[0], w.len - sizes[0], 0);
+    kp_batch_set_base_offset(w.buf, w.len, INT64_MAX - 3);
+    CU_ASSERT_EQUAL(kp_batch_chunk_check(w.buf, sizes[0], 0, 0, &info), KP_E_CORRUPT);
+    kp_batch_set_base_offset(w.buf, w.len, INT64_MAX - 4);
+    CU_ASSERT_EQUAL(kp_batch_chunk_check(w.buf, sizes[0], 0, 0, &info), 0);
+    CU_ASSERT_EQUAL(info.next_offset, INT64_MAX);
+    kp_batch_set_base_offset(w.buf, w.len, 0);
+
     /* A legacy (magic 1) message in the middle: UNSUPPORTED, located. */
     w.buf[sizes[0] + 16] = 1;
     CU_ASSERT_EQUAL(kp_batch_chunk_check(w.buf, w.len, 0, 0, &info), KP_E_UNSUPPORTED);
