@@ -1,0 +1,20 @@
+# Replace the text between the CONFIG-TABLE markers of ${DOC} by `${KBROKER} --help-config
+# markdown`. Run through the kbroker-config-doc target.
+execute_process(COMMAND ${KBROKER} --help-config markdown OUTPUT_VARIABLE table
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "kbroker --help-config failed (${rc})")
+endif()
+file(READ ${DOC} doc)
+set(begin "<!-- BEGIN CONFIG-TABLE (generated: cmake --build build --target kbroker-config-doc) -->")
+set(end "<!-- END CONFIG-TABLE -->")
+string(FIND "${doc}" "${begin}" b)
+string(FIND "${doc}" "${end}" e)
+if(b EQUAL -1 OR e EQUAL -1 OR e LESS b)
+  message(FATAL_ERROR "${DOC}: CONFIG-TABLE markers not found")
+endif()
+string(LENGTH "${begin}" blen)
+math(EXPR head_len "${b} + ${blen}")
+string(SUBSTRING "${doc}" 0 ${head_len} head)
+string(SUBSTRING "${doc}" ${e} -1 tail)
+file(WRITE ${DOC} "${head}\n${table}${tail}")

@@ -1,0 +1,27 @@
+/*
+ * kb_modules.c -- the components linked into kbroker, in start order. A component adds its
+ * kb_module_t here (guarded by its KB_HAVE_<COMPONENT> definition from CMake).
+ */
+#include <stddef.h>
+
+#include "kb_api.h"
+#include "kb_apiversions.h"
+#include "kb_broker.h"
+
+static int kb_module_net_init(kb_broker_t *kb, void **statep, char *errstr, size_t errstr_size)
+{
+    (void)statep;
+    (void)errstr;
+    (void)errstr_size;
+    return kb_apiversions_register(kb->reg);
+}
+
+static const kb_module_t kb_module_net = {
+    .name = "apiversions",
+    .init = kb_module_net_init,
+};
+
+const kb_module_t *const kb_modules[] = {
+    &kb_module_net,
+    NULL,
+};
