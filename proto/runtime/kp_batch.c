@@ -460,9 +460,8 @@ int kp_batch_builder_add(kp_batch_builder_t *bb, int64_t timestamp, kp_bytes_t k
         bb->maxTimestamp = timestamp;
     ts_delta = (int64_t)((uint64_t)timestamp - (uint64_t)bb->baseTimestamp);
 
-    body = 1 + kp_varlong_size(ts_delta) + kp_varint_size(bb->count) +
-           kp_batch_varbytes_size(key) + kp_batch_varbytes_size(value) +
-           kp_varint_size(hdr_cnt);
+    body = 1 + kp_varlong_size(ts_delta) + kp_varint_size(bb->count) + kp_batch_varbytes_size(key) +
+           kp_batch_varbytes_size(value) + kp_varint_size(hdr_cnt);
     for (i = 0; i < hdr_cnt; i++) {
         if (hdrs[i].key.len < 0)
             return bb->err = KP_E_INVALID; /* header keys are never null */
@@ -588,8 +587,8 @@ int kp_batch_build_control(kp_writer_t *out, const kp_batch_opts_t *opts, int16_
     kp_batch_put_be32(value + 2, (uint32_t)coordinator_epoch);
 
     kp_batch_builder_init(&bb, &o);
-    rc = kp_batch_builder_add(&bb, timestamp, (kp_bytes_t){key, 4}, (kp_bytes_t){value, 6}, NULL,
-                              0);
+    rc =
+        kp_batch_builder_add(&bb, timestamp, (kp_bytes_t){key, 4}, (kp_bytes_t){value, 6}, NULL, 0);
     if (!rc)
         rc = kp_batch_builder_finish(&bb, out);
     kp_batch_builder_free(&bb);

@@ -40,7 +40,7 @@
 
 #define KP_BATCH_MAGIC         2
 #define KP_BATCH_HEADER_SIZE   61 /**< bytes before the first record */
-#define KP_BATCH_LOG_OVERHEAD  12 /**< baseOffset + batchLength: bytes not counted in batchLength */
+#define KP_BATCH_LOG_OVERHEAD  12 /**< baseOffset + batchLength (not counted in batchLength) */
 #define KP_BATCH_MIN_LENGTH    (KP_BATCH_HEADER_SIZE - KP_BATCH_LOG_OVERHEAD) /**< 49 */
 #define KP_BATCH_MAGIC_OFFSET  16
 #define KP_BATCH_CRC_OFFSET    17
@@ -57,9 +57,9 @@
 #define KP_BATCH_ATTR_CONTROL          0x0020
 #define KP_BATCH_ATTR_DELETE_HORIZON   0x0040 /**< baseTimestamp is the delete horizon */
 
-#define KP_NO_PRODUCER_ID    (-1)
-#define KP_NO_PRODUCER_EPOCH (-1)
-#define KP_NO_SEQUENCE       (-1)
+#define KP_NO_PRODUCER_ID            (-1)
+#define KP_NO_PRODUCER_EPOCH         (-1)
+#define KP_NO_SEQUENCE               (-1)
 #define KP_NO_PARTITION_LEADER_EPOCH (-1)
 
 /* Control record types (the int16 in a control record's key). The generated kp_msgs.h defines
@@ -128,8 +128,8 @@ typedef struct kp_batch_s {
 } kp_batch_t;
 
 /* Flags for kp_batch_parse() / the iterators / kp_batch_chunk_check(). */
-#define KP_BATCH_F_SKIP_CRC         0x01u /**< do not verify the CRC (fuzzing, repair tools) */
-#define KP_BATCH_F_EPOCH_MONOTONIC  0x02u /**< chunk: epochs must not decrease batch to batch */
+#define KP_BATCH_F_SKIP_CRC        0x01u /**< do not verify the CRC (fuzzing, repair tools) */
+#define KP_BATCH_F_EPOCH_MONOTONIC 0x02u /**< chunk: epochs must not decrease batch to batch */
 
 /**
  * Decode the 61 header bytes at @p buf without validating anything but the length.
@@ -160,12 +160,12 @@ uint32_t kp_batch_crc_compute(const void *buf, size_t size);
 typedef struct kp_batch_iter_s {
     const uint8_t *buf;
     size_t len;
-    size_t pos;          /**< start of the next batch */
-    size_t max_size;     /**< per-batch limit, as kp_batch_parse() */
+    size_t pos;      /**< start of the next batch */
+    size_t max_size; /**< per-batch limit, as kp_batch_parse() */
     unsigned flags;
-    int err;             /**< 0 or the error that stopped the iteration */
-    const char *errstr;  /**< static reason for err */
-    size_t trailing;     /**< bytes of an incomplete batch at the end (valid once done) */
+    int err;            /**< 0 or the error that stopped the iteration */
+    const char *errstr; /**< static reason for err */
+    size_t trailing;    /**< bytes of an incomplete batch at the end (valid once done) */
 } kp_batch_iter_t;
 
 void kp_batch_iter_init(kp_batch_iter_t *it, const void *buf, size_t len, size_t max_size,
@@ -180,16 +180,16 @@ int kp_batch_iter_next(kp_batch_iter_t *it, kp_batch_t *b);
 
 /** Summary of a chunk checked by kp_batch_chunk_check(). */
 typedef struct kp_chunk_info_s {
-    size_t valid_bytes;          /**< bytes of complete, valid batches from the start */
-    size_t trailing;             /**< bytes of a trailing partial batch */
+    size_t valid_bytes; /**< bytes of complete, valid batches from the start */
+    size_t trailing;    /**< bytes of a trailing partial batch */
     int32_t batch_cnt;
-    int64_t first_offset;        /**< baseOffset of the first batch, -1 if none */
-    int64_t next_offset;         /**< last offset of the last batch + 1, -1 if none */
-    int32_t max_epoch;           /**< highest partitionLeaderEpoch, -1 if none */
-    int64_t max_timestamp;       /**< highest maxTimestamp, -1 if none */
-    size_t bad_pos;              /**< on error: position of the bad batch in the chunk */
-    int64_t bad_offset;          /**< on error: its baseOffset if readable, else -1 */
-    const char *errstr;          /**< on error: static reason */
+    int64_t first_offset;  /**< baseOffset of the first batch, -1 if none */
+    int64_t next_offset;   /**< last offset of the last batch + 1, -1 if none */
+    int32_t max_epoch;     /**< highest partitionLeaderEpoch, -1 if none */
+    int64_t max_timestamp; /**< highest maxTimestamp, -1 if none */
+    size_t bad_pos;        /**< on error: position of the bad batch in the chunk */
+    int64_t bad_offset;    /**< on error: its baseOffset if readable, else -1 */
+    const char *errstr;    /**< on error: static reason */
 } kp_chunk_info_t;
 
 /**
@@ -289,8 +289,8 @@ typedef struct kp_batch_opts_s {
     bool control;                 /**< false */
     bool log_append_time;         /**< false; true stamps maxTimestamp = log_append_time_ms */
     int64_t log_append_time_ms;
-    int codec;                    /**< KP_CODEC_NONE */
-    int level;                    /**< KP_COMPRESS_LEVEL_DEFAULT */
+    int codec; /**< KP_CODEC_NONE */
+    int level; /**< KP_COMPRESS_LEVEL_DEFAULT */
 } kp_batch_opts_t;
 
 void kp_batch_opts_init(kp_batch_opts_t *o);
@@ -330,10 +330,10 @@ void kp_batch_builder_free(kp_batch_builder_t *bb);
 /** A decoded control record. */
 typedef struct kp_control_s {
     int16_t keyVersion;
-    int16_t type;            /**< KP_CONTROL_TYPE_*; unknown types are reported, not errors */
-    int16_t valueVersion;    /**< -1 if the record has no (parsed) value */
+    int16_t type;             /**< KP_CONTROL_TYPE_*; unknown types are reported, not errors */
+    int16_t valueVersion;     /**< -1 if the record has no (parsed) value */
     int32_t coordinatorEpoch; /**< ABORT/COMMIT; -1 otherwise */
-    int32_t reserved;        /**< MIRROR_PID_RESET v0's reserved int32; 0 otherwise */
+    int32_t reserved;         /**< MIRROR_PID_RESET v0's reserved int32; 0 otherwise */
 } kp_control_t;
 
 /**

@@ -381,8 +381,8 @@ static int kp_gzip_step(void *st_, const uint8_t **in, size_t *in_left, uint8_t 
     }
 }
 
-static int kp_decompress_gzip(const uint8_t *in, size_t in_len, kp_writer_t *out,
-                              size_t max_out, const kp_alloc_t *al)
+static int kp_decompress_gzip(const uint8_t *in, size_t in_len, kp_writer_t *out, size_t max_out,
+                              const kp_alloc_t *al)
 {
     kp_gzip_st_t st;
     int rc;
@@ -400,15 +400,14 @@ static int kp_decompress_gzip(const uint8_t *in, size_t in_len, kp_writer_t *out
     return rc;
 }
 
-static int kp_lz4_step(void *st, const uint8_t **in, size_t *in_left, uint8_t *dst,
-                       size_t dst_cap, size_t *produced, bool *done)
+static int kp_lz4_step(void *st, const uint8_t **in, size_t *in_left, uint8_t *dst, size_t dst_cap,
+                       size_t *produced, bool *done)
 {
     size_t src_size = *in_left, dst_size = dst_cap;
     size_t r = LZ4F_decompress(st, dst, &dst_size, *in, &src_size, NULL);
 
     if (LZ4F_isError(r))
-        return LZ4F_getErrorCode(r) == LZ4F_ERROR_allocation_failed ? KP_E_NOMEM
-                                                                     : KP_E_CORRUPT;
+        return LZ4F_getErrorCode(r) == LZ4F_ERROR_allocation_failed ? KP_E_NOMEM : KP_E_CORRUPT;
     *produced = dst_size;
     *in += src_size;
     *in_left -= src_size;
@@ -418,8 +417,8 @@ static int kp_lz4_step(void *st, const uint8_t **in, size_t *in_left, uint8_t *d
     return 0;
 }
 
-static int kp_decompress_lz4(const uint8_t *in, size_t in_len, kp_writer_t *out,
-                             size_t max_out, const kp_alloc_t *al)
+static int kp_decompress_lz4(const uint8_t *in, size_t in_len, kp_writer_t *out, size_t max_out,
+                             const kp_alloc_t *al)
 {
     LZ4F_dctx *dctx;
     int rc;
@@ -434,8 +433,8 @@ static int kp_decompress_lz4(const uint8_t *in, size_t in_len, kp_writer_t *out,
     return rc;
 }
 
-static int kp_zstd_step(void *st, const uint8_t **in, size_t *in_left, uint8_t *dst,
-                        size_t dst_cap, size_t *produced, bool *done)
+static int kp_zstd_step(void *st, const uint8_t **in, size_t *in_left, uint8_t *dst, size_t dst_cap,
+                        size_t *produced, bool *done)
 {
     ZSTD_inBuffer ib = {*in, *in_left, 0};
     ZSTD_outBuffer ob = {dst, dst_cap, 0};
@@ -452,8 +451,8 @@ static int kp_zstd_step(void *st, const uint8_t **in, size_t *in_left, uint8_t *
     return 0;
 }
 
-static int kp_decompress_zstd(const uint8_t *in, size_t in_len, kp_writer_t *out,
-                              size_t max_out, const kp_alloc_t *al)
+static int kp_decompress_zstd(const uint8_t *in, size_t in_len, kp_writer_t *out, size_t max_out,
+                              const kp_alloc_t *al)
 {
     ZSTD_DCtx *dctx;
     int rc;
@@ -497,8 +496,7 @@ static bool kp_snappy_is_xerial(const uint8_t *in, size_t in_len)
     return in_len >= 8 && memcmp(in, KP_SNAPPY_XERIAL_MAGIC, 8) == 0;
 }
 
-static int kp_decompress_snappy(const uint8_t *in, size_t in_len, kp_writer_t *out,
-                                size_t max_out)
+static int kp_decompress_snappy(const uint8_t *in, size_t in_len, kp_writer_t *out, size_t max_out)
 {
     size_t total = 0, pos = 0;
     int rc;
@@ -531,8 +529,8 @@ static int kp_decompress_snappy(const uint8_t *in, size_t in_len, kp_writer_t *o
     return 0;
 }
 
-int kp_decompress_ex(int codec, const void *in, size_t in_len, kp_writer_t *out,
-                     size_t max_out, const kp_alloc_t *al)
+int kp_decompress_ex(int codec, const void *in, size_t in_len, kp_writer_t *out, size_t max_out,
+                     const kp_alloc_t *al)
 {
     size_t start = out->len;
     int rc;

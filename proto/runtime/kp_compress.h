@@ -92,7 +92,7 @@ int kp_compress_ex(int codec, const void *in, size_t in_len, kp_writer_t *out, i
 int kp_decompress(int codec, const void *in, size_t in_len, kp_writer_t *out, size_t max_out);
 
 /** kp_decompress() with codec contexts allocated through @p al (NULL: malloc). */
-int kp_decompress_ex(int codec, const void *in, size_t in_len, kp_writer_t *out,
-                     size_t max_out, const kp_alloc_t *al);
+int kp_decompress_ex(int codec, const void *in, size_t in_len, kp_writer_t *out, size_t max_out,
+                     const kp_alloc_t *al);
 
 #endif /* KP_COMPRESS_H */

@@ -31,10 +31,14 @@ static const struct {
     int value;
     const char *name;
 } kp_state_pstates[] = {
-    {KP_PSTATE_UNKNOWN, "UNKNOWN"},     {KP_PSTATE_PREPARING, "PREPARING"},
-    {KP_PSTATE_EPOCH_FENCING, "EPOCH_FENCING"}, {KP_PSTATE_MIRRORING, "MIRRORING"},
-    {KP_PSTATE_PAUSING, "PAUSING"},     {KP_PSTATE_PAUSED, "PAUSED"},
-    {KP_PSTATE_STOPPING, "STOPPING"},   {KP_PSTATE_STOPPED, "STOPPED"},
+    {KP_PSTATE_UNKNOWN, "UNKNOWN"},
+    {KP_PSTATE_PREPARING, "PREPARING"},
+    {KP_PSTATE_EPOCH_FENCING, "EPOCH_FENCING"},
+    {KP_PSTATE_MIRRORING, "MIRRORING"},
+    {KP_PSTATE_PAUSING, "PAUSING"},
+    {KP_PSTATE_PAUSED, "PAUSED"},
+    {KP_PSTATE_STOPPING, "STOPPING"},
+    {KP_PSTATE_STOPPED, "STOPPED"},
     {KP_PSTATE_FAILED, "FAILED"},
 };
 
@@ -710,8 +714,8 @@ out:
 
 /* ---- records ----------------------------------------------------------------------------- */
 
-int kp_state_record_parse(kp_bytes_t key, kp_bytes_t value, kp_arena_t *ar,
-                          kp_state_record_t *rec, const kp_alloc_t *al, const char **errstr)
+int kp_state_record_parse(kp_bytes_t key, kp_bytes_t value, kp_arena_t *ar, kp_state_record_t *rec,
+                          const kp_alloc_t *al, const char **errstr)
 {
     int rc;
 

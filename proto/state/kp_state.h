@@ -34,12 +34,12 @@
 #define KP_STATE_FORMAT_MIN_READER_VERSION 1
 
 /* Record types: the int16 that starts every key. Never renumbered or reused. */
-#define KP_STATE_REC_LAST_MIRROR_EPOCH     1 /**< key: mirror, topic id, partition */
-#define KP_STATE_REC_PARTITION_STATE       2 /**< key: mirror, topic id, partition */
-#define KP_STATE_REC_MIRROR                3 /**< key: mirror */
-#define KP_STATE_REC_SYNCED_TOPIC_CONFIGS  4 /**< key: mirror, topic id */
-#define KP_STATE_REC_SYNCED_ACLS           5 /**< key: mirror */
-#define KP_STATE_REC_MAX                   5
+#define KP_STATE_REC_LAST_MIRROR_EPOCH    1 /**< key: mirror, topic id, partition */
+#define KP_STATE_REC_PARTITION_STATE      2 /**< key: mirror, topic id, partition */
+#define KP_STATE_REC_MIRROR               3 /**< key: mirror */
+#define KP_STATE_REC_SYNCED_TOPIC_CONFIGS 4 /**< key: mirror, topic id */
+#define KP_STATE_REC_SYNCED_ACLS          5 /**< key: mirror */
+#define KP_STATE_REC_MAX                  5
 
 #define KP_STATE_MIRROR_NAME_MAX 249 /**< mirror names follow topic-name rules */
 #define KP_STATE_KEY_MAX_SIZE    (2 + 2 + KP_STATE_MIRROR_NAME_MAX + 16 + 4)
@@ -209,7 +209,7 @@ int kp_state_value_decode(const void *buf, size_t len, kp_arena_t *ar, kp_state_
 /** One `__mirror_state` record: key plus value or tombstone. */
 typedef struct kp_state_record_s {
     kp_state_key_t key;
-    bool tombstone; /**< null value: the key's state is deleted */
+    bool tombstone;         /**< null value: the key's state is deleted */
     kp_state_value_t value; /**< valid when !tombstone */
 } kp_state_record_t;
 
@@ -219,7 +219,7 @@ typedef struct kp_state_record_s {
  * @return as kp_state_key_parse() / kp_state_value_decode(), or KP_E_CORRUPT on a type
  *         mismatch.
  */
-int kp_state_record_parse(kp_bytes_t key, kp_bytes_t value, kp_arena_t *ar,
-                          kp_state_record_t *rec, const kp_alloc_t *al, const char **errstr);
+int kp_state_record_parse(kp_bytes_t key, kp_bytes_t value, kp_arena_t *ar, kp_state_record_t *rec,
+                          const kp_alloc_t *al, const char **errstr);
 
 #endif /* KP_STATE_H */

@@ -223,9 +223,8 @@ static void test_control_batches(void)
     o.producerId = 77;
     o.producerEpoch = 1;
     o.transactional = true;
-    CU_ASSERT_EQUAL_FATAL(kp_batch_build_control(&w, &o, KP_CONTROL_TYPE_ABORT, 12,
-                                                 1700000000100LL),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        kp_batch_build_control(&w, &o, KP_CONTROL_TYPE_ABORT, 12, 1700000000100LL), 0);
     check_control(w.buf, w.len, KP_CONTROL_TYPE_ABORT, 12, 1);
     /* Byte-identical to what the Java client builds for the same marker. */
     {
@@ -237,9 +236,8 @@ static void test_control_batches(void)
     }
     kp_writer_reset(&w);
     o.baseOffset = 501;
-    CU_ASSERT_EQUAL_FATAL(kp_batch_build_control(&w, &o, KP_CONTROL_TYPE_COMMIT, 13,
-                                                 1700000000200LL),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        kp_batch_build_control(&w, &o, KP_CONTROL_TYPE_COMMIT, 13, 1700000000200LL), 0);
     check_control(w.buf, w.len, KP_CONTROL_TYPE_COMMIT, 13, 1);
     {
         size_t jl;
@@ -252,9 +250,8 @@ static void test_control_batches(void)
     /* MIRROR_PID_RESET: control, not transactional, no producer; key {0, 7}, value {0, 0}. */
     kp_writer_reset(&w);
     kp_batch_opts_mirror_pid_reset(&o, 9000, 44);
-    CU_ASSERT_EQUAL_FATAL(kp_batch_build_control(&w, &o, KP_CONTROL_TYPE_MIRROR_PID_RESET, 99,
-                                                 1700000000300LL),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        kp_batch_build_control(&w, &o, KP_CONTROL_TYPE_MIRROR_PID_RESET, 99, 1700000000300LL), 0);
     check_control(w.buf, w.len, KP_CONTROL_TYPE_MIRROR_PID_RESET, 0, 0);
     CU_ASSERT_EQUAL_FATAL(kp_batch_parse(w.buf, w.len, 0, 0, &b, NULL), 0);
     CU_ASSERT_EQUAL(b.hdr.baseOffset, 9000);
@@ -383,8 +380,7 @@ static void test_single_byte_flips(void)
                     CU_ASSERT_NOT_EQUAL(b.hdr.baseOffset, orig.hdr.baseOffset);
                 } else if (pos >= 12 && pos < 16) {
                     CU_ASSERT_EQUAL(rc, 0);
-                    CU_ASSERT_NOT_EQUAL(b.hdr.partitionLeaderEpoch,
-                                        orig.hdr.partitionLeaderEpoch);
+                    CU_ASSERT_NOT_EQUAL(b.hdr.partitionLeaderEpoch, orig.hdr.partitionLeaderEpoch);
                 } else if (pos == 16) {
                     /* magic: 0/1 read as the legacy format, anything else unknown */
                     CU_ASSERT(rc == KP_E_UNSUPPORTED || rc == KP_E_CORRUPT);

@@ -95,8 +95,7 @@ static void test_bomb(void)
         kp_writer_t c, d;
         kp_writer_init(&c);
         kp_writer_init(&d);
-        CU_ASSERT_EQUAL_FATAL(kp_compress(codecs[i], zeros, n, &c, KP_COMPRESS_LEVEL_DEFAULT),
-                              0);
+        CU_ASSERT_EQUAL_FATAL(kp_compress(codecs[i], zeros, n, &c, KP_COMPRESS_LEVEL_DEFAULT), 0);
         if (codecs[i] != KP_CODEC_NONE)
             CU_ASSERT(c.len < n / 20);
         CU_ASSERT_EQUAL(kp_decompress(codecs[i], c.buf, c.len, &d, 1u << 20), KP_E_TOO_LARGE);
@@ -120,8 +119,7 @@ static void test_fixed_writer(void)
     for (i = 0; i < NCODECS; i++) {
         kp_writer_t c, d;
         kp_writer_init(&c);
-        CU_ASSERT_EQUAL_FATAL(kp_compress(codecs[i], in, sizeof(in), &c, 1 + (codecs[i] == 4)),
-                              0);
+        CU_ASSERT_EQUAL_FATAL(kp_compress(codecs[i], in, sizeof(in), &c, 1 + (codecs[i] == 4)), 0);
         kp_writer_init_fixed(&d, out, sizeof(out));
         CU_ASSERT_EQUAL(kp_decompress(codecs[i], c.buf, c.len, &d, SIZE_MAX), 0);
         CU_ASSERT_EQUAL(d.len, sizeof(in));
@@ -182,8 +180,7 @@ static void test_snappy_framing(void)
     CU_ASSERT_EQUAL(d.len, 0);
     CU_ASSERT_EQUAL(kp_decompress(KP_CODEC_SNAPPY, x.buf, 12, &d, 10), KP_E_CORRUPT);
     CU_ASSERT_EQUAL(kp_decompress(KP_CODEC_SNAPPY, x.buf, 18, &d, SIZE_MAX), KP_E_CORRUPT);
-    CU_ASSERT_EQUAL(kp_decompress(KP_CODEC_SNAPPY, x.buf, x.len - 1, &d, SIZE_MAX),
-                    KP_E_CORRUPT);
+    CU_ASSERT_EQUAL(kp_decompress(KP_CODEC_SNAPPY, x.buf, x.len - 1, &d, SIZE_MAX), KP_E_CORRUPT);
     x.buf[16] = 0x7f; /* block length far beyond the input */
     CU_ASSERT_EQUAL(kp_decompress(KP_CODEC_SNAPPY, x.buf, x.len, &d, SIZE_MAX), KP_E_CORRUPT);
     x.buf[16] = 0x80; /* negative block length */
@@ -316,7 +313,10 @@ static void test_zstd_frames(void)
     CU_ASSERT(d.cap <= 8192); /* never grew past the cap's power of two */
     /* Concatenated frames and a skippable frame between them. */
     kp_write_raw(&cat, fr, ob.pos);
-    kp_write_raw(&cat, "\x50\x2a\x4d\x18\x03\x00\x00\x00" "abc", 11);
+    kp_write_raw(&cat,
+                 "\x50\x2a\x4d\x18\x03\x00\x00\x00"
+                 "abc",
+                 11);
     kp_write_raw(&cat, fr, ob.pos);
     kp_writer_reset(&d);
     CU_ASSERT_EQUAL(kp_decompress(KP_CODEC_ZSTD, cat.buf, cat.len, &d, SIZE_MAX), 0);

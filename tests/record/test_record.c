@@ -23,8 +23,7 @@ void rt_fill(uint8_t *p, size_t n, uint64_t *s, int text)
     size_t i;
     for (i = 0; i < n; i++) {
         uint64_t r = rt_rand(s);
-        p[i] = text ? (uint8_t)words[(i + (r % 7 == 0 ? r : 0)) % (sizeof(words) - 1)]
-                    : (uint8_t)r;
+        p[i] = text ? (uint8_t)words[(i + (r % 7 == 0 ? r : 0)) % (sizeof(words) - 1)] : (uint8_t)r;
     }
 }
 

@@ -27,8 +27,8 @@ static void test_key_golden(void)
 {
     kp_state_key_t k = mk_key(KP_STATE_REC_PARTITION_STATE, "m1", 7), p;
     kp_writer_t w;
-    static const uint8_t want[] = {0, 2, 0, 2, 'm', '1', 1, 2, 3, 4, 5, 6, 7, 8,
-                                   9, 10, 11, 12, 13, 14, 15, 16, 0, 0, 0, 7};
+    static const uint8_t want[] = {0, 2, 0,  2,  'm', '1', 1,  2,  3,  4, 5, 6, 7,
+                                   8, 9, 10, 11, 12,  13,  14, 15, 16, 0, 0, 0, 7};
 
     kp_writer_init(&w);
     CU_ASSERT_EQUAL(kp_state_key_encode(&w, &k), 0);
@@ -248,10 +248,8 @@ static void fill_value(kp_state_value_t *v, int16_t type)
         v->u.topic_configs.update_time_ms = 5;
         break;
     case KP_STATE_REC_SYNCED_ACLS:
-        acls[0] = (kp_state_acl_t){2, kp_str("orders"), 3, kp_str("User:alice"), kp_str("*"), 3,
-                                   3};
-        acls[1] = (kp_state_acl_t){3, kp_str("grp-"), 4, kp_str("User:bob"), KP_STR_NULL, 2,
-                                   2};
+        acls[0] = (kp_state_acl_t){2, kp_str("orders"), 3, kp_str("User:alice"), kp_str("*"), 3, 3};
+        acls[1] = (kp_state_acl_t){3, kp_str("grp-"), 4, kp_str("User:bob"), KP_STR_NULL, 2, 2};
         v->u.acls.cnt = 2;
         v->u.acls.v = acls;
         v->u.acls.update_time_ms = 6;
@@ -473,8 +471,7 @@ static void test_envelope_versions(void)
     pb_varint(&env, 2, 2);
     pb_bytes(&env, 16, inner.buf, inner.len);
     why = NULL;
-    CU_ASSERT_EQUAL(kp_state_value_decode(env.buf, env.len, &ar, &v, NULL, &why),
-                    KP_E_UNSUPPORTED);
+    CU_ASSERT_EQUAL(kp_state_value_decode(env.buf, env.len, &ar, &v, NULL, &why), KP_E_UNSUPPORTED);
     CU_ASSERT_PTR_NOT_NULL(why);
     /* No format version at all / version 0. */
     kp_writer_reset(&env);
@@ -564,8 +561,7 @@ static void test_record_parse(void)
     vb = (kp_bytes_t){vw.buf, (int32_t)vw.len};
     CU_ASSERT_EQUAL(kp_state_record_parse(kb, vb, &ar, &rec, NULL, NULL), KP_E_CORRUPT);
     /* No key. */
-    CU_ASSERT_EQUAL(kp_state_record_parse(KP_BYTES_NULL, vb, &ar, &rec, NULL, NULL),
-                    KP_E_CORRUPT);
+    CU_ASSERT_EQUAL(kp_state_record_parse(KP_BYTES_NULL, vb, &ar, &rec, NULL, NULL), KP_E_CORRUPT);
     kp_arena_free(&ar);
     kp_writer_free(&kw);
     kp_writer_free(&vw);
