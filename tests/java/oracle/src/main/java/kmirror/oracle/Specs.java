@@ -177,13 +177,19 @@ final class Specs {
               : stdResponse(name);
           break;
         case 95:
+          // docs/design.md D10: the union of the prototype's two variants (explicit topics with
+          // source ids and partition counts, and patterns), with per-topic results (AS33).
           name = "StartMirrorTopics";
           m = req ? msg(name + "Request",
                   f("MirrorName", str()),
+                  f("Topics", arr(struct("TopicMetadata",
+                      f("TopicId", uuid()), f("TopicName", str()), f("NumPartitions", i32())))),
                   f("IncludePatterns", arr(str())),
                   tagged(0, "ExcludePatterns", arr(str()), new ArrayList<>()),
                   f("TimeoutMs", i32()))
-              : stdResponse(name);
+              : stdResponse(name,
+                  f("Topics", arr(struct("TopicResult",
+                      f("TopicName", str()), f("ErrorCode", i16()), f("ErrorMessage", nstr(), null)))));
           break;
         case 96:
           name = "StopMirrorTopics";
@@ -197,15 +203,16 @@ final class Specs {
                       f("ErrorMessage", nstr(), null)))));
           break;
         case 98:
+          // The seed's ListMirrors: a request without fields ("no parameters required") and the
+          // seed's ListMirrorsResponse layout.
           name = "ListClusterMirrors";
-          m = req ? msg(name + "Request", f("IncludeTopicNames", bool(), false))
+          m = req ? msg(name + "Request")
               : stdResponse(name,
                   f("Mirrors", arr(struct("ListedMirror",
                       f("MirrorName", str()),
                       f("SourceBootstrap", str()),
                       f("SourceClusterId", str(), ""),
-                      f("TopicCount", i32(), 0),
-                      f("TopicNames", narr(str()), null)))));
+                      f("TopicCount", i32(), 0)))));
           break;
         case 99:
           name = "DescribeClusterMirrors";
@@ -289,9 +296,14 @@ final class Specs {
                   f("MirrorName", str()),
                   f("Topics", arr(struct("TopicMetadata", f("TopicName", str())))),
                   f("StateOffset", i64(), -1L))
-              : stdResponse(name,
+              : key == 102
+              ? stdResponse(name,
                   f("Topics", arr(struct("TopicResult",
-                      f("TopicName", str()), f("ErrorCode", i16()), f("ErrorMessage", nstr(), null)))));
+                      f("TopicName", str()), f("ErrorCode", i16()), f("ErrorMessage", nstr(), null)))))
+              // The seed's ResumeMirrorTopicsResponse (ARCHITECTURE.md section 4: a seed layout wins).
+              : stdResponse(name,
+                  f("MirrorName", str()),
+                  f("Topics", arr(struct("TopicResult", f("Name", str()), f("ErrorCode", i16())))));
           break;
         case 104:
           name = "DeleteClusterMirror";
