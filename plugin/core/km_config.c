@@ -186,8 +186,12 @@ static km_err_t km_config_parse_enum(km_plugin_t *cm, const km_config_def_t *def
             break;
         a = bar + 1;
     }
-    km_config_errf(errstr, errstr_size, "%s: '%.*s' is not one of %s", def->name,
-                   (int)(n < 60 ? n : 60), km_config_shown(def, s), shown);
+    if (km_config_shown(def, s) != s)
+        km_config_errf(errstr, errstr_size, "%s: '%s' is not one of %s", def->name,
+                       km_config_shown(def, s), shown);
+    else
+        km_config_errf(errstr, errstr_size, "%s: '%.*s' is not one of %s", def->name,
+                       (int)(n < 60 ? n : 60), s, shown);
     return KM_ERR_CONFIG;
 }
 
@@ -228,17 +232,13 @@ static km_err_t km_config_check_regex(km_plugin_t *cm, const km_config_def_t *de
     }
     code = pcre2_compile((PCRE2_SPTR)s, n, 0, &errcode, &erroff, cctx);
     if (code == NULL) {
-        if (errcode == PCRE2_ERROR_HEAPLIMIT || errcode == PCRE2_ERROR_NOMEMORY) {
+        /* Running out of memory is a compile "error" in PCRE2, but not the user's fault. */
+        if (errcode == PCRE2_ERROR_HEAP_FAILED || errcode == PCRE2_ERROR_NOMEMORY) {
             err = KM_ERR_NOMEM;
             goto free_cctx;
         }
         if (pcre2_get_error_message(errcode, msg, sizeof(msg)) < 0)
             snprintf((char *)msg, sizeof(msg), "error %d", errcode);
-        /* PCRE2 reports out-of-memory during compile as a plain compile error too. */
-        if (strstr((const char *)msg, "failed to get memory") != NULL) {
-            err = KM_ERR_NOMEM;
-            goto free_cctx;
-        }
         km_config_errf(errstr, errstr_size, "%s: invalid regular expression at offset %zu: %s",
                        def->name, (size_t)erroff, (const char *)msg);
         err = KM_ERR_CONFIG;
