@@ -247,9 +247,14 @@ int kp_record_iter_init(kp_record_iter_t *it, const kp_batch_t *b, kp_writer_t *
     int rc;
 
     kp_record_iter_init_raw(it, &b->hdr, b->records, b->records_len);
-    /* An empty batch (compaction leftovers) has nothing to decompress. */
-    if (codec == KP_CODEC_NONE || b->hdr.recordCount == 0)
+    if (codec == KP_CODEC_NONE)
         return 0;
+    /* A compressed batch without records has nothing worth decompressing (the cleaner writes
+     * its empty batches uncompressed anyway). */
+    if (b->hdr.recordCount == 0) {
+        it->len = 0;
+        return 0;
+    }
     if (!kp_codec_valid(codec)) {
         it->errstr = "unknown compression codec id";
         return it->err = KP_E_CORRUPT;

@@ -614,6 +614,17 @@ static void test_decompress_cap(void)
         CU_ASSERT_EQUAL(scratch.len, 0);
         CU_ASSERT_EQUAL(kp_record_iter_init(&it, &b, NULL, 50000), KP_E_INVALID);
         CU_ASSERT_EQUAL(kp_record_iter_init(&it, &b, &scratch, 200000), 0);
+        /* recordCount 0 (compaction): no decompression, no records, no error. */
+        kp_writer_reset(&scratch);
+        kp_writer_patch_int32(&w, 57, 0);
+        recrc(&w);
+        CU_ASSERT_EQUAL_FATAL(kp_batch_parse(w.buf, w.len, 0, 0, &b, NULL), 0);
+        CU_ASSERT_EQUAL(kp_record_iter_init(&it, &b, &scratch, 10), 0);
+        CU_ASSERT_EQUAL(scratch.len, 0);
+        {
+            kp_record_t r;
+            CU_ASSERT_EQUAL(kp_record_iter_next(&it, &r), 0);
+        }
         kp_writer_free(&w);
         kp_writer_free(&scratch);
     }
