@@ -452,7 +452,7 @@ class Gen:
         for f in sd.fields:
             tr = f.tref
             notes = []
-            notes.append("v%s" % (f.versions if f.versions else "all"))
+            notes.append("v%s" % f.versions if f.versions else "all versions")
             if f.tag is not None:
                 notes.append("tag %d" % f.tag)
             nv = nullable_versions(f)
@@ -539,7 +539,7 @@ class Gen:
                 elif c.value < 0:
                     v = "(INT64_C(%d))" % c.value
                 else:
-                    v = "UINT64_C(%d)" % c.value
+                    v = ("INT64_C(%d)" if c.value < (1 << 63) else "UINT64_C(%d)") % c.value
                 o("#define KP_%s %s%s" % (c.name, v, doc))
             o()
         o("/* API keys. */")
