@@ -59,22 +59,22 @@ extern "C" {
 /* ---------------------------------------------------------------------------------------------
  * Error codes (int32_t, negative). KBX_ERR_MAP(X) lists them with a description, for tables.
  * ------------------------------------------------------------------------------------------- */
-#define KBX_OK               0
-#define KBX_ERR_INVALID      (-1)  /**< invalid argument or malformed input */
-#define KBX_ERR_NOMEM        (-2)  /**< allocation failed */
-#define KBX_ERR_NOT_FOUND    (-3)  /**< no such key, partition, broker or handle */
-#define KBX_ERR_NOT_LEADER   (-4)  /**< this broker is not the partition leader */
-#define KBX_ERR_FENCED       (-5)  /**< the partition's leader epoch moved past the handle's */
-#define KBX_ERR_CORRUPT      (-6)  /**< record batch framing or CRC is invalid */
-#define KBX_ERR_OFFSET       (-7)  /**< offset out of range or batches out of order */
-#define KBX_ERR_UNSUPPORTED  (-8)  /**< the host does not support this request */
-#define KBX_ERR_TIMEOUT      (-9)  /**< the operation timed out */
-#define KBX_ERR_EXISTS       (-10) /**< already registered */
-#define KBX_ERR_CANCELLED    (-11) /**< the operation or token was cancelled */
-#define KBX_ERR_SHUTDOWN     (-12) /**< the host is shutting down */
-#define KBX_ERR_IO           (-13) /**< storage error */
-#define KBX_ERR_NETWORK      (-14) /**< the target broker or controller is unreachable */
-#define KBX_ERR_STATE        (-15) /**< not allowed in the partition's current write mode */
+#define KBX_OK              0
+#define KBX_ERR_INVALID     (-1)  /**< invalid argument or malformed input */
+#define KBX_ERR_NOMEM       (-2)  /**< allocation failed */
+#define KBX_ERR_NOT_FOUND   (-3)  /**< no such key, partition, broker or handle */
+#define KBX_ERR_NOT_LEADER  (-4)  /**< this broker is not the partition leader */
+#define KBX_ERR_FENCED      (-5)  /**< the partition's leader epoch moved past the handle's */
+#define KBX_ERR_CORRUPT     (-6)  /**< record batch framing or CRC is invalid */
+#define KBX_ERR_OFFSET      (-7)  /**< offset out of range or batches out of order */
+#define KBX_ERR_UNSUPPORTED (-8)  /**< the host does not support this request */
+#define KBX_ERR_TIMEOUT     (-9)  /**< the operation timed out */
+#define KBX_ERR_EXISTS      (-10) /**< already registered */
+#define KBX_ERR_CANCELLED   (-11) /**< the operation or token was cancelled */
+#define KBX_ERR_SHUTDOWN    (-12) /**< the host is shutting down */
+#define KBX_ERR_IO          (-13) /**< storage error */
+#define KBX_ERR_NETWORK     (-14) /**< the target broker or controller is unreachable */
+#define KBX_ERR_STATE       (-15) /**< not allowed in the partition's current write mode */
 
 #define KBX_ERR_MAP(X)                                                                             \
     X(KBX_OK, "success")                                                                           \
@@ -150,7 +150,8 @@ typedef struct kbx_partition kbx_partition_t; /**< a local replica bound to a le
 #define KBX_ROLE_REMOVED  3 /**< this broker no longer hosts a replica */
 
 /** partition_set_write_mode() modes. They apply to the leader's client write path only. */
-#define KBX_WRITE_PENDING   0 /**< client writes get a retriable error (host default for topics
+#define KBX_WRITE_PENDING                                                                          \
+    0                         /**< client writes get a retriable error (host default for topics    \
                                    with mirror.name) */
 #define KBX_WRITE_READ_ONLY 1 /**< client writes get READ_ONLY_TOPIC (not retriable) */
 #define KBX_WRITE_WRITABLE  2 /**< client writes are accepted; log_append() is refused */
@@ -214,12 +215,12 @@ typedef struct kbx_host_info {
 /** Describes a metric for metric_register(). All strings are copied by the host. */
 typedef struct kbx_metric_desc {
     uint32_t struct_size;
-    int32_t type;                     /**< KBX_METRIC_* */
-    const char *group;                /**< e.g. "kafka.server.mirror" */
-    const char *name;                 /**< e.g. "FailedPartitionsCount" */
-    const char *help;                 /**< one-line description, may be NULL */
-    const char *const *label_keys;    /**< label_count keys (may be NULL if 0) */
-    const char *const *label_values;  /**< label_count values */
+    int32_t type;                    /**< KBX_METRIC_* */
+    const char *group;               /**< e.g. "kafka.server.mirror" */
+    const char *name;                /**< e.g. "FailedPartitionsCount" */
+    const char *help;                /**< one-line description, may be NULL */
+    const char *const *label_keys;   /**< label_count keys (may be NULL if 0) */
+    const char *const *label_values; /**< label_count values */
     uint32_t label_count;
     uint32_t _pad0;
 } kbx_metric_desc_t;
@@ -356,8 +357,8 @@ typedef struct kbx_leadership_ops {
 
 /** Offsets of a local replica, filled by log_offsets(). */
 typedef struct kbx_log_offsets {
-    uint32_t struct_size;         /**< set by the caller */
-    int32_t leader_epoch;         /**< the partition's current leader epoch */
+    uint32_t struct_size; /**< set by the caller */
+    int32_t leader_epoch; /**< the partition's current leader epoch */
     int64_t log_start_offset;
     int64_t last_stable_offset;
     int64_t high_watermark;
@@ -378,12 +379,12 @@ typedef struct kbx_append_result {
 /** A control batch for log_append_control(); the host builds and frames it. */
 typedef struct kbx_control_batch {
     uint32_t struct_size;
-    int16_t control_type;    /**< KBX_CONTROL_* */
-    int16_t producer_epoch;  /**< -1 for MIRROR_PID_RESET */
-    int64_t producer_id;     /**< -1 for MIRROR_PID_RESET */
+    int16_t control_type;   /**< KBX_CONTROL_* */
+    int16_t producer_epoch; /**< -1 for MIRROR_PID_RESET */
+    int64_t producer_id;    /**< -1 for MIRROR_PID_RESET */
     int32_t coordinator_epoch;
-    int32_t leader_epoch;    /**< partition leader epoch stamped into the batch */
-    int64_t timestamp_ms;    /**< -1: the host's wall clock */
+    int32_t leader_epoch; /**< partition leader epoch stamped into the batch */
+    int64_t timestamp_ms; /**< -1: the host's wall clock */
 } kbx_control_batch_t;
 
 /* ---------------------------------------------------------------------------------------------
@@ -474,8 +475,7 @@ typedef struct kbx_api {
     /** Register a metric in the host's registry (desc copied). *out is owned by the plugin
      *  until metric_unregister(). @thread any. Errors: KBX_ERR_NOMEM, KBX_ERR_INVALID,
      *  KBX_ERR_EXISTS (same group, name and labels already registered). */
-    int32_t (*metric_register)(kbx_host_t *host, const kbx_metric_desc_t *desc,
-                               kbx_metric_t **out);
+    int32_t (*metric_register)(kbx_host_t *host, const kbx_metric_desc_t *desc, kbx_metric_t **out);
     /** Record a value: counter adds, gauge sets, histogram observes. @thread any */
     void (*metric_record)(kbx_host_t *host, kbx_metric_t *metric, double value);
     /** Remove and free a metric. @thread any */
@@ -589,8 +589,7 @@ typedef struct kbx_api {
      *  holds no record at or above offset that differs from the leader's log, i.e. followers
      *  truncated after the leader's log_truncate(offset). Leader only. @thread any. */
     int32_t (*wait_isr_truncation)(kbx_host_t *host, kbx_partition_t *part, int64_t offset,
-                                   uint32_t flags, int64_t timeout_ms, kbx_done_fn done,
-                                   void *arg);
+                                   uint32_t flags, int64_t timeout_ms, kbx_done_fn done, void *arg);
 
     /** Ask the controller to raise the partition's leader epoch to at least min_epoch (and at
      *  least by one). Completes when this broker has applied the new epoch; the handle is then

@@ -10,18 +10,16 @@
 #include <string.h>
 
 struct kbx_loaded {
-    void *dl;                       /* dlopen handle */
-    const kbx_plugin_desc_t *desc;  /* owned by the plugin image */
-    void *ctx;                      /* what init returned */
+    void *dl;                      /* dlopen handle */
+    const kbx_plugin_desc_t *desc; /* owned by the plugin image */
+    void *ctx;                     /* what init returned */
     bool dlclose;
 };
 
 /* Bytes of the descriptor needed to read struct_size, abi_major and abi_minor. */
-#define KBX_LOADER_DESC_VERSION_END                                                                \
-    (offsetof(kbx_plugin_desc_t, abi_minor) + sizeof(uint16_t))
+#define KBX_LOADER_DESC_VERSION_END (offsetof(kbx_plugin_desc_t, abi_minor) + sizeof(uint16_t))
 
-__attribute__((format(printf, 3, 4))) static void kbx_loader_errf(char *errbuf,
-                                                                  size_t errbuf_size,
+__attribute__((format(printf, 3, 4))) static void kbx_loader_errf(char *errbuf, size_t errbuf_size,
                                                                   const char *fmt, ...)
 {
     va_list ap;
@@ -68,7 +66,8 @@ static int32_t kbx_loader_check_api(const kbx_api_t *api, char *errbuf, size_t e
 {
     if (api == NULL || api->struct_size < KBX_API_SIZE_1_0 || api->abi_major != KBX_ABI_MAJOR) {
         kbx_loader_errf(errbuf, errbuf_size,
-                        "host bug: the kbx API table is missing or not a %d.x table", KBX_ABI_MAJOR);
+                        "host bug: the kbx API table is missing or not a %d.x table",
+                        KBX_ABI_MAJOR);
         return KBX_ERR_INVALID;
     }
     return KBX_OK;
@@ -100,9 +99,8 @@ int32_t kbx_loader_check_desc(const kbx_plugin_desc_t *desc, const char *who, co
                         "plugin %s was built for kbx ABI %u.%u, this broker provides %u.%u (%s)",
                         who, (unsigned)desc->abi_major, (unsigned)desc->abi_minor,
                         (unsigned)api->abi_major, (unsigned)api->abi_minor,
-                        desc->abi_major != api->abi_major
-                            ? "the major versions must be equal"
-                            : "the plugin needs a newer broker");
+                        desc->abi_major != api->abi_major ? "the major versions must be equal"
+                                                          : "the plugin needs a newer broker");
         return KBX_ERR_UNSUPPORTED;
     }
     if (desc->struct_size < KBX_PLUGIN_DESC_SIZE_1_0) {
@@ -115,8 +113,8 @@ int32_t kbx_loader_check_desc(const kbx_plugin_desc_t *desc, const char *who, co
     if (desc->name == NULL || desc->name[0] == '\0' || desc->init == NULL || desc->fini == NULL) {
         kbx_loader_errf(errbuf, errbuf_size, "plugin %s: descriptor lacks %s", who,
                         desc->name == NULL || desc->name[0] == '\0' ? "a name"
-                        : desc->init == NULL                       ? "an init function"
-                                                                   : "a fini function");
+                        : desc->init == NULL                        ? "an init function"
+                                                                    : "a fini function");
         return KBX_ERR_INVALID;
     }
     return KBX_OK;
@@ -133,8 +131,8 @@ int32_t kbx_loader_load(const char *path, const kbx_loader_opts_t *opts, const k
 
     *out = NULL;
     if (opts == NULL || !opts->enabled) {
-        const char *flag = opts != NULL && opts->flag_name != NULL ? opts->flag_name
-                                                                  : "the plugin feature flag";
+        const char *flag =
+            opts != NULL && opts->flag_name != NULL ? opts->flag_name : "the plugin feature flag";
         kbx_loader_errf(errbuf, errbuf_size,
                         "plugin %s not loaded: %s is off (set it to true to enable the feature)",
                         path, flag);

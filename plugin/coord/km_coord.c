@@ -52,7 +52,8 @@ static void km_coord_op_run(km_coord_t *coord, km_op_t *op)
     switch (op->type) {
     case KM_OP_METADATA:
         coord->metadata_offset = op->u.md.offset;
-        km_log_debug(cm, "metadata %s at offset %lld: %u topics, %u configs, %u brokers, %u records",
+        km_log_debug(cm,
+                     "metadata %s at offset %lld: %u topics, %u configs, %u brokers, %u records",
                      op->u.md.snapshot ? "snapshot" : "delta", (long long)op->u.md.offset,
                      op->u.md.topics, op->u.md.configs, op->u.md.brokers, op->u.md.records);
         break;
@@ -191,8 +192,8 @@ km_err_t km_coord_enqueue_leadership(km_coord_t *coord,
     return km_coord_push(coord, op);
 }
 
-static km_err_t km_coord_metric(km_plugin_t *cm, int32_t type, const char *name,
-                                const char *help, kbx_metric_t **out)
+static km_err_t km_coord_metric(km_plugin_t *cm, int32_t type, const char *name, const char *help,
+                                kbx_metric_t **out)
 {
     static const char *const label_keys[] = {"component"};
     static const char *const label_values[] = {"coordinator"};
@@ -272,8 +273,7 @@ unregister_queue_metric:
     api->metric_unregister(host, coord->m_queue_size);
     coord->m_queue_size = NULL;
 fail:
-    snprintf(errstr, errstr_size, "cannot create the coordinator's %s: %s", what,
-             km_err_str(err));
+    snprintf(errstr, errstr_size, "cannot create the coordinator's %s: %s", what, km_err_str(err));
     return err;
 }
 

@@ -252,8 +252,8 @@ free_gctx:
     return err;
 }
 
-static km_err_t km_config_check_hostport(const km_config_def_t *def, const char *e,
-                                         char *errstr, size_t errstr_size)
+static km_err_t km_config_check_hostport(const km_config_def_t *def, const char *e, char *errstr,
+                                         size_t errstr_size)
 {
     const char *colon = strrchr(e, ':'), *p;
     long port = 0;
@@ -475,8 +475,8 @@ void km_config_free(km_plugin_t *cm, const km_config_scope_t *scope, void *conf)
     memset(conf, 0, scope->struct_size);
 }
 
-km_err_t km_config_init(km_plugin_t *cm, const km_config_scope_t *scope, void *conf,
-                        char *errstr, size_t errstr_size)
+km_err_t km_config_init(km_plugin_t *cm, const km_config_scope_t *scope, void *conf, char *errstr,
+                        size_t errstr_size)
 {
     size_t i;
     km_err_t err;
@@ -495,8 +495,8 @@ free_conf:
     return err;
 }
 
-km_err_t km_config_set(km_plugin_t *cm, const km_config_scope_t *scope, void *conf,
-                       const char *key, const char *value, char *errstr, size_t errstr_size)
+km_err_t km_config_set(km_plugin_t *cm, const km_config_scope_t *scope, void *conf, const char *key,
+                       const char *value, char *errstr, size_t errstr_size)
 {
     const km_config_def_t *def = km_config_find(scope, key);
 
@@ -504,8 +504,7 @@ km_err_t km_config_set(km_plugin_t *cm, const km_config_scope_t *scope, void *co
         km_config_errf(errstr, errstr_size, "%s: unknown %s configuration key", key, scope->name);
         return KM_ERR_CONFIG;
     }
-    return km_config_apply(cm, def, conf, value != NULL ? value : def->dflt, errstr,
-                           errstr_size);
+    return km_config_apply(cm, def, conf, value != NULL ? value : def->dflt, errstr, errstr_size);
 }
 
 km_err_t km_config_check(const km_config_scope_t *scope, const void *conf, char *errstr,
@@ -628,8 +627,7 @@ km_err_t km_config_load_broker(km_plugin_t *cm, km_broker_config_t *conf, char *
         if (err == KM_OK && def->alias != NULL)
             err = km_config_host_get(cm, def->alias, &old);
         if (err != KM_OK) {
-            km_config_errf(errstr, errstr_size, "cannot read %s: %s", def->name,
-                           km_err_str(err));
+            km_config_errf(errstr, errstr_size, "cannot read %s: %s", def->name, km_err_str(err));
             goto free_values;
         }
         if (value != NULL && old != NULL && strcmp(value, old) != 0) {

@@ -29,7 +29,8 @@ typedef enum km_config_type {
     KM_CT_HOSTPORT_LIST, /**< km_strlist_t of host:port entries, at least one */
 } km_config_type_t;
 
-#define KM_CF_DYNAMIC   0x1u /**< broker: dynamic broker config; mirror: applied without
+#define KM_CF_DYNAMIC                                                                              \
+    0x1u                     /**< broker: dynamic broker config; mirror: applied without           \
                                   reconnecting to the source */
 #define KM_CF_SENSITIVE 0x2u /**< never returned, logged or echoed in errors */
 #define KM_CF_REQUIRED  0x4u /**< must be set */
@@ -39,21 +40,21 @@ typedef enum km_config_type {
 
 typedef struct km_config_def {
     const char *name;
-    const char *alias;      /**< older name accepted for the same key, or NULL */
+    const char *alias; /**< older name accepted for the same key, or NULL */
     km_config_type_t type;
-    const char *dflt;       /**< default as text; NULL: unset */
-    int64_t min, max;       /**< KM_CT_INT / KM_CT_LONG */
-    double dmin, dmax;      /**< KM_CT_DOUBLE */
-    const char *allowed;    /**< KM_CT_ENUM: "A|B|C" */
-    size_t offset;          /**< offsetof into the scope struct, or KM_CONFIG_NO_FIELD */
-    uint32_t flags;         /**< KM_CF_* */
-    const char *doc;        /**< description, our words */
+    const char *dflt;    /**< default as text; NULL: unset */
+    int64_t min, max;    /**< KM_CT_INT / KM_CT_LONG */
+    double dmin, dmax;   /**< KM_CT_DOUBLE */
+    const char *allowed; /**< KM_CT_ENUM: "A|B|C" */
+    size_t offset;       /**< offsetof into the scope struct, or KM_CONFIG_NO_FIELD */
+    uint32_t flags;      /**< KM_CF_* */
+    const char *doc;     /**< description, our words */
 } km_config_def_t;
 
 typedef struct km_config_scope {
-    const char *name;              /**< "broker" or "mirror" */
-    const char *title;             /**< section title in docs/config.md */
-    const char *intro;             /**< paragraph under the title */
+    const char *name;  /**< "broker" or "mirror" */
+    const char *title; /**< section title in docs/config.md */
+    const char *intro; /**< paragraph under the title */
     const km_config_def_t *defs;
     size_t ndefs;
     size_t struct_size;
@@ -79,8 +80,8 @@ const km_config_def_t *km_config_find(const km_config_scope_t *scope, const char
  * @return KM_OK, KM_ERR_NOMEM, KM_ERR_CONFIG (a broken default: a bug in the table)
  * @thread any
  */
-km_err_t km_config_init(km_plugin_t *cm, const km_config_scope_t *scope, void *conf,
-                        char *errstr, size_t errstr_size);
+km_err_t km_config_init(km_plugin_t *cm, const km_config_scope_t *scope, void *conf, char *errstr,
+                        size_t errstr_size);
 
 /**
  * Validate value (borrowed) for key and store it into conf, replacing the previous value.
@@ -89,8 +90,8 @@ km_err_t km_config_init(km_plugin_t *cm, const km_config_scope_t *scope, void *c
  * @return KM_OK, KM_ERR_CONFIG (unknown key or invalid value), KM_ERR_NOMEM
  * @thread any
  */
-km_err_t km_config_set(km_plugin_t *cm, const km_config_scope_t *scope, void *conf,
-                       const char *key, const char *value, char *errstr, size_t errstr_size);
+km_err_t km_config_set(km_plugin_t *cm, const km_config_scope_t *scope, void *conf, const char *key,
+                       const char *value, char *errstr, size_t errstr_size);
 
 /**
  * Validate value for def without storing it. cm is needed for memory (regex compile).

@@ -60,8 +60,9 @@ static void km_config_doc_valid(const km_config_def_t *def, char *buf, size_t si
         for (a = def->allowed; off < size;) {
             bar = strchr(a, '|');
             alen = bar != NULL ? (size_t)(bar - a) : strlen(a);
-            off += (size_t)snprintf(buf + off, size - off, "%s%s%.*s%s", a == def->allowed ? "" : ", ",
-                                    alen == 0 ? "`\"\"`" : "`", (int)alen, a, alen == 0 ? "" : "`");
+            off +=
+                (size_t)snprintf(buf + off, size - off, "%s%s%.*s%s", a == def->allowed ? "" : ", ",
+                                 alen == 0 ? "`\"\"`" : "`", (int)alen, a, alen == 0 ? "" : "`");
             if (bar == NULL)
                 break;
             a = bar + 1;

@@ -172,10 +172,10 @@ const km_config_scope_t km_config_broker_scope = {
 #define M(field) offsetof(km_mirror_config_t, field)
 
 #define KM_DEFAULT_TOPIC_PROPERTIES_EXCLUDE                                                        \
-    "follower.replication.throttled.replicas, leader.replication.throttled.replicas, "            \
-    "message.timestamp.difference.max.ms, message.timestamp.before.max.ms, "                      \
-    "message.timestamp.after.max.ms, message.timestamp.type, unclean.leader.election.enable, "    \
-    "min.insync.replicas, mirror.replication.throttled.replicas, "                                \
+    "follower.replication.throttled.replicas, leader.replication.throttled.replicas, "             \
+    "message.timestamp.difference.max.ms, message.timestamp.before.max.ms, "                       \
+    "message.timestamp.after.max.ms, message.timestamp.type, unclean.leader.election.enable, "     \
+    "min.insync.replicas, mirror.replication.throttled.replicas, "                                 \
     "mirror.support.unclean.leader.election"
 
 static const km_config_def_t km_config_mirror_defs[] = {
@@ -510,8 +510,8 @@ static const km_config_def_t km_config_mirror_defs[] = {
 static km_err_t km_config_mirror_check(const void *conf_v, char *errstr, size_t errstr_size)
 {
     const km_mirror_config_t *conf = conf_v;
-    bool sasl = conf->security_protocol != NULL &&
-                strncmp(conf->security_protocol, "SASL_", 5) == 0;
+    bool sasl =
+        conf->security_protocol != NULL && strncmp(conf->security_protocol, "SASL_", 5) == 0;
 
     if (conf->reconnect_backoff_ms > conf->reconnect_backoff_max_ms) {
         snprintf(errstr, errstr_size,

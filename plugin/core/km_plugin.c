@@ -38,8 +38,7 @@ static km_err_t km_plugin_check_api(const kbx_api_t *api, char *errbuf, size_t e
 {
     const char *missing = NULL;
 
-    if (api == NULL || api->struct_size < sizeof(uint32_t) * 2 ||
-        api->abi_major != KBX_ABI_MAJOR) {
+    if (api == NULL || api->struct_size < sizeof(uint32_t) * 2 || api->abi_major != KBX_ABI_MAJOR) {
         snprintf(errbuf, errbuf_size, "the host's kbx API table is not a %d.x table",
                  KBX_ABI_MAJOR);
         return KM_ERR_HOST_API;
@@ -110,8 +109,8 @@ static void km_plugin_on_metadata(void *plugin_ctx, const kbx_metadata_delta_t *
     km_coord_enqueue_metadata(&cm->coord, delta);
 }
 
-static void km_plugin_on_leadership(void *plugin_ctx,
-                                    const kbx_leadership_change_t *const *changes, uint32_t count)
+static void km_plugin_on_leadership(void *plugin_ctx, const kbx_leadership_change_t *const *changes,
+                                    uint32_t count)
 {
     km_plugin_t *cm = plugin_ctx;
 

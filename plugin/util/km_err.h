@@ -13,7 +13,7 @@
     X(KM_ERR_INVALID, -2, "invalid argument")                                                      \
     X(KM_ERR_CONFIG, -3, "invalid configuration")                                                  \
     X(KM_ERR_DISABLED, -4, "the mirror feature is disabled")                                       \
-    X(KM_ERR_HOST_API, -5, "the host's kbx API lacks something the plugin needs")                 \
+    X(KM_ERR_HOST_API, -5, "the host's kbx API lacks something the plugin needs")                  \
     X(KM_ERR_HOST, -6, "a host call failed")                                                       \
     X(KM_ERR_SHUTDOWN, -7, "shutting down")
 

@@ -26,7 +26,7 @@ void km_log_emit(km_plugin_t *cm, int32_t level, const char *component, const ch
 #define km_log(cm, level, ...)                                                                     \
     do {                                                                                           \
         if (km_log_enabled((cm), (level), KM_LOG_COMPONENT))                                       \
-            km_log_emit((cm), (level), KM_LOG_COMPONENT, __VA_ARGS__);                            \
+            km_log_emit((cm), (level), KM_LOG_COMPONENT, __VA_ARGS__);                             \
     } while (0)
 #define km_log_error(cm, ...) km_log((cm), KBX_LOG_ERROR, __VA_ARGS__)
 #define km_log_warn(cm, ...)  km_log((cm), KBX_LOG_WARN, __VA_ARGS__)

@@ -13,7 +13,7 @@ typedef struct km_plugin km_plugin_t;
 
 /** Host access carried by every plugin instance (first members of km_plugin_t). */
 typedef struct km_host_ref {
-    uint32_t magic;       /**< KM_PLUGIN_MAGIC while the instance is alive */
+    uint32_t magic; /**< KM_PLUGIN_MAGIC while the instance is alive */
     uint32_t _pad0;
     const kbx_api_t *api; /**< the host's table, valid until fini returns */
     kbx_host_t *host;     /**< the host handle */

@@ -302,8 +302,8 @@ static void *fh_xmemdup(const void *p, size_t n)
         }                                                                                          \
     } while (0)
 
-__attribute__((format(printf, 4, 5), noreturn)) static void fh_fatalf(fakehost_t *fh, const char *file,
-                                                            int line, const char *fmt, ...)
+__attribute__((format(printf, 4, 5), noreturn)) static void
+fh_fatalf(fakehost_t *fh, const char *file, int line, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -345,8 +345,7 @@ static void fh_log_line(fakehost_t *fh, int32_t level, const char *text)
         fprintf(stderr, "[fakehost %d] L%d %s\n", (int)fh->broker_id, (int)level, text);
 }
 
-static fh_injection_t *fh_take_injection(fakehost_t *fh, int op, int32_t broker_id,
-                                         int16_t api_key)
+static fh_injection_t *fh_take_injection(fakehost_t *fh, int op, int32_t broker_id, int16_t api_key)
 {
     fh_injection_t *inj;
 
@@ -468,8 +467,8 @@ static size_t fh_record_encode(uint8_t *p, int32_t offset_delta, const uint8_t *
     uint8_t body[256];
     size_t n = 0, hdr;
 
-    body[n++] = 0;                          /* attributes */
-    n += fh_put_varint(body + n, 0);        /* timestamp delta */
+    body[n++] = 0;                   /* attributes */
+    n += fh_put_varint(body + n, 0); /* timestamp delta */
     n += fh_put_varint(body + n, offset_delta);
     n += fh_put_varint(body + n, key != NULL ? key_len : -1);
     if (key != NULL) {
@@ -502,8 +501,8 @@ int fakehost_batch_build(int64_t base_offset, int32_t epoch, int64_t pid, int16_
         fh_wr_be(val, (uint64_t)(base_offset + i), 8);
         n += fh_record_encode(recs + n, i, NULL, 0, val, (int32_t)sizeof(val));
     }
-    fh_batch_frame(base_offset, epoch, transactional ? 0x10 : 0, nrecords - 1,
-                   FH_WALL_BASE, pid, pepoch, nrecords, recs, n, out, out_len);
+    fh_batch_frame(base_offset, epoch, transactional ? 0x10 : 0, nrecords - 1, FH_WALL_BASE, pid,
+                   pepoch, nrecords, recs, n, out, out_len);
     free(recs);
     return 0;
 }
@@ -822,8 +821,7 @@ static void fh_task_step(fakehost_t *fh, struct kbx_thread *t)
         }
         t->state = FH_TASK_EXITED;
     } else if (rc != KBX_THREAD_CONTINUE) {
-        FH_FATAL(fh, "thread %s returned %d (want KBX_THREAD_CONTINUE or _EXIT)", t->name,
-                 (int)rc);
+        FH_FATAL(fh, "thread %s returned %d (want KBX_THREAD_CONTINUE or _EXIT)", t->name, (int)rc);
     }
 }
 
@@ -919,8 +917,7 @@ void fakehost_advance_ms(fakehost_t *fh, int64_t ms)
 }
 
 /* Block on the test thread until done(arg) or the deadline; simulated time jumps when idle. */
-static bool fh_block(fakehost_t *fh, bool (*done)(const void *), const void *arg,
-                     int64_t deadline)
+static bool fh_block(fakehost_t *fh, bool (*done)(const void *), const void *arg, int64_t deadline)
 {
     size_t steps = 0;
     int64_t next;
@@ -1035,8 +1032,7 @@ static fh_alloc_hdr_t *fh_hdr_of(kbx_host_t *fh, void *ptr, const char *what)
     fh_alloc_hdr_t *h = (fh_alloc_hdr_t *)ptr - 1;
 
     if (h->magic != FH_ALLOC_MAGIC || h->owner != fh)
-        FH_FATAL(fh, "%s of %p: not memory from this host's mem_alloc (or freed twice)", what,
-                 ptr);
+        FH_FATAL(fh, "%s of %p: not memory from this host's mem_alloc (or freed twice)", what, ptr);
     return h;
 }
 
@@ -1200,8 +1196,8 @@ static void fh_latch_destroy(kbx_host_t *fh, kbx_latch_t *l)
     free(l);
 }
 
-static int32_t fh_timer_start(kbx_host_t *fh, int64_t delay_ms, int64_t period_ms,
-                              kbx_timer_fn fn, void *arg, kbx_timer_t **out)
+static int32_t fh_timer_start(kbx_host_t *fh, int64_t delay_ms, int64_t period_ms, kbx_timer_fn fn,
+                              void *arg, kbx_timer_t **out)
 {
     struct kbx_timer *tm;
 
@@ -1255,8 +1251,7 @@ static char *fh_labels_join(const kbx_metric_desc_t *d)
     return s;
 }
 
-static int32_t fh_metric_register(kbx_host_t *fh, const kbx_metric_desc_t *desc,
-                                  kbx_metric_t **out)
+static int32_t fh_metric_register(kbx_host_t *fh, const kbx_metric_desc_t *desc, kbx_metric_t **out)
 {
     kbx_metric_desc_t d;
     struct kbx_metric *m;
@@ -1265,8 +1260,8 @@ static int32_t fh_metric_register(kbx_host_t *fh, const kbx_metric_desc_t *desc,
 
     kbx_ops_copy(&d, sizeof(d), desc);
     if (out == NULL || d.group == NULL || d.name == NULL || d.type < KBX_METRIC_COUNTER ||
-        d.type > KBX_METRIC_HISTOGRAM || (d.label_count != 0 && (d.label_keys == NULL ||
-                                                                  d.label_values == NULL)))
+        d.type > KBX_METRIC_HISTOGRAM ||
+        (d.label_count != 0 && (d.label_keys == NULL || d.label_values == NULL)))
         return KBX_ERR_INVALID;
     for (i = 0; i < d.label_count; i++)
         if (d.label_keys[i] == NULL || d.label_values[i] == NULL)
@@ -1338,8 +1333,7 @@ static int32_t fh_config_get(kbx_host_t *fh, const char *key, char *buf, size_t 
     return KBX_ERR_NOT_FOUND;
 }
 
-static int32_t fh_config_foreach(kbx_host_t *fh, const char *prefix, kbx_config_fn fn,
-                                 void *arg)
+static int32_t fh_config_foreach(kbx_host_t *fh, const char *prefix, kbx_config_fn fn, void *arg)
 {
     fh_kv_t *kv;
     int32_t n = 0;
@@ -1415,14 +1409,12 @@ static int32_t fh_complete_response(kbx_host_t *fh, kbx_token_t *tok, const uint
     case FAKEHOST_CALL_CANCELLED:
         FH_FATAL(fh, "complete_response on a token whose cancel callback returned");
     default:
-        FH_FATAL(fh, "complete_response on a token that was already consumed (state %d)",
-                 c->state);
+        FH_FATAL(fh, "complete_response on a token that was already consumed (state %d)", c->state);
     }
     return KBX_ERR_INVALID;
 }
 
-static int32_t fh_listen(kbx_host_t *fh, int kind, const void *ops, void *ctx,
-                         kbx_listener_t **out)
+static int32_t fh_listen(kbx_host_t *fh, int kind, const void *ops, void *ctx, kbx_listener_t **out)
 {
     struct kbx_listener *l, **pp;
     fh_event_t *ev;
@@ -1661,8 +1653,8 @@ static void fh_append_result(kbx_append_result_t *out, int32_t n, int64_t first,
     fh_copy_out(out, &full, sizeof(full));
 }
 
-static int32_t fh_log_append(kbx_host_t *fh, kbx_partition_t *p, const uint8_t *batches,
-                             size_t len, kbx_append_result_t *out)
+static int32_t fh_log_append(kbx_host_t *fh, kbx_partition_t *p, const uint8_t *batches, size_t len,
+                             kbx_append_result_t *out)
 {
     fh_log_t *log;
     size_t pos, size;
@@ -2266,8 +2258,7 @@ size_t fakehost_metric_count(const fakehost_t *fh)
     return n;
 }
 
-bool fakehost_metric_get(const fakehost_t *fh, const char *group, const char *name,
-                         double *value)
+bool fakehost_metric_get(const fakehost_t *fh, const char *group, const char *name, double *value)
 {
     const struct kbx_metric *m;
 
@@ -2301,8 +2292,8 @@ bool fakehost_rpc_registered(const fakehost_t *fh, int16_t api_key)
     return false;
 }
 
-int32_t fakehost_rpc_call(fakehost_t *fh, int16_t api_key, int16_t api_version,
-                          const uint8_t *body, size_t len, fakehost_call_t **out)
+int32_t fakehost_rpc_call(fakehost_t *fh, int16_t api_key, int16_t api_version, const uint8_t *body,
+                          size_t len, fakehost_call_t **out)
 {
     struct kbx_rpc_reg *r;
     struct fakehost_call *c;
@@ -2403,8 +2394,7 @@ void fakehost_publish_leadership(fakehost_t *fh, const kbx_leadership_change_t *
 }
 
 int fakehost_partition_add(fakehost_t *fh, const kbx_uuid_t *topic_id, const char *topic,
-                           int32_t partition, int32_t leader_epoch, bool leader,
-                           int32_t write_mode)
+                           int32_t partition, int32_t leader_epoch, bool leader, int32_t write_mode)
 {
     fh_log_t *log, **pp;
 

@@ -96,8 +96,7 @@ size_t fakehost_live_allocs(const fakehost_t *fh);
 size_t fakehost_metric_count(const fakehost_t *fh);
 /** Find a registered metric by group and name; *value gets its value (counter: sum, gauge:
  *  last value, histogram: number of samples). */
-bool fakehost_metric_get(const fakehost_t *fh, const char *group, const char *name,
-                         double *value);
+bool fakehost_metric_get(const fakehost_t *fh, const char *group, const char *name, double *value);
 
 /* --- RPC ----------------------------------------------------------------------------------- */
 size_t fakehost_rpc_count(const fakehost_t *fh);
@@ -110,8 +109,8 @@ bool fakehost_rpc_registered(const fakehost_t *fh, int16_t api_key);
 
 /** Deliver a request to the registered handler as a client would. Returns what handle
  *  returned (or KBX_ERR_NOT_FOUND if no handler). *out (owned by the fake host) records it. */
-int32_t fakehost_rpc_call(fakehost_t *fh, int16_t api_key, int16_t api_version,
-                          const uint8_t *body, size_t len, fakehost_call_t **out);
+int32_t fakehost_rpc_call(fakehost_t *fh, int16_t api_key, int16_t api_version, const uint8_t *body,
+                          size_t len, fakehost_call_t **out);
 /** The client disconnects: a pending call is cancelled through the handler's cancel op. */
 void fakehost_rpc_disconnect(fakehost_t *fh, fakehost_call_t *call);
 int fakehost_call_state(const fakehost_call_t *call);

@@ -157,9 +157,8 @@ static void fh_test_memory(void)
 
 /* --- partition logs ---------------------------------------------------------------------- */
 
-static void fh_test_append(const kbx_api_t *api, fakehost_t *fh, kbx_partition_t *p,
-                           int64_t base, int32_t epoch, int64_t pid, bool txn, int32_t n,
-                           int32_t expect)
+static void fh_test_append(const kbx_api_t *api, fakehost_t *fh, kbx_partition_t *p, int64_t base,
+                           int32_t epoch, int64_t pid, bool txn, int32_t n, int32_t expect)
 {
     uint8_t *b;
     size_t len;
@@ -191,9 +190,9 @@ static void fh_test_logs(void)
     CU_ASSERT_EQUAL(api->partition_acquire(fh, &T1, 1, -1, &p), KBX_ERR_NOT_FOUND);
     CU_ASSERT_EQUAL_FATAL(api->partition_acquire(fh, &T1, 0, 5, &p), KBX_OK);
 
-    fh_test_append(api, fh, p, 0, 1, -1, false, 3, KBX_OK);   /* 0..2 epoch 1 */
+    fh_test_append(api, fh, p, 0, 1, -1, false, 3, KBX_OK); /* 0..2 epoch 1 */
     fh_test_append(api, fh, p, 2, 1, -1, false, 1, KBX_ERR_OFFSET);
-    fh_test_append(api, fh, p, 10, 3, 7, true, 2, KBX_OK);     /* 10..11 epoch 3, txn */
+    fh_test_append(api, fh, p, 10, 3, 7, true, 2, KBX_OK); /* 10..11 epoch 3, txn */
     CU_ASSERT_EQUAL(api->log_offsets(fh, p, &o), KBX_OK);
     CU_ASSERT_EQUAL(o.log_end_offset, 12);
     CU_ASSERT_EQUAL(o.high_watermark, 12);
@@ -365,14 +364,13 @@ static void fh_test_async(void)
     kbx_log_offsets_t o = {.struct_size = sizeof(o)};
 
     fakehost_set_request_handler(fh, fh_test_req_handler, NULL);
-    CU_ASSERT_EQUAL(api->local_request(fh, 19, 7, (const uint8_t *)"abc", 3, 1000, fh_test_resp,
-                                       &a),
-                    KBX_OK);
+    CU_ASSERT_EQUAL(
+        api->local_request(fh, 19, 7, (const uint8_t *)"abc", 3, 1000, fh_test_resp, &a), KBX_OK);
     CU_ASSERT_EQUAL(a.calls, 0); /* never inside the starting call */
     fakehost_inject_request_error(fh, FAKEHOST_ANY_BROKER, -1, KBX_ERR_NETWORK, 1);
-    CU_ASSERT_EQUAL(api->broker_request(fh, 2, 100, 0, (const uint8_t *)"x", 1, 1000,
-                                        fh_test_resp, &b),
-                    KBX_OK);
+    CU_ASSERT_EQUAL(
+        api->broker_request(fh, 2, 100, 0, (const uint8_t *)"x", 1, 1000, fh_test_resp, &b),
+        KBX_OK);
     fakehost_run_until_idle(fh);
     CU_ASSERT(a.calls == 1 && a.status == KBX_OK && a.len == 6);
     CU_ASSERT(b.calls == 1 && b.status == KBX_ERR_NETWORK);
@@ -400,8 +398,8 @@ static void fh_test_async(void)
 }
 
 static CU_TestInfo fh_tests[] = {
-    {"timers", fh_test_timers}, {"tasks and latches", fh_test_tasks},
-    {"memory", fh_test_memory}, {"partition logs", fh_test_logs},
+    {"timers", fh_test_timers},  {"tasks and latches", fh_test_tasks},
+    {"memory", fh_test_memory},  {"partition logs", fh_test_logs},
     {"rpc tokens", fh_test_rpc}, {"async operations", fh_test_async},
     CU_TEST_INFO_NULL,
 };

@@ -63,8 +63,8 @@ static void ld_test_kmirror_loads(void)
     char err[512] = "";
     double events = 0;
 
-    CU_ASSERT_EQUAL_FATAL(kbx_loader_load(KMIRROR_SO, &ld_on, fakehost_api(fh),
-                                          fakehost_host(fh), &lp, err, sizeof(err)),
+    CU_ASSERT_EQUAL_FATAL(kbx_loader_load(KMIRROR_SO, &ld_on, fakehost_api(fh), fakehost_host(fh),
+                                          &lp, err, sizeof(err)),
                           KBX_OK);
     CU_ASSERT_STRING_EQUAL(kbx_loader_desc(lp)->name, "kmirror");
     CU_ASSERT_PTR_NOT_NULL(kbx_loader_ctx(lp));
@@ -72,8 +72,8 @@ static void ld_test_kmirror_loads(void)
     CU_ASSERT_EQUAL(fakehost_thread_count(fh), 1);
     CU_ASSERT_EQUAL(fakehost_listener_count(fh), 2);
     fakehost_run_until_idle(fh); /* the two snapshots reach the coordinator */
-    CU_ASSERT_TRUE(fakehost_metric_get(fh, "kafka.server.mirror", "CoordinatorEventsTotal",
-                                       &events));
+    CU_ASSERT_TRUE(
+        fakehost_metric_get(fh, "kafka.server.mirror", "CoordinatorEventsTotal", &events));
     CU_ASSERT_EQUAL(events, 2);
     kbx_loader_unload(lp);
     CU_ASSERT_TRUE(fakehost_log_contains(fh, "kmirror stopped"));
@@ -89,11 +89,11 @@ static void ld_test_two_instances(void)
     char err[512] = "";
     double ea = 0, eb = 0;
 
-    CU_ASSERT_EQUAL_FATAL(kbx_loader_load(KMIRROR_SO, &ld_on, fakehost_api(a),
-                                          fakehost_host(a), &la, err, sizeof(err)),
+    CU_ASSERT_EQUAL_FATAL(kbx_loader_load(KMIRROR_SO, &ld_on, fakehost_api(a), fakehost_host(a),
+                                          &la, err, sizeof(err)),
                           KBX_OK);
-    CU_ASSERT_EQUAL_FATAL(kbx_loader_load(KMIRROR_SO, &ld_on, fakehost_api(b),
-                                          fakehost_host(b), &lb, err, sizeof(err)),
+    CU_ASSERT_EQUAL_FATAL(kbx_loader_load(KMIRROR_SO, &ld_on, fakehost_api(b), fakehost_host(b),
+                                          &lb, err, sizeof(err)),
                           KBX_OK);
     CU_ASSERT_PTR_NOT_EQUAL(kbx_loader_ctx(la), kbx_loader_ctx(lb));
     fakehost_publish_delta(a, &d);
@@ -189,8 +189,8 @@ static void ld_test_older_minor_loads(void)
 
     /* kmirror.so itself (built for 1.0) into the 1.1 host. */
     fh = ld_host(KBX_ABI_MINOR + 1, "true");
-    CU_ASSERT_EQUAL_FATAL(kbx_loader_load(KMIRROR_SO, &ld_on, fakehost_api(fh),
-                                          fakehost_host(fh), &lp, err, sizeof(err)),
+    CU_ASSERT_EQUAL_FATAL(kbx_loader_load(KMIRROR_SO, &ld_on, fakehost_api(fh), fakehost_host(fh),
+                                          &lp, err, sizeof(err)),
                           KBX_OK);
     kbx_loader_unload(lp);
     ld_assert_clean(fh);
@@ -205,16 +205,16 @@ static void ld_test_host_lacks_member(void)
     char err[512] = "";
 
     fakehost_api_mut(fh)->latch_create = NULL;
-    CU_ASSERT_EQUAL(kbx_loader_load(KMIRROR_SO, &ld_on, fakehost_api(fh), fakehost_host(fh),
-                                    &lp, err, sizeof(err)),
+    CU_ASSERT_EQUAL(kbx_loader_load(KMIRROR_SO, &ld_on, fakehost_api(fh), fakehost_host(fh), &lp,
+                                    err, sizeof(err)),
                     -5);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "lacks latch_create"));
     ld_assert_clean(fh);
 
     /* A table smaller than 1.0 is a host bug the loader reports before loading anything. */
     fakehost_api_mut(fh)->struct_size = (uint32_t)(KBX_API_SIZE_1_0 - 8);
-    CU_ASSERT_EQUAL(kbx_loader_load(KMIRROR_SO, &ld_on, fakehost_api(fh), fakehost_host(fh),
-                                    &lp, err, sizeof(err)),
+    CU_ASSERT_EQUAL(kbx_loader_load(KMIRROR_SO, &ld_on, fakehost_api(fh), fakehost_host(fh), &lp,
+                                    err, sizeof(err)),
                     KBX_ERR_INVALID);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "host bug"));
     fakehost_free(fh);
@@ -235,8 +235,12 @@ static void ld_test_check_desc(void)
 {
     fakehost_t *fh = ld_host(0, NULL);
     kbx_plugin_desc_t d = {
-        .struct_size = 4, .abi_major = 9, .abi_minor = 0, .name = NULL,
-        .init = ld_dummy_init, .fini = ld_dummy_fini,
+        .struct_size = 4,
+        .abi_major = 9,
+        .abi_minor = 0,
+        .name = NULL,
+        .init = ld_dummy_init,
+        .fini = ld_dummy_fini,
     };
     char err[256];
 

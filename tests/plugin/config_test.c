@@ -41,9 +41,9 @@ static void ct_mirror_rejects(const char *key, const char *value, const char *ms
 
     CU_ASSERT_EQUAL_FATAL(km_config_init(&ct_cm, &km_config_mirror_scope, &mc, err, sizeof(err)),
                           KM_OK);
-    CU_ASSERT_EQUAL(km_config_set(&ct_cm, &km_config_mirror_scope, &mc, key, value, err,
-                                  sizeof(err)),
-                    KM_ERR_CONFIG);
+    CU_ASSERT_EQUAL(
+        km_config_set(&ct_cm, &km_config_mirror_scope, &mc, key, value, err, sizeof(err)),
+        KM_ERR_CONFIG);
     CU_ASSERT_STRING_EQUAL(err, msg);
     if (strcmp(err, msg) != 0)
         fprintf(stderr, "\n    got:  %s\n    want: %s\n", err, msg);
@@ -77,8 +77,7 @@ static void ct_test_defaults(void)
     CU_ASSERT_PTR_NULL(mc.sasl_password);
     CU_ASSERT_EQUAL(mc.bootstrap_servers.n, 0);
     /* bootstrap.servers is required */
-    CU_ASSERT_EQUAL(km_config_check(&km_config_mirror_scope, &mc, err, sizeof(err)),
-                    KM_ERR_CONFIG);
+    CU_ASSERT_EQUAL(km_config_check(&km_config_mirror_scope, &mc, err, sizeof(err)), KM_ERR_CONFIG);
     CU_ASSERT_STRING_EQUAL(err, "bootstrap.servers: required but not set");
     CU_ASSERT_EQUAL(km_config_set(&ct_cm, &km_config_mirror_scope, &mc, "bootstrap.servers",
                                   " a:9092 , [::1]:9093,b.example:1", err, sizeof(err)),
@@ -91,8 +90,7 @@ static void ct_test_defaults(void)
                                   "sasl_ssl", err, sizeof(err)),
                     KM_OK);
     CU_ASSERT_STRING_EQUAL(mc.security_protocol, "SASL_SSL");
-    CU_ASSERT_EQUAL(km_config_check(&km_config_mirror_scope, &mc, err, sizeof(err)),
-                    KM_ERR_CONFIG);
+    CU_ASSERT_EQUAL(km_config_check(&km_config_mirror_scope, &mc, err, sizeof(err)), KM_ERR_CONFIG);
     CU_ASSERT_STRING_EQUAL(err, "security.protocol: SASL_SSL needs sasl.jaas.config, or "
                                 "sasl.username and sasl.password");
     CU_ASSERT_EQUAL(km_config_set(&ct_cm, &km_config_mirror_scope, &mc, "security.protocol", NULL,
@@ -138,8 +136,7 @@ static void ct_test_invalid_values(void)
                       "bootstrap.servers: 'a:99999' has no valid port (1-65535)");
     ct_mirror_rejects("bootstrap.servers", "[::1:9092",
                       "bootstrap.servers: '[::1:9092' is not [ipv6-address]:port");
-    ct_mirror_rejects("acls.include", "TOPIC;*, ",
-                      "acls.include: entry 2 of the list is empty");
+    ct_mirror_rejects("acls.include", "TOPIC;*, ", "acls.include: entry 2 of the list is empty");
     ct_mirror_rejects("no.such.key", "1", "no.such.key: unknown mirror configuration key");
     ct_mirror_rejects("ssl.engine.factory.class", "x",
                       "ssl.engine.factory.class: unknown mirror configuration key");
@@ -167,8 +164,7 @@ static void ct_test_cross_checks(void)
     CU_ASSERT_EQUAL(km_config_set(&ct_cm, &km_config_mirror_scope, &mc, "reconnect.backoff.ms",
                                   "5000", err, sizeof(err)),
                     KM_OK);
-    CU_ASSERT_EQUAL(km_config_check(&km_config_mirror_scope, &mc, err, sizeof(err)),
-                    KM_ERR_CONFIG);
+    CU_ASSERT_EQUAL(km_config_check(&km_config_mirror_scope, &mc, err, sizeof(err)), KM_ERR_CONFIG);
     CU_ASSERT_STRING_EQUAL(err, "reconnect.backoff.ms: 5000 is above reconnect.backoff.max.ms "
                                 "(1000)");
     km_config_free(&ct_cm, &km_config_mirror_scope, &mc);
@@ -183,7 +179,8 @@ static void ct_test_secrets_hidden(void)
     for (i = 0; i < km_config_mirror_scope.ndefs; i++) {
         def = &km_config_mirror_scope.defs[i];
         if (def->type == KM_CT_PASSWORD || strstr(def->name, "password") != NULL ||
-            strcmp(def->name, "sasl.jaas.config") == 0 || strcmp(def->name, "ssl.keystore.key") == 0)
+            strcmp(def->name, "sasl.jaas.config") == 0 ||
+            strcmp(def->name, "ssl.keystore.key") == 0)
             CU_ASSERT((def->flags & KM_CF_SENSITIVE) != 0 && def->type == KM_CT_PASSWORD);
     }
     /* A refused sensitive value is never echoed (test table entry reuses the engine). */
@@ -209,12 +206,16 @@ typedef struct ct_conf {
 } ct_conf_t;
 
 static const km_config_def_t ct_defs[] = {
-    {.name = "ratio", .type = KM_CT_DOUBLE, .dflt = "0.5", .dmin = 0, .dmax = 1,
+    {.name = "ratio",
+     .type = KM_CT_DOUBLE,
+     .dflt = "0.5",
+     .dmin = 0,
+     .dmax = 1,
      .offset = offsetof(ct_conf_t, ratio)},
     {.name = "flag", .type = KM_CT_BOOL, .dflt = "TRUE", .offset = offsetof(ct_conf_t, flag)},
 };
-static const km_config_scope_t ct_scope = {.name = "test", .defs = ct_defs, .ndefs = 2,
-                                           .struct_size = sizeof(ct_conf_t)};
+static const km_config_scope_t ct_scope = {
+    .name = "test", .defs = ct_defs, .ndefs = 2, .struct_size = sizeof(ct_conf_t)};
 
 static void ct_test_double_bool(void)
 {
@@ -293,7 +294,7 @@ static void ct_test_broker_from_host(void)
     fakehost_config_set(fh, "mirror.enable", "TRUE");
     fakehost_config_set(fh, "mirror.topic.num.partitions", "7"); /* old name alone: used */
     fakehost_config_set(fh, "mirror.state.topic.replication.factor", "-1");
-    fakehost_config_set(fh, "mirror.enabel", "true");           /* typo: warned */
+    fakehost_config_set(fh, "mirror.enabel", "true"); /* typo: warned */
     CU_ASSERT_EQUAL_FATAL(ct_load(fh, &bc, err, sizeof(err)), KM_OK);
     CU_ASSERT_TRUE(bc.enable);
     CU_ASSERT_EQUAL(bc.state_topic_num_partitions, 7);
@@ -301,8 +302,8 @@ static void ct_test_broker_from_host(void)
     CU_ASSERT_TRUE(fakehost_log_contains(fh, "mirror.topic.num.partitions is an old name"));
     CU_ASSERT_TRUE(fakehost_log_contains(fh, "unknown broker setting mirror.enabel is ignored"));
     {
-        km_plugin_t cm = {.ref = {.magic = KM_PLUGIN_MAGIC, .api = fakehost_api(fh),
-                                  .host = fakehost_host(fh)}};
+        km_plugin_t cm = {
+            .ref = {.magic = KM_PLUGIN_MAGIC, .api = fakehost_api(fh), .host = fakehost_host(fh)}};
         km_config_free(&cm, &km_config_broker_scope, &bc);
     }
     /* Both names, different values: refused. The same value twice is fine. */
@@ -318,8 +319,8 @@ static void ct_test_broker_from_host(void)
     CU_ASSERT_EQUAL(ct_load(fh, &bc, err, sizeof(err)), KM_OK);
     CU_ASSERT_EQUAL(bc.state_topic_num_partitions, 7);
     {
-        km_plugin_t cm = {.ref = {.magic = KM_PLUGIN_MAGIC, .api = fakehost_api(fh),
-                                  .host = fakehost_host(fh)}};
+        km_plugin_t cm = {
+            .ref = {.magic = KM_PLUGIN_MAGIC, .api = fakehost_api(fh), .host = fakehost_host(fh)}};
         km_config_free(&cm, &km_config_broker_scope, &bc);
     }
     CU_ASSERT_EQUAL(fakehost_check_clean(fh, NULL, 0), 0);
@@ -338,8 +339,8 @@ static void ct_test_alloc_failures(void)
         fakehost_fail_alloc(ct_fh, n, false);
         rc = km_config_init(&ct_cm, &km_config_mirror_scope, &mc, err, sizeof(err));
         if (rc == KM_OK) {
-            rc = km_config_set(&ct_cm, &km_config_mirror_scope, &mc, "topics.include",
-                               "a|b(c)*", err, sizeof(err));
+            rc = km_config_set(&ct_cm, &km_config_mirror_scope, &mc, "topics.include", "a|b(c)*",
+                               err, sizeof(err));
             km_config_free(&ct_cm, &km_config_mirror_scope, &mc);
         }
         CU_ASSERT_EQUAL(fakehost_live_allocs(ct_fh), 0);

@@ -60,8 +60,7 @@ static void pt_test_lifecycle(void)
     km_plugin_t *cm;
     char err[256] = "";
 
-    CU_ASSERT_EQUAL(fakehost_partition_add(fh, &PT_T1, "orders", 0, 3, true, KBX_WRITE_PENDING),
-                    0);
+    CU_ASSERT_EQUAL(fakehost_partition_add(fh, &PT_T1, "orders", 0, 3, true, KBX_WRITE_PENDING), 0);
     CU_ASSERT_EQUAL_FATAL(pt_init(fh, &ctx, err, sizeof(err)), 0);
     cm = ctx;
     CU_ASSERT_EQUAL(cm->ref.magic, KM_PLUGIN_MAGIC);
