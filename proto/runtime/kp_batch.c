@@ -232,8 +232,11 @@ int kp_batch_set_partition_leader_epoch(void *buf, size_t len, int32_t epoch)
 void kp_record_iter_init_raw(kp_record_iter_t *it, const kp_batch_hdr_t *hdr, const void *data,
                              size_t len)
 {
+    static const uint8_t kp_record_iter_empty[1];
+
     memset(it, 0, sizeof(*it));
-    it->buf = data;
+    /* Never NULL, so that buf + pos is always defined. */
+    it->buf = data ? data : kp_record_iter_empty;
     it->len = data ? len : 0;
     it->hdr = *hdr;
     it->left = hdr->recordCount;
@@ -270,8 +273,13 @@ int kp_record_iter_init(kp_record_iter_t *it, const kp_batch_t *b, kp_writer_t *
                                           : "cannot decompress the records";
         return it->err = rc;
     }
-    it->buf = scratch->buf + start;
-    it->len = scratch->len - start;
+    /* Nothing decompressed: a growable writer may still have no buffer at all. */
+    if (scratch->len > start) {
+        it->buf = scratch->buf + start;
+        it->len = scratch->len - start;
+    } else {
+        it->len = 0;
+    }
     return 0;
 }
 

@@ -576,6 +576,42 @@ static void test_record_framing(void)
         CU_ASSERT_PTR_NOT_NULL(it.errstr);
         free(p);
     }
+    /* No data at all, or a compressed batch whose records decompress to nothing (found by
+     * fuzz_batch: a growable scratch writer has no buffer then). */
+    {
+        kp_record_iter_t it;
+        kp_record_t r;
+        kp_batch_opts_t o;
+        kp_batch_builder_t bb;
+        kp_writer_t w, scratch, empty;
+        kp_batch_t b;
+        size_t hdr_len;
+
+        kp_record_iter_init_raw(&it, &h, NULL, 0);
+        CU_ASSERT_EQUAL(kp_record_iter_next(&it, &r), KP_E_CORRUPT);
+        kp_batch_opts_init(&o);
+        o.codec = KP_CODEC_SNAPPY;
+        kp_writer_init(&w);
+        kp_batch_builder_init(&bb, &o);
+        kp_batch_builder_add(&bb, 1, B("k"), B("v"), NULL, 0);
+        CU_ASSERT_EQUAL_FATAL(kp_batch_builder_finish(&bb, &w), 0);
+        kp_batch_builder_free(&bb);
+        /* Replace the records by an empty xerial stream (the 16-byte header only). */
+        kp_writer_init(&empty);
+        CU_ASSERT_EQUAL_FATAL(kp_compress(KP_CODEC_SNAPPY, "", 0, &empty, 0), 0);
+        hdr_len = KP_BATCH_HEADER_SIZE;
+        w.len = hdr_len;
+        kp_write_raw(&w, empty.buf, empty.len);
+        kp_writer_patch_int32(&w, 8, (int32_t)(w.len - 12));
+        recrc(&w);
+        CU_ASSERT_EQUAL_FATAL(kp_batch_parse(w.buf, w.len, 0, 0, &b, NULL), 0);
+        kp_writer_init(&scratch);
+        CU_ASSERT_EQUAL(kp_record_iter_init(&it, &b, &scratch, 100), 0);
+        CU_ASSERT_EQUAL(kp_record_iter_next(&it, &r), KP_E_CORRUPT);
+        kp_writer_free(&scratch);
+        kp_writer_free(&empty);
+        kp_writer_free(&w);
+    }
     /* And a good one: empty key, null value, no headers. */
     {
         static const uint8_t good[] = {0x0c, 0, 0, 0, 0x00, 0x01, 0x00};
