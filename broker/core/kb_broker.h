@@ -22,10 +22,10 @@
 typedef struct kb_server_s kb_server_t;
 
 typedef struct kb_broker_s {
-    const kb_config_t *cfg;  /**< finalized, read-only */
-    kb_metrics_t *metrics;   /**< the registry (thread-safe) */
-    kb_api_registry_t *reg;  /**< request handlers (thread-safe) */
-    kb_server_t *srv;        /**< NULL during init(); set before start() */
+    const kb_config_t *cfg; /**< finalized, read-only */
+    kb_metrics_t *metrics;  /**< the registry (thread-safe) */
+    kb_api_registry_t *reg; /**< request handlers (thread-safe) */
+    kb_server_t *srv;       /**< NULL during init(); set before start() */
 } kb_broker_t;
 
 /** One component. Every function is optional; a non-zero init() aborts the start (exit 1)

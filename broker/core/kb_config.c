@@ -444,8 +444,7 @@ int kb_config_load_file(kb_config_t *cfg, const char *path)
 /* ---------------------------------------------------------------- listeners */
 
 /* Parse "NAME://host:port" into @p l. Returns 0 or -1 with the reason in @p why. */
-static int kb_config_parse_listener(const char *s, kb_config_listener_t *l, char *why,
-                                    size_t whysz)
+static int kb_config_parse_listener(const char *s, kb_config_listener_t *l, char *why, size_t whysz)
 {
     const char *sep = strstr(s, "://"), *hp, *colon;
     size_t nlen, hlen;
@@ -464,8 +463,7 @@ static int kb_config_parse_listener(const char *s, kb_config_listener_t *l, char
     }
     for (size_t i = 0; i < nlen; i++) {
         if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '-') {
-            snprintf(why, whysz, "listener name in '%s' may hold only letters, digits, _ and -",
-                     s);
+            snprintf(why, whysz, "listener name in '%s' may hold only letters, digits, _ and -", s);
             return -1;
         }
         l->name[i] = (char)toupper((unsigned char)s[i]);
@@ -600,10 +598,10 @@ static bool kb_config_list_has(const char *list, const char *item, bool nocase)
 
 static void kb_config_check_listeners(kb_config_t *cfg)
 {
-    static const char *const valid_protocols[] = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT",
-                                                  "SASL_SSL", NULL};
-    const char *map = cfg->listener_security_protocol_map ? cfg->listener_security_protocol_map
-                                                          : "";
+    static const char *const valid_protocols[] = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL",
+                                                  NULL};
+    const char *map =
+        cfg->listener_security_protocol_map ? cfg->listener_security_protocol_map : "";
     bool map_ok = true;
 
     /* The map itself: NAME:PROTOCOL pairs with known protocols. */
@@ -674,12 +672,11 @@ static void kb_config_check_listeners(kb_config_t *cfg)
             size_t elen = comma ? (size_t)(comma - p) : strlen(p);
             bool found = false;
             for (size_t i = 0; i < cfg->lst_cnt; i++)
-                found |= strlen(cfg->lst[i].name) == elen &&
-                         strncasecmp(cfg->lst[i].name, p, elen) == 0;
+                found |=
+                    strlen(cfg->lst[i].name) == elen && strncasecmp(cfg->lst[i].name, p, elen) == 0;
             /* A broker-only process names the controllers' listener without having it. */
             if (!found && kb_config_has_role(cfg, "controller"))
-                kb_config_errf(cfg,
-                               "controller.listener.names: '%.*s' is not one of the listeners",
+                kb_config_errf(cfg, "controller.listener.names: '%.*s' is not one of the listeners",
                                (int)elen, p);
             p += elen;
             if (*p == ',')
@@ -982,8 +979,8 @@ void kb_config_print_table(FILE *out, const char *format)
         const kb_conf_def_t *d = &kb_config_defs[i];
         char valid[256];
         const char *dflt = d->dflt ? d->dflt : "null";
-        const char *note = (d->flags & KB_CF_NOEFFECT) ? " (Accepted; no effect in kbroker yet.)"
-                                                       : "";
+        const char *note =
+            (d->flags & KB_CF_NOEFFECT) ? " (Accepted; no effect in kbroker yet.)" : "";
         const char *mine = (d->flags & KB_CF_KBROKER) ? " (kbroker only.)" : "";
         kb_config_valid_str(d, valid, sizeof(valid));
         if (md) {

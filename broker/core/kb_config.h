@@ -146,15 +146,15 @@ typedef struct kb_config_s {
     char *log_level;
 
     /* ---- derived by kb_config_finalize() ---- */
-    const char *eff_log_dirs;      /**< log.dirs, else log.dir */
-    int64_t eff_log_roll_ms;       /**< log.roll.ms, else log.roll.hours */
-    int64_t eff_log_retention_ms;  /**< log.retention.ms > .minutes > .hours; -1 = forever */
-    kb_config_listener_t *lst;     /**< parsed `listeners` */
+    const char *eff_log_dirs;     /**< log.dirs, else log.dir */
+    int64_t eff_log_roll_ms;      /**< log.roll.ms, else log.roll.hours */
+    int64_t eff_log_retention_ms; /**< log.retention.ms > .minutes > .hours; -1 = forever */
+    kb_config_listener_t *lst;    /**< parsed `listeners` */
     size_t lst_cnt;
-    kb_config_listener_t *adv;     /**< parsed `advertised.listeners` (defaults to lst) */
+    kb_config_listener_t *adv; /**< parsed `advertised.listeners` (defaults to lst) */
     size_t adv_cnt;
-    char metrics_host[256];        /**< from metrics.listener; "" when disabled */
-    int metrics_port;              /**< -1 when disabled */
+    char metrics_host[256]; /**< from metrics.listener; "" when disabled */
+    int metrics_port;       /**< -1 when disabled */
 
     struct kb_config_priv_s *priv; /**< raw key/values, set flags, errors */
 } kb_config_t;

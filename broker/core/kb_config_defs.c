@@ -14,23 +14,35 @@
 
 #define F(fld) offsetof(kb_config_t, fld)
 
-#define KEY_BOOL(nm, fld, def, fl, d) \
-    {.name = nm, .type = KB_CT_BOOL, .dflt = def, .flags = fl, .off = F(fld), .doc = d}
-#define KEY_INT(nm, fld, def, lo, hi, fl, d)                                                   \
-    {.name = nm, .type = KB_CT_INT, .dflt = def, .min = lo, .max = hi, .flags = fl, .off = F(fld), \
-     .doc = d}
-#define KEY_LONG(nm, fld, def, lo, hi, fl, d)                                                   \
-    {.name = nm, .type = KB_CT_LONG, .dflt = def, .min = lo, .max = hi, .flags = fl, .off = F(fld), \
-     .doc = d}
-#define KEY_DOUBLE(nm, fld, def, lo, hi, fl, d)                                             \
-    {.name = nm, .type = KB_CT_DOUBLE, .dflt = def, .dmin = lo, .dmax = hi, .flags = fl,     \
-     .off = F(fld), .doc = d}
-#define KEY_STR(nm, fld, def, ch, fl, d)                                                     \
-    {.name = nm, .type = KB_CT_STRING, .dflt = def, .choices = ch, .flags = fl, .off = F(fld), \
-     .doc = d}
-#define KEY_LIST(nm, fld, def, ch, fl, d)                                                  \
-    {.name = nm, .type = KB_CT_LIST, .dflt = def, .choices = ch, .flags = fl, .off = F(fld), \
-     .doc = d}
+#define KEY_BOOL(nm, fld, def, fl, d)                                                              \
+    {                                                                                              \
+        .name = nm, .type = KB_CT_BOOL, .dflt = def, .flags = fl, .off = F(fld), .doc = d          \
+    }
+#define KEY_INT(nm, fld, def, lo, hi, fl, d)                                                       \
+    {                                                                                              \
+        .name = nm, .type = KB_CT_INT, .dflt = def, .min = lo, .max = hi, .flags = fl,             \
+        .off = F(fld), .doc = d                                                                    \
+    }
+#define KEY_LONG(nm, fld, def, lo, hi, fl, d)                                                      \
+    {                                                                                              \
+        .name = nm, .type = KB_CT_LONG, .dflt = def, .min = lo, .max = hi, .flags = fl,            \
+        .off = F(fld), .doc = d                                                                    \
+    }
+#define KEY_DOUBLE(nm, fld, def, lo, hi, fl, d)                                                    \
+    {                                                                                              \
+        .name = nm, .type = KB_CT_DOUBLE, .dflt = def, .dmin = lo, .dmax = hi, .flags = fl,        \
+        .off = F(fld), .doc = d                                                                    \
+    }
+#define KEY_STR(nm, fld, def, ch, fl, d)                                                           \
+    {                                                                                              \
+        .name = nm, .type = KB_CT_STRING, .dflt = def, .choices = ch, .flags = fl, .off = F(fld),  \
+        .doc = d                                                                                   \
+    }
+#define KEY_LIST(nm, fld, def, ch, fl, d)                                                          \
+    {                                                                                              \
+        .name = nm, .type = KB_CT_LIST, .dflt = def, .choices = ch, .flags = fl, .off = F(fld),    \
+        .doc = d                                                                                   \
+    }
 
 #define IMAX INT32_MAX
 #define LMAX INT64_MAX
@@ -41,8 +53,8 @@
 static const char *const kb_conf_roles[] = {"broker", "controller", NULL};
 static const char *const kb_conf_cleanup[] = {"delete", "compact", NULL};
 static const char *const kb_conf_ts_type[] = {"CreateTime", "LogAppendTime", NULL};
-static const char *const kb_conf_compression[] = {"uncompressed", "zstd", "lz4", "snappy",
-                                                  "gzip", "producer", NULL};
+static const char *const kb_conf_compression[] = {"uncompressed", "zstd",     "lz4", "snappy",
+                                                  "gzip",         "producer", NULL};
 static const char *const kb_conf_log_levels[] = {"error", "warn", "info", "debug", "trace", NULL};
 
 const kb_conf_def_t kb_config_defs[] = {
@@ -71,13 +83,12 @@ const kb_conf_def_t kb_config_defs[] = {
              "Addresses given to clients in metadata. Default: listeners without the "
              "controller listeners, an empty host replaced by this host's name."),
     KEY_LIST("listener.security.protocol.map", listener_security_protocol_map,
-             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", NULL,
-             0, "Security protocol of each listener name, NAME:PROTOCOL,... kbroker serves "
-                "PLAINTEXT only so far."),
+             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", NULL, 0,
+             "Security protocol of each listener name, NAME:PROTOCOL,... kbroker serves "
+             "PLAINTEXT only so far."),
     KEY_INT("num.network.threads", num_network_threads, "3", 1, 1024, DYN,
             "Network threads; each owns its connections and its own epoll set."),
-    KEY_INT("num.io.threads", num_io_threads, "8", 1, 1024, DYN,
-            "Request handler threads."),
+    KEY_INT("num.io.threads", num_io_threads, "8", 1, 1024, DYN, "Request handler threads."),
     KEY_INT("background.threads", background_threads, "10", 1, 1024, DYN | NOFX,
             "Threads for background work."),
     KEY_INT("queued.max.requests", queued_max_requests, "500", 1, IMAX, 0,
@@ -93,8 +104,9 @@ const kb_conf_def_t kb_config_defs[] = {
     KEY_LONG("connections.max.idle.ms", connections_max_idle_ms, "600000", -1, LMAX, 0,
              "Close connections idle for longer than this; -1 never."),
     KEY_INT("connection.max.inflight.requests", connection_max_inflight_requests, "32", 1, 4096,
-            KBR, "Pipelined requests read from one connection before it stops being read "
-                 "(Kafka reads one at a time; responses are always sent in request order)."),
+            KBR,
+            "Pipelined requests read from one connection before it stops being read "
+            "(Kafka reads one at a time; responses are always sent in request order)."),
     KEY_LONG("shutdown.timeout.ms", shutdown_timeout_ms, "10000", 0, LMAX, KBR,
              "On SIGTERM, how long in-flight requests may take before connections are closed."),
     /* logs */
@@ -110,8 +122,7 @@ const kb_conf_def_t kb_config_defs[] = {
             "Replication factor of auto-created topics and of CreateTopics with -1."),
     KEY_BOOL("auto.create.topics.enable", auto_create_topics_enable, "true", 0,
              "Create a topic when Metadata asks for one that does not exist."),
-    KEY_BOOL("delete.topic.enable", delete_topic_enable, "true", 0,
-             "Allow DeleteTopics."),
+    KEY_BOOL("delete.topic.enable", delete_topic_enable, "true", 0, "Allow DeleteTopics."),
     KEY_INT("log.segment.bytes", log_segment_bytes, "1073741824", 14, IMAX, DYN,
             "Largest size of one log segment file."),
     KEY_LONG("log.roll.ms", log_roll_ms, NULL, 1, LMAX, DYN,
@@ -126,30 +137,30 @@ const kb_conf_def_t kb_config_defs[] = {
             "Retention in hours when neither log.retention.ms nor .minutes is set."),
     KEY_LONG("log.retention.bytes", log_retention_bytes, "-1", -1, LMAX, DYN,
              "Largest size of a partition log before old segments are deleted; -1 no limit."),
-    KEY_LONG("log.retention.check.interval.ms", log_retention_check_interval_ms, "300000", 1,
-             LMAX, 0, "How often retention is checked."),
-    KEY_LONG("log.flush.interval.messages", log_flush_interval_messages, "9223372036854775807",
-             1, LMAX, DYN, "fsync a partition after this many appended messages."),
+    KEY_LONG("log.retention.check.interval.ms", log_retention_check_interval_ms, "300000", 1, LMAX,
+             0, "How often retention is checked."),
+    KEY_LONG("log.flush.interval.messages", log_flush_interval_messages, "9223372036854775807", 1,
+             LMAX, DYN, "fsync a partition after this many appended messages."),
     KEY_LONG("log.flush.interval.ms", log_flush_interval_ms, NULL, 0, LMAX, DYN,
              "fsync a partition when its oldest unflushed message is this old."),
     KEY_INT("log.index.size.max.bytes", log_index_size_max_bytes, "10485760", 4, IMAX, DYN,
             "Largest size of an offset or time index file."),
     KEY_INT("log.index.interval.bytes", log_index_interval_bytes, "4096", 0, IMAX, DYN,
             "Bytes appended between two index entries."),
-    KEY_STR("log.message.timestamp.type", log_message_timestamp_type, "CreateTime",
-            kb_conf_ts_type, DYN, "Default timestamp type of topics."),
+    KEY_STR("log.message.timestamp.type", log_message_timestamp_type, "CreateTime", kb_conf_ts_type,
+            DYN, "Default timestamp type of topics."),
     KEY_LIST("log.cleanup.policy", log_cleanup_policy, "delete", kb_conf_cleanup, DYN,
              "Default cleanup policy of topics: delete, compact or both."),
     KEY_BOOL("log.cleaner.enable", log_cleaner_enable, "true", 0,
              "Run the log cleaner (needed by compacted topics, __consumer_offsets and "
              "__mirror_state)."),
-    KEY_INT("log.cleaner.threads", log_cleaner_threads, "1", 0, IMAX, DYN,
-            "Log cleaner threads."),
-    KEY_LONG("log.cleaner.dedupe.buffer.size", log_cleaner_dedupe_buffer_size, "134217728", 0,
-             LMAX, DYN, "Memory for the cleaner's key map, shared by the cleaner threads; "
-                        "more than 1 MiB per thread."),
-    KEY_DOUBLE("log.cleaner.min.cleanable.ratio", log_cleaner_min_cleanable_ratio, "0.5", 0.0,
-               1.0, DYN, "Dirty/total ratio at which a log becomes eligible for cleaning."),
+    KEY_INT("log.cleaner.threads", log_cleaner_threads, "1", 0, IMAX, DYN, "Log cleaner threads."),
+    KEY_LONG("log.cleaner.dedupe.buffer.size", log_cleaner_dedupe_buffer_size, "134217728", 0, LMAX,
+             DYN,
+             "Memory for the cleaner's key map, shared by the cleaner threads; "
+             "more than 1 MiB per thread."),
+    KEY_DOUBLE("log.cleaner.min.cleanable.ratio", log_cleaner_min_cleanable_ratio, "0.5", 0.0, 1.0,
+               DYN, "Dirty/total ratio at which a log becomes eligible for cleaning."),
     KEY_LONG("log.cleaner.delete.retention.ms", log_cleaner_delete_retention_ms, "86400000", 0,
              LMAX, DYN, "How long tombstones are kept in compacted topics."),
     KEY_LONG("log.cleaner.backoff.ms", log_cleaner_backoff_ms, "15000", 0, LMAX, DYN,
@@ -174,14 +185,14 @@ const kb_conf_def_t kb_config_defs[] = {
     /* groups and offsets */
     KEY_INT("offsets.topic.num.partitions", offsets_topic_num_partitions, "50", 1, IMAX, 0,
             "Partitions of __consumer_offsets (fixed once created)."),
-    KEY_INT("offsets.topic.replication.factor", offsets_topic_replication_factor, "3", 1, 32767,
-            0, "Replication factor of __consumer_offsets."),
+    KEY_INT("offsets.topic.replication.factor", offsets_topic_replication_factor, "3", 1, 32767, 0,
+            "Replication factor of __consumer_offsets."),
     KEY_INT("offsets.topic.segment.bytes", offsets_topic_segment_bytes, "104857600", 1, IMAX, 0,
             "Segment size of __consumer_offsets."),
     KEY_INT("offsets.retention.minutes", offsets_retention_minutes, "10080", 1, IMAX, 0,
             "How long committed offsets of an empty group are kept."),
-    KEY_INT("group.initial.rebalance.delay.ms", group_initial_rebalance_delay_ms, "3000", 0,
-            IMAX, 0, "Wait before the first rebalance of a new group."),
+    KEY_INT("group.initial.rebalance.delay.ms", group_initial_rebalance_delay_ms, "3000", 0, IMAX,
+            0, "Wait before the first rebalance of a new group."),
     KEY_INT("group.min.session.timeout.ms", group_min_session_timeout_ms, "6000", 0, IMAX, 0,
             "Smallest session timeout a consumer may ask for."),
     KEY_INT("group.max.session.timeout.ms", group_max_session_timeout_ms, "1800000", 0, IMAX, 0,
@@ -191,22 +202,21 @@ const kb_conf_def_t kb_config_defs[] = {
     /* transactions */
     KEY_INT("transaction.max.timeout.ms", transaction_max_timeout_ms, "900000", 1, IMAX, 0,
             "Largest transaction.timeout.ms a producer may ask for."),
-    KEY_INT("transaction.state.log.num.partitions", transaction_state_log_num_partitions, "50",
-            1, IMAX, 0, "Partitions of __transaction_state."),
-    KEY_INT("transaction.state.log.replication.factor",
-            transaction_state_log_replication_factor, "3", 1, 32767, 0,
-            "Replication factor of __transaction_state."),
+    KEY_INT("transaction.state.log.num.partitions", transaction_state_log_num_partitions, "50", 1,
+            IMAX, 0, "Partitions of __transaction_state."),
+    KEY_INT("transaction.state.log.replication.factor", transaction_state_log_replication_factor,
+            "3", 1, 32767, 0, "Replication factor of __transaction_state."),
     KEY_INT("transaction.state.log.min.isr", transaction_state_log_min_isr, "2", 1, IMAX, 0,
             "min.insync.replicas of __transaction_state."),
-    KEY_INT("transaction.state.log.segment.bytes", transaction_state_log_segment_bytes,
-            "104857600", 1, IMAX, 0, "Segment size of __transaction_state."),
-    KEY_INT("transactional.id.expiration.ms", transactional_id_expiration_ms, "604800000", 1,
-            IMAX, 0, "Forget a transactional id unused for this long."),
+    KEY_INT("transaction.state.log.segment.bytes", transaction_state_log_segment_bytes, "104857600",
+            1, IMAX, 0, "Segment size of __transaction_state."),
+    KEY_INT("transactional.id.expiration.ms", transactional_id_expiration_ms, "604800000", 1, IMAX,
+            0, "Forget a transactional id unused for this long."),
     KEY_INT("share.coordinator.state.topic.replication.factor",
             share_coordinator_state_topic_replication_factor, "3", 1, 32767, NOFX,
             "Replication factor of __share_group_state (share groups: not implemented)."),
-    KEY_INT("share.coordinator.state.topic.min.isr", share_coordinator_state_topic_min_isr, "2",
-            1, IMAX, NOFX, "min.insync.replicas of __share_group_state."),
+    KEY_INT("share.coordinator.state.topic.min.isr", share_coordinator_state_topic_min_isr, "2", 1,
+            IMAX, NOFX, "min.insync.replicas of __share_group_state."),
     /* plugins, metrics, logging */
     KEY_LIST("plugin.paths", plugin_paths, "", NULL, KBR,
              "Plugin shared objects to load (mirroring: the path of kmirror.so)."),

@@ -28,14 +28,13 @@
 
 static void kb_main_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: kbroker --config FILE [--override key=value]...\n"
-            "       kbroker --config FILE --check-config   validate, print the values, exit\n"
-            "       kbroker --help-config [text|markdown]  describe every configuration key\n"
-            "       kbroker --version\n"
-            "\n"
-            "Runs until SIGTERM or SIGINT, then drains in-flight requests and exits 0.\n"
-            "Exit codes: 0 clean stop, 1 start-up failure, 2 usage or configuration error.\n");
+    fprintf(out, "usage: kbroker --config FILE [--override key=value]...\n"
+                 "       kbroker --config FILE --check-config   validate, print the values, exit\n"
+                 "       kbroker --help-config [text|markdown]  describe every configuration key\n"
+                 "       kbroker --version\n"
+                 "\n"
+                 "Runs until SIGTERM or SIGINT, then drains in-flight requests and exits 0.\n"
+                 "Exit codes: 0 clean stop, 1 start-up failure, 2 usage or configuration error.\n");
 }
 
 /* ---- process metrics, through the collector API (the way plugin metrics join) ---- */
@@ -199,8 +198,8 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
-    kb_log_info("main", "kbroker %s starting (node.id=%d, process.roles=%s, config %s)",
-                KB_VERSION, cfg->node_id, cfg->process_roles, config_path);
+    kb_log_info("main", "kbroker %s starting (node.id=%d, process.roles=%s, config %s)", KB_VERSION,
+                cfg->node_id, cfg->process_roles, config_path);
 
     metrics = kb_metrics_new();
     reg = kb_api_registry_new();
@@ -213,8 +212,8 @@ int main(int argc, char **argv)
     snprintf(pm.node_id, sizeof(pm.node_id), "%d", cfg->node_id);
     kb_metrics_collector_add(metrics, kb_main_collect, &pm);
     if (cfg->metrics_port >= 0) {
-        mhttp = kb_metrics_http_start(metrics, cfg->metrics_host, cfg->metrics_port, err,
-                                      sizeof(err));
+        mhttp =
+            kb_metrics_http_start(metrics, cfg->metrics_host, cfg->metrics_port, err, sizeof(err));
         if (!mhttp) {
             kb_log_error("main", "metrics.listener: %s", err);
             goto out;
@@ -266,8 +265,8 @@ int main(int argc, char **argv)
         lbuf[0] = '\0';
         for (size_t i = 0; i < cfg->lst_cnt && off < sizeof(lbuf); i++) {
             const kb_config_listener_t *l = &cfg->lst[i];
-            int r = snprintf(lbuf + off, sizeof(lbuf) - off, "%s%s://%s:%d", i ? "," : "",
-                             l->name, l->host, kb_server_listener_port(srv, l->name));
+            int r = snprintf(lbuf + off, sizeof(lbuf) - off, "%s%s://%s:%d", i ? "," : "", l->name,
+                             l->host, kb_server_listener_port(srv, l->name));
             if (r > 0)
                 off += (size_t)r;
         }

@@ -10,9 +10,8 @@
 
 #include "kb_log.h"
 
-const double kb_metrics_latency_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                             0.05,   0.1,   0.25,   0.5,   1,    2.5,
-                                             5,      10,    30};
+const double kb_metrics_latency_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                             0.25,   0.5,   1,      2.5,   5,    10,    30};
 const size_t kb_metrics_latency_buckets_cnt =
     sizeof(kb_metrics_latency_buckets) / sizeof(kb_metrics_latency_buckets[0]);
 
@@ -315,8 +314,8 @@ nomem:
 }
 
 static kb_mchild_t *kb_metrics_get(kb_metrics_t *m, const char *name, const char *help,
-                                   kb_mtype_t type, const char *const *labels,
-                                   const double *bounds, size_t nbounds)
+                                   kb_mtype_t type, const char *const *labels, const double *bounds,
+                                   size_t nbounds)
 {
     kb_mfamily_t *f;
     kb_mchild_t *c = NULL;
@@ -371,8 +370,8 @@ void kb_histo_observe(kb_histo_t *h, double v)
         memcpy(&sum, &old, sizeof(sum));
         sum += v;
         memcpy(&nw, &sum, sizeof(nw));
-    } while (!atomic_compare_exchange_weak_explicit(&h->sum_bits, &old, nw,
-                                                    memory_order_relaxed, memory_order_relaxed));
+    } while (!atomic_compare_exchange_weak_explicit(&h->sum_bits, &old, nw, memory_order_relaxed,
+                                                    memory_order_relaxed));
 }
 
 /* ---------------------------------------------------------------- collectors */
@@ -472,9 +471,9 @@ static void kb_metrics_render_family(kb_msb_t *sb, const kb_mfamily_t *f)
             kb_msb_printf(sb, "%s", f->name);
             kb_msb_labels(sb, f->lnames, c->lvals, f->nlabels, NULL, NULL);
             if (f->type == KB_MT_COUNTER)
-                kb_msb_printf(sb, " %llu\n",
-                              (unsigned long long)atomic_load_explicit(&c->u.c.v,
-                                                                       memory_order_relaxed));
+                kb_msb_printf(
+                    sb, " %llu\n",
+                    (unsigned long long)atomic_load_explicit(&c->u.c.v, memory_order_relaxed));
             else
                 kb_msb_printf(sb, " %lld\n",
                               (long long)atomic_load_explicit(&c->u.g.v, memory_order_relaxed));

@@ -69,8 +69,8 @@ static void kb_mhttp_serve(kb_metrics_http_t *h, int fd)
     while (!memmem(req, got, "\r\n\r\n", 4) && !memmem(req, got, "\n\n", 2)) {
         ssize_t n;
         if (got == KB_MHTTP_MAX_REQ) {
-            kb_mhttp_reply(fd, deadline, "431 Request Header Fields Too Large", "text/plain",
-                           "", 0, 0);
+            kb_mhttp_reply(fd, deadline, "431 Request Header Fields Too Large", "text/plain", "", 0,
+                           0);
             return;
         }
         n = recv(fd, req + got, KB_MHTTP_MAX_REQ - got, 0);
@@ -92,8 +92,8 @@ static void kb_mhttp_serve(kb_metrics_http_t *h, int fd)
     }
     head_only = strcmp(method, "HEAD") == 0;
     if (strcmp(method, "GET") != 0 && !head_only) {
-        kb_mhttp_reply(fd, deadline, "405 Method Not Allowed", "text/plain",
-                       "method not allowed\n", 19, 0);
+        kb_mhttp_reply(fd, deadline, "405 Method Not Allowed", "text/plain", "method not allowed\n",
+                       19, 0);
         return;
     }
     char *q = strchr(path, '?');
@@ -111,8 +111,8 @@ static void kb_mhttp_serve(kb_metrics_http_t *h, int fd)
         free(body);
     } else if (strcmp(path, "/") == 0) {
         static const char idx[] = "kbroker metrics: GET /metrics\n";
-        kb_mhttp_reply(fd, deadline, "200 OK", "text/plain; charset=utf-8", idx,
-                       sizeof(idx) - 1, head_only);
+        kb_mhttp_reply(fd, deadline, "200 OK", "text/plain; charset=utf-8", idx, sizeof(idx) - 1,
+                       head_only);
     } else {
         kb_mhttp_reply(fd, deadline, "404 Not Found", "text/plain", "not found\n", 10, head_only);
     }
@@ -142,8 +142,8 @@ static void *kb_mhttp_main(void *arg)
     return NULL;
 }
 
-kb_metrics_http_t *kb_metrics_http_start(kb_metrics_t *m, const char *host, int port,
-                                         char *errstr, size_t errstr_size)
+kb_metrics_http_t *kb_metrics_http_start(kb_metrics_t *m, const char *host, int port, char *errstr,
+                                         size_t errstr_size)
 {
     kb_metrics_http_t *h = calloc(1, sizeof(*h));
     if (!h) {

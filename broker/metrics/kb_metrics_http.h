@@ -16,8 +16,8 @@ typedef struct kb_metrics_http_s kb_metrics_http_t;
 
 /** Listen on @p host:@p port (port 0 = ephemeral) and serve @p m (borrowed; must outlive the
  *  server). NULL with a message in @p errstr on failure. */
-kb_metrics_http_t *kb_metrics_http_start(kb_metrics_t *m, const char *host, int port,
-                                         char *errstr, size_t errstr_size);
+kb_metrics_http_t *kb_metrics_http_start(kb_metrics_t *m, const char *host, int port, char *errstr,
+                                         size_t errstr_size);
 
 /** The bound port. */
 int kb_metrics_http_port(const kb_metrics_http_t *h);

@@ -55,8 +55,7 @@ static kb_api_result_t kb_apiversions_handle(void *opaque, kb_req_t *req, kb_res
             kb_log_debug("api", "%s: ApiVersions v%d from %.*s %.*s", ctx->peer, ver,
                          rq.ClientSoftwareName.len > 0 ? (int)rq.ClientSoftwareName.len : 0,
                          rq.ClientSoftwareName.ptr ? rq.ClientSoftwareName.ptr : "",
-                         rq.ClientSoftwareVersion.len > 0 ? (int)rq.ClientSoftwareVersion.len
-                                                          : 0,
+                         rq.ClientSoftwareVersion.len > 0 ? (int)rq.ClientSoftwareVersion.len : 0,
                          rq.ClientSoftwareVersion.ptr ? rq.ClientSoftwareVersion.ptr : "");
     }
 

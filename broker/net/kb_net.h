@@ -34,23 +34,23 @@ typedef struct kb_server_s kb_server_t;
 /** What a handler knows about its request. Everything is valid for the request's lifetime
  *  (until the handler returns, or until kb_req_complete() for a deferred request). */
 typedef struct kb_reqctx_s {
-    uint64_t conn_id;       /**< unique per server run, never reused */
-    const char *listener;   /**< listener name ("PLAINTEXT") */
-    const char *peer;       /**< "1.2.3.4:5678" */
-    const char *principal;  /**< "User:ANONYMOUS" until SASL exists */
+    uint64_t conn_id;      /**< unique per server run, never reused */
+    const char *listener;  /**< listener name ("PLAINTEXT") */
+    const char *peer;      /**< "1.2.3.4:5678" */
+    const char *principal; /**< "User:ANONYMOUS" until SASL exists */
     int16_t api_key;
     int16_t api_version;
     int32_t correlation_id;
-    kp_str_t client_id;     /**< view into the request; len -1 = null */
-    int16_t hdr_version;    /**< request header version (1 or 2) */
+    kp_str_t client_id;       /**< view into the request; len -1 = null */
+    int16_t hdr_version;      /**< request header version (1 or 2) */
     int16_t resp_hdr_version; /**< response header version the network layer writes (0 or 1) */
-    bool flexible;          /**< api_version is a flexible version */
-    kp_reader_t body;       /**< the request body (after the header), for the handler to decode */
-    kp_arena_t *arena;      /**< per-request arena for decoded messages; freed with the request */
-    const uint8_t *frame;   /**< the whole request (header + body, no size prefix) */
+    bool flexible;            /**< api_version is a flexible version */
+    kp_reader_t body;         /**< the request body (after the header), for the handler to decode */
+    kp_arena_t *arena;        /**< per-request arena for decoded messages; freed with the request */
+    const uint8_t *frame;     /**< the whole request (header + body, no size prefix) */
     size_t frame_len;
-    int64_t recv_ns;        /**< monotonic time the request was read completely */
-    int64_t deadline_ms;    /**< reserved (0) */
+    int64_t recv_ns;     /**< monotonic time the request was read completely */
+    int64_t deadline_ms; /**< reserved (0) */
 } kb_reqctx_t;
 
 /** The context of @p req. @thread the thread that currently owns the request */

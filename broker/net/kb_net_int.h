@@ -36,7 +36,7 @@ struct kb_req_s {
     uint32_t magic;
     _Atomic int refcnt; /* in-flight list (network thread) + handler + deferred owner + events */
     _Atomic int state;
-    kb_conn_t *conn;      /* holds a reference on the connection */
+    kb_conn_t *conn;       /* holds a reference on the connection */
     struct kb_req_s *next; /* in-flight list of the connection (network thread) */
     kb_reqctx_t ctx;
     kp_arena_t arena;

@@ -106,8 +106,8 @@ int kb_resp_append_mem(kb_resp_t *resp, const void *p, size_t len, kb_resp_relea
     return 0;
 }
 
-int kb_resp_append_file(kb_resp_t *resp, int fd, off_t off, size_t len,
-                        kb_resp_release_fn *release, void *opaque)
+int kb_resp_append_file(kb_resp_t *resp, int fd, off_t off, size_t len, kb_resp_release_fn *release,
+                        void *opaque)
 {
     kb_seg_t *s;
     if (fd < 0 || off < 0) {

@@ -66,8 +66,8 @@ int kb_resp_append_mem(kb_resp_t *resp, const void *p, size_t len, kb_resp_relea
 /** Append @p len bytes of the open file @p fd from @p off (sent with sendfile). @p fd must stay
  *  open and the range unchanged until @p release runs. 0 or kb_err_t (on failure @p release
  *  has already been called). */
-int kb_resp_append_file(kb_resp_t *resp, int fd, off_t off, size_t len,
-                        kb_resp_release_fn *release, void *opaque);
+int kb_resp_append_file(kb_resp_t *resp, int fd, off_t off, size_t len, kb_resp_release_fn *release,
+                        void *opaque);
 
 /** Append what @p wr holds, taking its buffer (the writer is reset). 0 or kb_err_t (also when
  *  the writer itself has an error). */

@@ -31,12 +31,12 @@
 #include "kb_time.h"
 #include "kp_msgs.h"
 
-#define KB_CONN_RBUF      (64 * 1024) /* read buffer per connection */
-#define KB_OUT_HIGH_WATER (4 << 20)   /* unsent bytes above which a connection is not read */
-#define KB_READ_BUDGET    (1 << 20)   /* bytes read from one connection per wake-up */
-#define KB_IO_EVENTS      64
-#define KB_IOV_MAX        64
-#define KB_API_METRIC_KEYS 1024
+#define KB_CONN_RBUF         (64 * 1024) /* read buffer per connection */
+#define KB_OUT_HIGH_WATER    (4 << 20)   /* unsent bytes above which a connection is not read */
+#define KB_READ_BUDGET       (1 << 20)   /* bytes read from one connection per wake-up */
+#define KB_IO_EVENTS         64
+#define KB_IOV_MAX           64
+#define KB_API_METRIC_KEYS   1024
 #define KB_ACCEPT_BACKOFF_MS 100
 
 static const char *const kb_principal_anonymous = "User:ANONYMOUS";
@@ -52,7 +52,7 @@ struct kb_conn_s {
     bool closed;
     bool muted;
     bool want_out;
-    bool touched; /* on the network thread's "process after events" list */
+    bool touched;                  /* on the network thread's "process after events" list */
     struct kb_conn_s *prev, *next; /* the network thread's connection list */
     struct kb_conn_s *work_next;   /* touched list / dead list */
     /* reading */
@@ -205,24 +205,24 @@ static void kb_server_metrics_init(kb_server_t *srv)
                                          "Bytes read from client connections.", NULL);
     srv->m_bytes_out = kb_metrics_counter(m, "kbroker_network_sent_bytes_total",
                                           "Bytes written to client connections.", NULL);
-    srv->m_accepted = kb_metrics_counter(m, "kbroker_connections_accepted_total",
-                                         "Connections accepted.", NULL);
-    srv->m_closed_peer = kb_metrics_counter(m, "kbroker_connections_closed_total", closed_help,
-                                            l_peer);
-    srv->m_closed_idle = kb_metrics_counter(m, "kbroker_connections_closed_total", closed_help,
-                                            l_idle);
-    srv->m_closed_protocol = kb_metrics_counter(m, "kbroker_connections_closed_total",
-                                                closed_help, l_proto);
-    srv->m_closed_error = kb_metrics_counter(m, "kbroker_connections_closed_total", closed_help,
-                                             l_err);
-    srv->m_closed_shutdown = kb_metrics_counter(m, "kbroker_connections_closed_total",
-                                                closed_help, l_shut);
-    srv->m_rej_too_large = kb_metrics_counter(m, "kbroker_requests_refused_total", rej_help,
-                                              l_large);
-    srv->m_rej_unsupported = kb_metrics_counter(m, "kbroker_requests_refused_total", rej_help,
-                                                l_unsup);
-    srv->m_rej_malformed = kb_metrics_counter(m, "kbroker_requests_refused_total", rej_help,
-                                              l_malf);
+    srv->m_accepted =
+        kb_metrics_counter(m, "kbroker_connections_accepted_total", "Connections accepted.", NULL);
+    srv->m_closed_peer =
+        kb_metrics_counter(m, "kbroker_connections_closed_total", closed_help, l_peer);
+    srv->m_closed_idle =
+        kb_metrics_counter(m, "kbroker_connections_closed_total", closed_help, l_idle);
+    srv->m_closed_protocol =
+        kb_metrics_counter(m, "kbroker_connections_closed_total", closed_help, l_proto);
+    srv->m_closed_error =
+        kb_metrics_counter(m, "kbroker_connections_closed_total", closed_help, l_err);
+    srv->m_closed_shutdown =
+        kb_metrics_counter(m, "kbroker_connections_closed_total", closed_help, l_shut);
+    srv->m_rej_too_large =
+        kb_metrics_counter(m, "kbroker_requests_refused_total", rej_help, l_large);
+    srv->m_rej_unsupported =
+        kb_metrics_counter(m, "kbroker_requests_refused_total", rej_help, l_unsup);
+    srv->m_rej_malformed =
+        kb_metrics_counter(m, "kbroker_requests_refused_total", rej_help, l_malf);
     srv->m_conns = kb_metrics_gauge(m, "kbroker_connections", "Open client connections.", NULL);
     srv->m_queue = kb_metrics_gauge(m, "kbroker_request_queue_size",
                                     "Requests waiting for a handler thread.", NULL);
@@ -487,8 +487,7 @@ static void kb_conn_epoll_update(kb_conn_t *conn)
 static bool kb_conn_should_mute(const kb_conn_t *conn)
 {
     return conn->n_inflight >= conn->srv->conf.max_inflight_per_conn ||
-           conn->out_bytes >= KB_OUT_HIGH_WATER ||
-           atomic_load(&conn->srv->phase) >= KB_PH_DRAIN;
+           conn->out_bytes >= KB_OUT_HIGH_WATER || atomic_load(&conn->srv->phase) >= KB_PH_DRAIN;
 }
 
 static void kb_conn_set_muted(kb_conn_t *conn, bool muted)
@@ -530,8 +529,8 @@ static void kb_conn_close(kb_conn_t *conn, kb_close_why_t why, const char *fmt, 
         va_start(ap, fmt);
         vsnprintf(reason, sizeof(reason), fmt, ap);
         va_end(ap);
-        kb_log(lvl, "net", "closing connection %llu from %s (%s): %s",
-               (unsigned long long)conn->id, conn->peer, conn->listener, reason);
+        kb_log(lvl, "net", "closing connection %llu from %s (%s): %s", (unsigned long long)conn->id,
+               conn->peer, conn->listener, reason);
     }
     kb_counter_add(ctr[why], 1);
     kb_gauge_add(srv->m_conns, -1);
@@ -643,8 +642,8 @@ static void kb_conn_frame(kb_conn_t *conn, uint8_t *buf, size_t len)
     if (!apiv_too_new && (ver < range.min_ver || ver > range.max_ver)) {
         free(buf);
         kb_conn_refuse(conn, srv->m_rej_unsupported,
-                       "unsupported %s version %d (we serve %d..%d; correlation id %d)",
-                       range.name, ver, range.min_ver, range.max_ver, corr);
+                       "unsupported %s version %d (we serve %d..%d; correlation id %d)", range.name,
+                       ver, range.min_ver, range.max_ver, corr);
         return;
     }
 
@@ -671,8 +670,8 @@ static void kb_conn_frame(kb_conn_t *conn, uint8_t *buf, size_t len)
         kb_log_debug("net", "%s: bad header: %s", conn->peer, rd.errstr ? rd.errstr : "?");
         kb_req_unref(req);
         kb_conn_refuse(conn, srv->m_rej_malformed,
-                       "malformed v%d request header (%s v%d, correlation id %d)", hv,
-                       range.name, ver, corr);
+                       "malformed v%d request header (%s v%d, correlation id %d)", hv, range.name,
+                       ver, corr);
         return;
     }
     req->ctx.conn_id = conn->id;
@@ -925,8 +924,8 @@ static void kb_conn_write(kb_conn_t *conn)
             if (n < 0 && (errno == EINVAL || errno == ENOSYS)) {
                 /* Not sendfile-able (e.g. a pipe): copy through a small buffer. */
                 uint8_t tmp[64 * 1024];
-                ssize_t r = pread(seg->fd, tmp, chunk < sizeof(tmp) ? chunk : sizeof(tmp),
-                                  seg->off);
+                ssize_t r =
+                    pread(seg->fd, tmp, chunk < sizeof(tmp) ? chunk : sizeof(tmp), seg->off);
                 if (r <= 0) {
                     kb_conn_close(conn, KB_CLOSE_ERROR, "reading a response file: %s",
                                   r == 0 ? "file shorter than the response" : strerror(errno));
@@ -1023,8 +1022,8 @@ static void kb_io_add_conn(kb_io_t *io, kb_conn_t *conn)
                       conn->rbuf ? strerror(errno) : "out of memory");
         return;
     }
-    kb_log_debug("net", "connection %llu from %s on %s", (unsigned long long)conn->id,
-                 conn->peer, conn->listener);
+    kb_log_debug("net", "connection %llu from %s on %s", (unsigned long long)conn->id, conn->peer,
+                 conn->listener);
     if (atomic_load(&io->srv->phase) >= KB_PH_DRAIN)
         kb_conn_close(conn, KB_CLOSE_SHUTDOWN, "server shutting down");
 }
@@ -1189,8 +1188,7 @@ static void kb_acceptor_accept(kb_server_t *srv, kb_lst_t *l, int64_t *backoff_u
 
         fd = accept4(l->fd, (struct sockaddr *)&ss, &slen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED ||
-                errno == EINTR)
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED || errno == EINTR)
                 return;
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 kb_log_warn("net", "accept on %s: %s; pausing accepts for %d ms", l->name,
@@ -1204,8 +1202,7 @@ static void kb_acceptor_accept(kb_server_t *srv, kb_lst_t *l, int64_t *backoff_u
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
         if (srv->conf.socket_send_buffer_bytes > 0)
-            setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &srv->conf.socket_send_buffer_bytes,
-                       sizeof(int));
+            setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &srv->conf.socket_send_buffer_bytes, sizeof(int));
         if (srv->conf.socket_receive_buffer_bytes > 0)
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &srv->conf.socket_receive_buffer_bytes,
                        sizeof(int));
@@ -1482,8 +1479,9 @@ int kb_server_stop(kb_server_t *srv, int64_t timeout_ms)
         pthread_join(srv->io[i].thr, NULL);
 
     if (atomic_load(&srv->n_live_reqs) > 0)
-        kb_log_warn("net", "shutdown: %lld cancelled deferred request(s) not yet released by "
-                           "their owners",
+        kb_log_warn("net",
+                    "shutdown: %lld cancelled deferred request(s) not yet released by "
+                    "their owners",
                     (long long)atomic_load(&srv->n_live_reqs));
     return r;
 }

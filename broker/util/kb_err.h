@@ -6,19 +6,19 @@
 #define KB_ERR_H
 
 /* X(name, value, description) */
-#define KB_ERRNO_MAP(X)                                                       \
-    X(OK, 0, "success")                                                       \
-    X(NOMEM, -1, "out of memory")                                             \
-    X(INVALID, -2, "invalid argument")                                        \
-    X(CANCELLED, -3, "cancelled (the client went away)")                      \
-    X(IO, -4, "I/O error")                                                    \
-    X(CLOSED, -5, "closed or shutting down")                                  \
-    X(EXISTS, -6, "already exists")                                           \
-    X(NOT_FOUND, -7, "not found")                                             \
-    X(RANGE, -8, "value out of range")                                        \
-    X(STATE, -9, "operation not valid in the current state")                  \
-    X(TIMEOUT, -10, "timed out")                                              \
-    X(PARSE, -11, "malformed input")                                          \
+#define KB_ERRNO_MAP(X)                                                                            \
+    X(OK, 0, "success")                                                                            \
+    X(NOMEM, -1, "out of memory")                                                                  \
+    X(INVALID, -2, "invalid argument")                                                             \
+    X(CANCELLED, -3, "cancelled (the client went away)")                                           \
+    X(IO, -4, "I/O error")                                                                         \
+    X(CLOSED, -5, "closed or shutting down")                                                       \
+    X(EXISTS, -6, "already exists")                                                                \
+    X(NOT_FOUND, -7, "not found")                                                                  \
+    X(RANGE, -8, "value out of range")                                                             \
+    X(STATE, -9, "operation not valid in the current state")                                       \
+    X(TIMEOUT, -10, "timed out")                                                                   \
+    X(PARSE, -11, "malformed input")                                                               \
     X(UNSUPPORTED, -12, "not supported")
 
 typedef enum kb_err_e {

@@ -45,12 +45,13 @@ void kb_log_write(kb_log_level_t lvl, const char *comp, const char *fmt, ...)
 void kb_log_vwrite(kb_log_level_t lvl, const char *comp, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
 
-#define kb_log_enabled(lvl) ((int)(lvl) <= atomic_load_explicit(&kb_log_threshold, memory_order_relaxed))
+#define kb_log_enabled(lvl)                                                                        \
+    ((int)(lvl) <= atomic_load_explicit(&kb_log_threshold, memory_order_relaxed))
 
-#define kb_log(lvl, comp, ...)                       \
-    do {                                             \
-        if (kb_log_enabled(lvl))                     \
-            kb_log_write((lvl), (comp), __VA_ARGS__); \
+#define kb_log(lvl, comp, ...)                                                                     \
+    do {                                                                                           \
+        if (kb_log_enabled(lvl))                                                                   \
+            kb_log_write((lvl), (comp), __VA_ARGS__);                                              \
     } while (0)
 
 #define kb_log_error(comp, ...) kb_log(KB_LOG_ERROR, comp, __VA_ARGS__)

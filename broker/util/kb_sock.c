@@ -59,8 +59,8 @@ int kb_sock_listen(const char *host, int port, int backlog, char *errstr, size_t
     }
     freeaddrinfo(res);
     if (fd < 0)
-        snprintf(errstr, errstr_size, "cannot listen on %s:%d: %s",
-                 host && *host ? host : "*", port, strerror(err ? err : EADDRNOTAVAIL));
+        snprintf(errstr, errstr_size, "cannot listen on %s:%d: %s", host && *host ? host : "*",
+                 port, strerror(err ? err : EADDRNOTAVAIL));
     return fd;
 }
 
