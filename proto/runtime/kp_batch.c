@@ -608,6 +608,23 @@ int kp_batch_build_control(kp_writer_t *out, const kp_batch_opts_t *opts, int16_
     return rc;
 }
 
+int kp_batch_control_type(const kp_batch_t *b, int16_t *type)
+{
+    kp_record_iter_t it;
+    kp_record_t r;
+    kp_control_t c;
+
+    if (!kp_batch_hdr_is_control(&b->hdr))
+        return KP_E_INVALID;
+    if (kp_batch_hdr_codec(&b->hdr) != KP_CODEC_NONE)
+        return KP_E_UNSUPPORTED;
+    kp_record_iter_init_raw(&it, &b->hdr, b->records, b->records_len);
+    if (kp_record_iter_next(&it, &r) != 1 || kp_control_parse(&r, &c, NULL))
+        return KP_E_CORRUPT;
+    *type = c.type;
+    return 0;
+}
+
 int kp_control_parse(const kp_record_t *r, kp_control_t *c, const char **errstr)
 {
     const uint8_t *k = r->key.ptr, *v = r->value.ptr;

@@ -251,7 +251,8 @@ typedef struct kp_record_iter_s {
  * Start iterating the records of @p b. An uncompressed batch is iterated in place. A compressed
  * one is decompressed into @p scratch (appended; growable or fixed, owned by the caller, must
  * outlive the iteration) with at most @p max_out bytes of output. @p scratch may be NULL only
- * for uncompressed batches.
+ * for uncompressed batches. To decompress into an arena, pass a fixed writer over
+ * kp_arena_alloc(ar, max_out).
  * @return 0, or KP_E_CORRUPT (bad compressed data, unknown codec), KP_E_TOO_LARGE (over
  *         max_out), KP_E_NOMEM, KP_E_OVERFLOW, KP_E_INVALID (compressed and no scratch).
  */
@@ -347,6 +348,15 @@ typedef struct kp_control_s {
  */
 int kp_batch_build_control(kp_writer_t *out, const kp_batch_opts_t *opts, int16_t type,
                            int32_t coordinator_epoch, int64_t timestamp);
+
+/**
+ * The control type of control batch @p b (read from its first record's key), without
+ * allocating: what the broker's append and recovery paths need to spot ABORT/COMMIT markers and
+ * MIRROR_PID_RESET.
+ * @return 0 with @p *type set; KP_E_INVALID (not a control batch), KP_E_UNSUPPORTED
+ *         (compressed: use the record iterator), KP_E_CORRUPT (no well-formed control record).
+ */
+int kp_batch_control_type(const kp_batch_t *b, int16_t *type);
 
 /** Convenience: opts for a MIRROR_PID_RESET batch (no producer, not transactional). */
 void kp_batch_opts_mirror_pid_reset(kp_batch_opts_t *o, int64_t base_offset, int32_t epoch);

@@ -206,6 +206,11 @@ static void check_control(const uint8_t *buf, size_t len, int16_t type, int32_t 
         CU_ASSERT_EQUAL(c.coordinatorEpoch, coord_epoch);
     }
     CU_ASSERT_EQUAL(kp_record_iter_next(&it, &r), 0);
+    {
+        int16_t t = -1;
+        CU_ASSERT_EQUAL(kp_batch_control_type(&b, &t), 0);
+        CU_ASSERT_EQUAL(t, type);
+    }
 }
 
 static void test_control_batches(void)
@@ -268,6 +273,25 @@ static void test_control_batches(void)
         CU_ASSERT(memcmp(b.records, rec, sizeof(rec)) == 0);
         CU_ASSERT(memcmp(rec + 5, pid_reset_key, 4) == 0);
         CU_ASSERT(memcmp(rec + 10, pid_reset_value, 6) == 0);
+    }
+
+    /* kp_batch_control_type() on data batches and compressed control batches. */
+    {
+        int16_t t;
+        kp_writer_t d;
+        kp_batch_opts_t od;
+        kp_batch_opts_init(&od);
+        kp_writer_init(&d);
+        build_std(&d, &od);
+        CU_ASSERT_EQUAL_FATAL(kp_batch_parse(d.buf, d.len, 0, 0, &b, NULL), 0);
+        CU_ASSERT_EQUAL(kp_batch_control_type(&b, &t), KP_E_INVALID);
+        kp_writer_reset(&d);
+        o.codec = KP_CODEC_LZ4;
+        CU_ASSERT_EQUAL_FATAL(
+            kp_batch_build_control(&d, &o, KP_CONTROL_TYPE_MIRROR_PID_RESET, 0, 1), 0);
+        CU_ASSERT_EQUAL_FATAL(kp_batch_parse(d.buf, d.len, 0, 0, &b, NULL), 0);
+        CU_ASSERT_EQUAL(kp_batch_control_type(&b, &t), KP_E_UNSUPPORTED);
+        kp_writer_free(&d);
     }
 
     /* Invalid: markers without a transactional producer, unknown types. */
