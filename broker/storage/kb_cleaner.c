@@ -556,10 +556,12 @@ int kb_log_clean(kb_log_t *log, const kb_cleaner_config_t *cc, int64_t now_ms, i
     kb_clean_plan(log, now_ms, &pl);
     stats->first_dirty = pl.first_dirty;
     stats->end_offset = pl.first_dirty;
+    /* A forced pass also runs with nothing dirty: it rewrites the clean part so tombstones and
+     * markers whose delete horizon passed go away. */
     if (!(log->cfg.cleanup_policy & KB_CLEANUP_COMPACT) || pl.nclean == 0 ||
-        pl.dirty_bytes == 0 ||
-        (!force && (double)pl.dirty_bytes / (double)(pl.dirty_bytes + pl.clean_bytes) <
-                       log->cfg.min_cleanable_dirty_ratio)) {
+        (!force && (pl.dirty_bytes == 0 ||
+                    (double)pl.dirty_bytes / (double)(pl.dirty_bytes + pl.clean_bytes) <
+                        log->cfg.min_cleanable_dirty_ratio))) {
         pthread_rwlock_unlock(&log->rw);
         pthread_mutex_unlock(&log->wlock);
         return 0;
@@ -617,8 +619,8 @@ int kb_log_clean(kb_log_t *log, const kb_cleaner_config_t *cc, int64_t now_ms, i
             break;
         }
     }
-    if (end <= pl.first_dirty) {
-        rc = 0;
+    if (end <= pl.first_dirty && !(force && pl.dirty_bytes == 0)) {
+        rc = 0; /* the map filled up inside the first dirty segment */
         goto out;
     }
     stats->keys_in_map = (int64_t)map.cnt;

@@ -145,13 +145,21 @@ static void test_torn_tail(void)
         snprintf(p, sizeof(p), "%s/%.63s", dir, names[s]);
         size = sto_file_size(p);
         cut = size > 0 ? (int64_t)(rand_r(&seed) % (unsigned)size) : 0;
-        CU_ASSERT_EQUAL_FATAL(truncate(p, cut), 0);
         /* whole batches kept: those before the segment, plus those ending ≤ cut in it */
         for (i = 0; i < (size_t)s; i++) {
             char q[4200];
             snprintf(q, sizeof(q), "%s/%.63s", dir, names[i]);
             seg_start_bytes += sto_file_size(q);
         }
+        /* A cut exactly between two batches of an older segment is indistinguishable from an
+         * offset gap (compacted or mirrored logs have them) and later segments legitimately
+         * survive it; crashes tear only the unflushed tail, so cut inside a batch there. */
+        if (s + 1 < nseg) {
+            for (i = 0; i < m.n; i++)
+                if (m.starts[i] == seg_start_bytes + cut)
+                    cut++;
+        }
+        CU_ASSERT_EQUAL_FATAL(truncate(p, cut), 0);
         while (min_k < m.n && (min_k + 1 < m.n ? m.starts[min_k + 1] : (int64_t)m.bytes.len) <=
                                   seg_start_bytes + cut)
             min_k++;
