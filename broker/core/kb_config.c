@@ -18,13 +18,17 @@ typedef struct kb_conf_raw_s {
     char *origin;
 } kb_conf_raw_t;
 
+typedef struct kb_conf_errs_s {
+    char **v;
+    size_t cnt, cap;
+} kb_conf_errs_t;
+
 struct kb_config_priv_s {
     kb_conf_raw_t *raw; /* given keys, last value wins */
     size_t raw_cnt, raw_cap;
-    bool *isset; /* per kb_config_defs[] entry */
-    char **errs;
-    size_t err_cnt, err_cap;
-    size_t load_err_cnt; /* errors from loading; kept across finalize */
+    bool *isset;         /* per kb_config_defs[] entry */
+    kb_conf_errs_t load; /* from loading files and --override syntax; kept across finalize */
+    kb_conf_errs_t val;  /* from the last finalize */
 };
 
 /* ---------------------------------------------------------------- helpers */
@@ -39,29 +43,54 @@ static const void *kb_config_cfield(const kb_config_t *cfg, const kb_conf_def_t 
     return (const char *)cfg + d->off;
 }
 
+static void kb_config_errs_add(kb_conf_errs_t *e, const char *msg)
+{
+    if (e->cnt == e->cap) {
+        size_t ncap = e->cap ? e->cap * 2 : 8;
+        char **n = realloc(e->v, ncap * sizeof(*n));
+        if (!n)
+            return;
+        e->v = n;
+        e->cap = ncap;
+    }
+    e->v[e->cnt] = strdup(msg);
+    if (e->v[e->cnt])
+        e->cnt++;
+}
+
+static void kb_config_errs_clear(kb_conf_errs_t *e)
+{
+    for (size_t i = 0; i < e->cnt; i++)
+        free(e->v[i]);
+    e->cnt = 0;
+}
+
+/* A validation error (forgotten by the next finalize). */
 static void kb_config_errf(kb_config_t *cfg, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void kb_config_errf(kb_config_t *cfg, const char *fmt, ...)
 {
-    struct kb_config_priv_s *p = cfg->priv;
     char buf[1024];
     va_list ap;
-
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
-    if (p->err_cnt == p->err_cap) {
-        size_t ncap = p->err_cap ? p->err_cap * 2 : 8;
-        char **n = realloc(p->errs, ncap * sizeof(*n));
-        if (!n)
-            return;
-        p->errs = n;
-        p->err_cap = ncap;
-    }
-    p->errs[p->err_cnt] = strdup(buf);
-    if (p->errs[p->err_cnt])
-        p->err_cnt++;
+    kb_config_errs_add(&cfg->priv->val, buf);
+}
+
+/* A loading error (kept: the input it describes is gone). */
+static void kb_config_load_errf(kb_config_t *cfg, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void kb_config_load_errf(kb_config_t *cfg, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    kb_config_errs_add(&cfg->priv->load, buf);
 }
 
 /* Trim leading and trailing blanks in place (Kafka trims values before parsing them). */
@@ -326,8 +355,10 @@ kb_config_t *kb_config_new(void)
     cfg->priv->isset = calloc(kb_config_defs_cnt, sizeof(*cfg->priv->isset));
     if (!cfg->priv->isset)
         goto free_priv;
-    /* Defaults only: node.id is missing, so finalize reports that; the values are usable. */
+    /* Apply the defaults. node.id is missing, so this finalize reports an error; forget it
+     * until the caller's own finalize. */
     kb_config_finalize(cfg);
+    kb_config_errs_clear(&cfg->priv->val);
     return cfg;
 free_priv:
     free(cfg->priv);
@@ -349,9 +380,10 @@ void kb_config_free(kb_config_t *cfg)
         free(p->raw[i].origin);
     }
     free(p->raw);
-    for (size_t i = 0; i < p->err_cnt; i++)
-        free(p->errs[i]);
-    free(p->errs);
+    kb_config_errs_clear(&p->load);
+    free(p->load.v);
+    kb_config_errs_clear(&p->val);
+    free(p->val.v);
     free(p->isset);
     free(p);
     free(cfg);
@@ -404,8 +436,7 @@ int kb_config_set_kv(kb_config_t *cfg, const char *kv, const char *origin)
     int r;
 
     if (!eq || eq == kv) {
-        kb_config_errf(cfg, "%s: '%s' is not key=value", origin, kv);
-        cfg->priv->load_err_cnt = cfg->priv->err_cnt;
+        kb_config_load_errf(cfg, "%s: '%s' is not key=value", origin, kv);
         return KB_E_INVALID;
     }
     key = strndup(kv, (size_t)(eq - kv));
@@ -434,10 +465,8 @@ int kb_config_load_file(kb_config_t *cfg, const char *path)
     kb_config_load_ctx_t lc = {cfg, path};
     char err[512];
     int r = kb_props_load_file(path, kb_config_load_cb, &lc, err, sizeof(err));
-    if (r) {
-        kb_config_errf(cfg, "%s", err[0] ? err : kb_err_str(r));
-        cfg->priv->load_err_cnt = cfg->priv->err_cnt;
-    }
+    if (r)
+        kb_config_load_errf(cfg, "%s", err[0] ? err : kb_err_str(r));
     return r;
 }
 
@@ -756,15 +785,19 @@ static void kb_config_check_metrics_listener(kb_config_t *cfg)
 
 /* ---------------------------------------------------------------- finalize */
 
+/* True if @p name was given but its value was rejected (already reported). */
+static bool kb_config_is_bad(const kb_config_t *cfg, const char *name)
+{
+    return kb_config_raw(cfg, name) && !kb_config_is_set(cfg, name);
+}
+
 int kb_config_finalize(kb_config_t *cfg)
 {
     struct kb_config_priv_s *p = cfg->priv;
     char why[768];
 
     /* Forget the errors and values of an earlier finalize; keep the loading errors. */
-    for (size_t i = p->load_err_cnt; i < p->err_cnt; i++)
-        free(p->errs[i]);
-    p->err_cnt = p->load_err_cnt;
+    kb_config_errs_clear(&p->val);
     kb_config_clear_values(cfg);
     memset(p->isset, 0, kb_config_defs_cnt * sizeof(*p->isset));
 
@@ -807,7 +840,8 @@ int kb_config_finalize(kb_config_t *cfg)
                            cfg->node_id);
     }
     cfg->broker_id = cfg->node_id;
-    if (cfg->node_id < 0)
+    if (cfg->node_id < 0 && !kb_config_is_bad(cfg, "node.id") &&
+        !kb_config_is_bad(cfg, "broker.id"))
         kb_config_errf(cfg, "node.id: required, a non-negative integer (or set broker.id)");
     if (!cfg->process_roles || !*cfg->process_roles)
         kb_config_errf(cfg, "process.roles: at least one of broker, controller is required");
@@ -848,17 +882,21 @@ int kb_config_finalize(kb_config_t *cfg)
                        cfg->transaction_state_log_replication_factor);
     kb_config_check_listeners(cfg);
     kb_config_check_metrics_listener(cfg);
-    return p->err_cnt ? KB_E_INVALID : 0;
+    return kb_config_error_cnt(cfg) ? KB_E_INVALID : 0;
 }
 
 size_t kb_config_error_cnt(const kb_config_t *cfg)
 {
-    return cfg->priv->err_cnt;
+    return cfg->priv->load.cnt + cfg->priv->val.cnt;
 }
 
 const char *kb_config_error(const kb_config_t *cfg, size_t i)
 {
-    return i < cfg->priv->err_cnt ? cfg->priv->errs[i] : NULL;
+    const struct kb_config_priv_s *p = cfg->priv;
+    if (i < p->load.cnt)
+        return p->load.v[i];
+    i -= p->load.cnt;
+    return i < p->val.cnt ? p->val.v[i] : NULL;
 }
 
 bool kb_config_is_set(const kb_config_t *cfg, const char *name)

@@ -159,8 +159,8 @@ typedef struct kb_config_s {
     struct kb_config_priv_s *priv; /**< raw key/values, set flags, errors */
 } kb_config_t;
 
-/** A config with every default applied (already finalized; kb_config_set() un-finalizes).
- *  NULL on out of memory. Free with kb_config_free(). */
+/** A config with every default applied and no errors recorded yet (the defaults alone are
+ *  not valid: node.id is required). NULL on out of memory. Free with kb_config_free(). */
 kb_config_t *kb_config_new(void);
 void kb_config_free(kb_config_t *cfg);
 

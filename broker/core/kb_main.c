@@ -75,10 +75,13 @@ static void kb_main_collect(void *opaque, kb_metrics_emit_t *em)
 static int kb_main_load_config(kb_config_t *cfg, const char *path, char **overrides,
                                int n_overrides)
 {
-    kb_config_load_file(cfg, path);
-    for (int i = 0; i < n_overrides; i++)
-        kb_config_set_kv(cfg, overrides[i], "--override");
-    if (kb_config_finalize(cfg) != 0) {
+    /* An unreadable file is reported alone: the missing keys would only be noise. */
+    if (kb_config_load_file(cfg, path) != KB_E_IO) {
+        for (int i = 0; i < n_overrides; i++)
+            kb_config_set_kv(cfg, overrides[i], "--override");
+        kb_config_finalize(cfg);
+    }
+    if (kb_config_error_cnt(cfg) > 0) {
         for (size_t i = 0; i < kb_config_error_cnt(cfg); i++)
             fprintf(stderr, "kbroker: configuration error: %s\n", kb_config_error(cfg, i));
         fprintf(stderr, "kbroker: see kbroker --help-config for every key\n");

@@ -202,8 +202,11 @@ static void test_config_defaults(void)
 {
     kb_config_t *cfg = kb_config_new();
     CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+    CU_ASSERT_EQUAL(kb_config_error_cnt(cfg), 0);
     /* node.id is the one required key */
+    CU_ASSERT_EQUAL(kb_config_finalize(cfg), KB_E_INVALID);
     CU_ASSERT(has_error(cfg, "node.id:", "required"));
+    CU_ASSERT_EQUAL(kb_config_error_cnt(cfg), 1);
     CU_ASSERT_EQUAL(cfg->num_partitions, 1);
     CU_ASSERT_EQUAL(cfg->log_segment_bytes, 1073741824);
     CU_ASSERT_EQUAL(cfg->num_network_threads, 3);
