@@ -15,7 +15,7 @@ const double kb_metrics_latency_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01,
 const size_t kb_metrics_latency_buckets_cnt =
     sizeof(kb_metrics_latency_buckets) / sizeof(kb_metrics_latency_buckets[0]);
 
-typedef enum kb_mtype_e { KB_MT_COUNTER, KB_MT_GAUGE, KB_MT_HISTO } kb_mtype_t;
+typedef enum kb_mtype_e { KB_MT_COUNTER, KB_MT_GAUGE, KB_MT_HISTO, KB_MT_FGAUGE } kb_mtype_t;
 
 typedef struct kb_mchild_s {
     struct kb_mchild_s *next;
@@ -23,6 +23,7 @@ typedef struct kb_mchild_s {
     union {
         kb_counter_t c;
         kb_gauge_t g;
+        kb_fgauge_t fg;
         kb_histo_t h;
     } u;
 } kb_mchild_t;
@@ -343,6 +344,38 @@ kb_gauge_t *kb_metrics_gauge(kb_metrics_t *m, const char *name, const char *help
     return c ? &c->u.g : NULL;
 }
 
+kb_fgauge_t *kb_metrics_fgauge(kb_metrics_t *m, const char *name, const char *help,
+                               const char *const *labels)
+{
+    kb_mchild_t *c = kb_metrics_get(m, name, help, KB_MT_FGAUGE, labels, NULL, 0);
+    return c ? &c->u.fg : NULL;
+}
+
+void kb_metrics_remove(kb_metrics_t *m, const void *series)
+{
+    if (!m || !series)
+        return;
+    pthread_mutex_lock(&m->mu);
+    for (kb_mfamily_t *f = m->fam_head; f; f = f->next) {
+        kb_mchild_t *prev = NULL;
+        for (kb_mchild_t *c = f->head; c; prev = c, c = c->next) {
+            if ((const void *)&c->u != series)
+                continue;
+            if (prev)
+                prev->next = c->next;
+            else
+                f->head = c->next;
+            if (f->tail == c)
+                f->tail = prev;
+            kb_metrics_strv_free(c->lvals, f->nlabels);
+            free(c);
+            pthread_mutex_unlock(&m->mu);
+            return;
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
 kb_histo_t *kb_metrics_histogram(kb_metrics_t *m, const char *name, const char *help,
                                  const double *bounds, size_t cnt, const char *const *labels)
 {
@@ -459,7 +492,7 @@ void kb_metrics_emit(kb_metrics_emit_t *em, const char *name, const char *help,
 
 static void kb_metrics_render_family(kb_msb_t *sb, const kb_mfamily_t *f)
 {
-    static const char *const tnames[] = {"counter", "gauge", "histogram"};
+    static const char *const tnames[] = {"counter", "gauge", "histogram", "gauge"};
 
     if (!f->head)
         return;
@@ -467,6 +500,17 @@ static void kb_metrics_render_family(kb_msb_t *sb, const kb_mfamily_t *f)
     kb_msb_help(sb, f->help);
     kb_msb_printf(sb, "\n# TYPE %s %s\n", f->name, tnames[f->type]);
     for (const kb_mchild_t *c = f->head; c; c = c->next) {
+        if (f->type == KB_MT_FGAUGE) {
+            uint64_t bits = atomic_load_explicit(&c->u.fg.bits, memory_order_relaxed);
+            double v;
+            memcpy(&v, &bits, sizeof(v));
+            kb_msb_printf(sb, "%s", f->name);
+            kb_msb_labels(sb, f->lnames, c->lvals, f->nlabels, NULL, NULL);
+            kb_msb_printf(sb, " ");
+            kb_msb_double(sb, v);
+            kb_msb_printf(sb, "\n");
+            continue;
+        }
         if (f->type == KB_MT_COUNTER || f->type == KB_MT_GAUGE) {
             kb_msb_printf(sb, "%s", f->name);
             kb_msb_labels(sb, f->lnames, c->lvals, f->nlabels, NULL, NULL);

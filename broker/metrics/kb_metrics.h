@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 typedef struct kb_metrics_s kb_metrics_t;
 
@@ -31,6 +32,11 @@ typedef struct kb_counter_s {
 typedef struct kb_gauge_s {
     _Atomic int64_t v;
 } kb_gauge_t;
+
+/** A floating-point gauge child (ratios, rates, values coming through kbx as doubles). */
+typedef struct kb_fgauge_s {
+    _Atomic uint64_t bits; /**< double, as bits */
+} kb_fgauge_t;
 
 #define KB_HISTO_MAX_BUCKETS 24
 
@@ -60,6 +66,9 @@ kb_counter_t *kb_metrics_counter(kb_metrics_t *m, const char *name, const char *
                                  const char *const *labels);
 kb_gauge_t *kb_metrics_gauge(kb_metrics_t *m, const char *name, const char *help,
                              const char *const *labels);
+/** A floating-point gauge; same family rules. Rendered as a Prometheus gauge. */
+kb_fgauge_t *kb_metrics_fgauge(kb_metrics_t *m, const char *name, const char *help,
+                               const char *const *labels);
 /** As above; @p bounds (ascending, at most KB_HISTO_MAX_BUCKETS) must outlive the registry. */
 kb_histo_t *kb_metrics_histogram(kb_metrics_t *m, const char *name, const char *help,
                                  const double *bounds, size_t cnt, const char *const *labels);
@@ -82,8 +91,24 @@ static inline void kb_gauge_add(kb_gauge_t *g, int64_t d)
         atomic_fetch_add_explicit(&g->v, d, memory_order_relaxed);
 }
 
+static inline void kb_fgauge_set(kb_fgauge_t *g, double v)
+{
+    uint64_t bits;
+    if (!g)
+        return;
+    memcpy(&bits, &v, sizeof(bits));
+    atomic_store_explicit(&g->bits, bits, memory_order_relaxed);
+}
+
 /** Record one observation (NULL-safe). */
 void kb_histo_observe(kb_histo_t *h, double v);
+
+/**
+ * Remove one series (a handle returned by kb_metrics_counter/gauge/fgauge/histogram) and free
+ * it; it disappears from the exposition. The caller guarantees that no thread updates it any
+ * more (kbx's metric_unregister() contract). Unknown handles are ignored.
+ */
+void kb_metrics_remove(kb_metrics_t *m, const void *series);
 
 /* ---- collectors ---- */
 

@@ -78,6 +78,42 @@ static void test_histogram(void)
     kb_metrics_free(m);
 }
 
+static void test_fgauge_and_remove(void)
+{
+    static const double b[] = {1};
+    kb_metrics_t *m = kb_metrics_new();
+    const char *l1[] = {"mirror", "a", NULL};
+    const char *l2[] = {"mirror", "b", NULL};
+    kb_fgauge_t *g1 = kb_metrics_fgauge(m, "km_test_ratio", "Ratio.", l1);
+    kb_fgauge_t *g2 = kb_metrics_fgauge(m, "km_test_ratio", "Ratio.", l2);
+    kb_histo_t *h = kb_metrics_histogram(m, "km_test_h", "H.", b, 1, NULL);
+    char *txt;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g2);
+    /* an fgauge family is not an int gauge family */
+    CU_ASSERT_PTR_NULL(kb_metrics_gauge(m, "km_test_ratio", "x", l1));
+    kb_fgauge_set(g1, 0.125);
+    kb_fgauge_set(g2, -3);
+    kb_histo_observe(h, 0.5);
+    txt = kb_metrics_render(m, NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(txt, "# TYPE km_test_ratio gauge\n"
+                                       "km_test_ratio{mirror=\"a\"} 0.125\n"
+                                       "km_test_ratio{mirror=\"b\"} -3\n"));
+    free(txt);
+    kb_metrics_remove(m, g1);
+    kb_metrics_remove(m, h);
+    kb_metrics_remove(m, h); /* unknown now: ignored */
+    txt = kb_metrics_render(m, NULL);
+    CU_ASSERT_PTR_NULL(strstr(txt, "mirror=\"a\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(txt, "km_test_ratio{mirror=\"b\"} -3\n"));
+    CU_ASSERT_PTR_NULL(strstr(txt, "km_test_h"));
+    free(txt);
+    /* the same series can be created again after removal */
+    g1 = kb_metrics_fgauge(m, "km_test_ratio", "Ratio.", l1);
+    CU_ASSERT_PTR_NOT_NULL(g1);
+    kb_metrics_free(m);
+}
+
 static void collect(void *opaque, kb_metrics_emit_t *em)
 {
     int *calls = opaque;
@@ -203,6 +239,7 @@ int main(void)
     s = CU_add_suite("metrics", NULL, NULL);
     CU_add_test(s, "counters and gauges", test_counters_gauges);
     CU_add_test(s, "histogram", test_histogram);
+    CU_add_test(s, "float gauges and removal", test_fgauge_and_remove);
     CU_add_test(s, "collectors", test_collector);
     CU_add_test(s, "concurrent updates", test_concurrent_updates);
     CU_add_test(s, "HTTP endpoint", test_http);
