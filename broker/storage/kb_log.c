@@ -797,9 +797,10 @@ static int kb_log_apply_batch(kb_log_t *log, const kp_batch_t *b)
         }
         return rc;
     }
-    rc = kb_pstate_apply(&log->ps, b, log->hw, &ab, &nab);
-    if (rc < 0 && rc != KP_E_CORRUPT && rc != KP_E_UNSUPPORTED && rc != KP_E_TOO_LARGE)
-        return rc;
+    /* The batch is in the file: it must be published whatever happens to the derived state
+     * (an unreadable control record carries no producer state; out of memory here would only
+     * lose duplicate detection for this producer until the next rebuild). */
+    (void)kb_pstate_apply(&log->ps, b, log->hw, &ab, &nab);
     pthread_rwlock_wrlock(&log->rw);
     kb_seg_track_batch(act, &b->hdr, pos, (int64_t)b->size, log->cfg.index_interval_bytes);
     for (i = 0; i < nab; i++)
@@ -1004,13 +1005,17 @@ int kb_log_append_leader(kb_log_t *log, uint8_t *buf, size_t len, int32_t leader
     if (!info)
         info = &dummy;
     kb_info_init(info);
-    pthread_mutex_lock(&log->wlock);
     now = kb_log_now(log);
     if (origin == KB_ORIGIN_CLIENT && !(flags & KB_APPEND_F_SKIP_VALIDATE)) {
-        rc = kb_log_validate_produce(&log->cfg, buf, len, now, NULL);
+        /* CRC and record checks (decompression included) need no log state: done before the
+         * writer mutex so concurrent producers to one partition validate in parallel */
+        kb_log_config_t cfg;
+        kb_log_get_config(log, &cfg);
+        rc = kb_log_validate_produce(&cfg, buf, len, now, NULL);
         if (rc)
-            goto out;
+            return rc;
     }
+    pthread_mutex_lock(&log->wlock);
     /* pass 1: framing and producer-state checks before anything is written */
     kp_batch_iter_init(&it, buf, len, 0, KP_BATCH_F_SKIP_CRC);
     while ((r = kp_batch_iter_next(&it, &b)) == 1) {
