@@ -477,7 +477,10 @@ static void *kb_worker_main(void *arg)
 
 static void kb_conn_epoll_update(kb_conn_t *conn)
 {
-    struct epoll_event ev = {.events = (conn->muted ? 0u : (uint32_t)EPOLLIN) |
+    /* EPOLLRDHUP always: a client that goes away while its connection is muted must still
+     * cancel its deferred requests promptly (Kafka closes on end of stream, too). */
+    struct epoll_event ev = {.events = (uint32_t)EPOLLRDHUP |
+                                       (conn->muted ? 0u : (uint32_t)EPOLLIN) |
                                        (conn->want_out ? (uint32_t)EPOLLOUT : 0u),
                              .data.ptr = conn};
     if (epoll_ctl(conn->io->epfd, EPOLL_CTL_MOD, conn->fd, &ev) != 0)
@@ -1008,7 +1011,7 @@ static void kb_io_touch(kb_io_t *io, kb_conn_t *conn, kb_conn_t **touched)
 
 static void kb_io_add_conn(kb_io_t *io, kb_conn_t *conn)
 {
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = conn};
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = conn};
     conn->io = io;
     conn->rbuf = malloc(KB_CONN_RBUF);
     conn->last_active_ms = kb_time_mono_ms();
@@ -1154,6 +1157,11 @@ static void *kb_io_main(void *arg)
             }
             if (evs[i].events & EPOLLIN)
                 kb_conn_readable(conn);
+            if (!conn->closed && (evs[i].events & EPOLLRDHUP) && conn->muted) {
+                /* Not reading, so the end of stream cannot be seen by recv(). */
+                kb_conn_close(conn, KB_CLOSE_PEER, "closed by the client (while not read)");
+                continue;
+            }
             if (!conn->closed && (evs[i].events & EPOLLOUT))
                 kb_conn_write(conn);
             if (!conn->closed && !conn->out_head && conn->muted && !kb_conn_should_mute(conn)) {

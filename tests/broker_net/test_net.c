@@ -522,6 +522,33 @@ static void test_cancel_on_disconnect(void)
     tsrv_stop(&t, 1000);
 }
 
+/* A client that leaves while its connection is not being read (at the in-flight limit) still
+ * has its deferred requests cancelled at once. */
+static void inflight2(kb_server_conf_t *sc)
+{
+    sc->max_inflight_per_conn = 2;
+}
+
+static void test_cancel_while_muted(void)
+{
+    tsrv_t t;
+    int fd, two = 2;
+    tsrv_start(&t, inflight2);
+    dq_reset();
+    CU_ASSERT_EQUAL(kb_api_register(t.reg, TKEY, 0, 4, h_defer, NULL, KB_API_CONCURRENT), 0);
+    tsrv_run(&t);
+    fd = kbt_connect(t.port);
+    for (int i = 0; i < 5; i++)
+        send_req(fd, TKEY, TVER, i, "", 0);
+    CU_ASSERT_FATAL(dq_wait(pred_n_at_least, &two));
+    close(fd);
+    CU_ASSERT(dq_wait(pred_cancelled_at_least, &two));
+    pthread_mutex_lock(&dq.mu);
+    CU_ASSERT_EQUAL(dq.total, 2); /* the three unread requests never reached the handler */
+    pthread_mutex_unlock(&dq.mu);
+    tsrv_stop(&t, 1000);
+}
+
 /* ------------------------------------------------------------------ limits and garbage */
 
 static void small_limit(kb_server_conf_t *sc)
@@ -818,6 +845,7 @@ int main(void)
     CU_add_test(s, "barrier ordering", test_barriers);
     CU_add_test(s, "no-response requests keep order", test_no_response);
     CU_add_test(s, "cancel on disconnect", test_cancel_on_disconnect);
+    CU_add_test(s, "cancel on disconnect while not read", test_cancel_while_muted);
     CU_add_test(s, "limits and garbage close only that connection", test_limits_and_garbage);
     CU_add_test(s, "backpressure per connection", test_backpressure);
     CU_add_test(s, "big request, file-range response", test_big_request_and_file_response);
