@@ -64,16 +64,15 @@ static inline void kp_msg_init(const kp_msg_desc_t *d, void *msg)
 /** Decode version @p v of the message from @p rd; arrays and unknown tags go to @p ar.
  *  Strings and bytes point into the reader's buffer. Returns 0 or a kp_err_t (also in rd->err).
  *  Does not require the reader to be exhausted. */
-static inline int kp_msg_decode(const kp_msg_desc_t *d, kp_reader_t *rd, kp_arena_t *ar,
-                                void *msg, int16_t v)
+static inline int kp_msg_decode(const kp_msg_desc_t *d, kp_reader_t *rd, kp_arena_t *ar, void *msg,
+                                int16_t v)
 {
     return d->decode(rd, ar, msg, v);
 }
 
 /** Append version @p v of @p msg to @p wr. Returns 0 or a kp_err_t (KP_E_FIELD_LOST,
  *  KP_E_NULL_NOT_ALLOWED, KP_E_TOO_LARGE, KP_E_BAD_VERSION, KP_E_BAD_TAGS, writer errors). */
-static inline int kp_msg_encode(const kp_msg_desc_t *d, kp_writer_t *wr, const void *msg,
-                                int16_t v)
+static inline int kp_msg_encode(const kp_msg_desc_t *d, kp_writer_t *wr, const void *msg, int16_t v)
 {
     return d->encode(wr, msg, v);
 }
@@ -121,10 +120,10 @@ bool kp_uuid_is_zero(const kp_uuid_t *u);
 bool kp_str_eqn(kp_str_t s, const char *p, int32_t len);
 
 /* JSON printing */
-void kp_json_str(FILE *out, kp_str_t s);     /**< quoted and escaped, or null */
-void kp_json_hex(FILE *out, kp_bytes_t b);   /**< "lowercase hex", or null */
+void kp_json_str(FILE *out, kp_str_t s);          /**< quoted and escaped, or null */
+void kp_json_hex(FILE *out, kp_bytes_t b);        /**< "lowercase hex", or null */
 void kp_json_uuid(FILE *out, const kp_uuid_t *u); /**< "32 lowercase hex digits" */
-void kp_json_f64(FILE *out, double v);       /**< %.17g; non-finite as "NaN"/"Infinity" */
+void kp_json_f64(FILE *out, double v);            /**< %.17g; non-finite as "NaN"/"Infinity" */
 void kp_json_redacted(FILE *out);
 
 #endif /* KP_MSG_H */

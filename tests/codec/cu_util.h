@@ -28,38 +28,37 @@ static inline void cu_hex(FILE *out, const uint8_t *p, size_t n)
 }
 
 /* Compare bytes; on mismatch print both and fail the current test. */
-#define CU_ASSERT_BYTES(got, gotlen, want, wantlen)                                        \
-    do {                                                                                   \
-        const uint8_t *g_ = (const uint8_t *)(got), *w_ = (const uint8_t *)(want);          \
-        size_t gl_ = (gotlen), wl_ = (wantlen);                                            \
-        int ok_ = gl_ == wl_ && (gl_ == 0 || memcmp(g_, w_, gl_) == 0);                    \
-        if (!ok_) {                                                                        \
-            fprintf(stderr, "\n%s:%d: bytes differ\n  got  ", __FILE__, __LINE__);         \
-            cu_hex(stderr, g_, gl_);                                                       \
-            fprintf(stderr, "\n  want ");                                                  \
-            cu_hex(stderr, w_, wl_);                                                       \
-            fprintf(stderr, "\n");                                                         \
-        }                                                                                  \
-        CU_ASSERT(ok_);                                                                    \
+#define CU_ASSERT_BYTES(got, gotlen, want, wantlen)                                                \
+    do {                                                                                           \
+        const uint8_t *g_ = (const uint8_t *)(got), *w_ = (const uint8_t *)(want);                 \
+        size_t gl_ = (gotlen), wl_ = (wantlen);                                                    \
+        int ok_ = gl_ == wl_ && (gl_ == 0 || memcmp(g_, w_, gl_) == 0);                            \
+        if (!ok_) {                                                                                \
+            fprintf(stderr, "\n%s:%d: bytes differ\n  got  ", __FILE__, __LINE__);                 \
+            cu_hex(stderr, g_, gl_);                                                               \
+            fprintf(stderr, "\n  want ");                                                          \
+            cu_hex(stderr, w_, wl_);                                                               \
+            fprintf(stderr, "\n");                                                                 \
+        }                                                                                          \
+        CU_ASSERT(ok_);                                                                            \
     } while (0)
 
-#define CU_ASSERT_STR(got, want)                                                           \
-    do {                                                                                   \
-        const char *g_ = (got), *w_ = (want);                                              \
-        int ok_ = g_ && w_ && strcmp(g_, w_) == 0;                                         \
-        if (!ok_)                                                                          \
-            fprintf(stderr, "\n%s:%d: strings differ\n  got  %s\n  want %s\n", __FILE__,    \
-                    __LINE__, g_ ? g_ : "(null)", w_ ? w_ : "(null)");                     \
-        CU_ASSERT(ok_);                                                                    \
+#define CU_ASSERT_STR(got, want)                                                                   \
+    do {                                                                                           \
+        const char *g_ = (got), *w_ = (want);                                                      \
+        int ok_ = g_ && w_ && strcmp(g_, w_) == 0;                                                 \
+        if (!ok_)                                                                                  \
+            fprintf(stderr, "\n%s:%d: strings differ\n  got  %s\n  want %s\n", __FILE__, __LINE__, \
+                    g_ ? g_ : "(null)", w_ ? w_ : "(null)");                                       \
+        CU_ASSERT(ok_);                                                                            \
     } while (0)
 
-#define CU_ASSERT_INT(got, want)                                                           \
-    do {                                                                                   \
-        long long g_ = (long long)(got), w_ = (long long)(want);                           \
-        if (g_ != w_)                                                                      \
-            fprintf(stderr, "\n%s:%d: %s = %lld, want %lld\n", __FILE__, __LINE__, #got,   \
-                    g_, w_);                                                               \
-        CU_ASSERT(g_ == w_);                                                               \
+#define CU_ASSERT_INT(got, want)                                                                   \
+    do {                                                                                           \
+        long long g_ = (long long)(got), w_ = (long long)(want);                                   \
+        if (g_ != w_)                                                                              \
+            fprintf(stderr, "\n%s:%d: %s = %lld, want %lld\n", __FILE__, __LINE__, #got, g_, w_);  \
+        CU_ASSERT(g_ == w_);                                                                       \
     } while (0)
 
 static inline int cu_run(const cu_suite_t *suites)

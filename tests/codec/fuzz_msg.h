@@ -64,8 +64,8 @@ static int fuzz_msg(const kp_msg_desc_t *d, int16_t ver, const uint8_t *body, si
     kp_reader_init(&rd, body, len);
     err = kp_msg_decode(d, &rd, &ar, msg, ver);
     if (err) {
-        fuzz_require(err < 0 && strcmp(kp_err_name(err), "UNKNOWN") != 0 && rd.err == err, d,
-                     ver, "decode error is not a kp_err_t");
+        fuzz_require(err < 0 && strcmp(kp_err_name(err), "UNKNOWN") != 0 && rd.err == err, d, ver,
+                     "decode error is not a kp_err_t");
         goto out;
     }
     fuzz_require(rd.pos <= len, d, ver, "decode read past the end");
@@ -81,13 +81,14 @@ static int fuzz_msg(const kp_msg_desc_t *d, int16_t ver, const uint8_t *body, si
 
     err = kp_msg_encode(d, &wr2, msg2, ver);
     fuzz_require(err == 0, d, ver, "re-encode failed");
-    fuzz_require(wr2.len == wr.len && (wr.len == 0 || memcmp(wr.buf, wr2.buf, wr.len) == 0), d,
-                 ver, "decode(encode(x)) re-encodes differently");
+    fuzz_require(wr2.len == wr.len && (wr.len == 0 || memcmp(wr.buf, wr2.buf, wr.len) == 0), d, ver,
+                 "decode(encode(x)) re-encodes differently");
 
     p1 = fuzz_print(d, msg, ver, &l1);
     p2 = fuzz_print(d, msg2, ver, &l2);
     fuzz_require(p1 && p2, d, ver, "print failed");
-    fuzz_require(l1 == l2 && memcmp(p1, p2, l1) == 0, d, ver, "decode(encode(x)) prints differently");
+    fuzz_require(l1 == l2 && memcmp(p1, p2, l1) == 0, d, ver,
+                 "decode(encode(x)) prints differently");
     fuzz_require(json_valid(p1, l1), d, ver, "printer output is not valid JSON");
 out:
     free(p1);
@@ -103,8 +104,7 @@ out_free:
 }
 
 /* Parse the 4-byte prefix; returns the descriptor to fuzz or NULL. */
-static const kp_msg_desc_t *fuzz_pick(const uint8_t *data, size_t size, int response,
-                                      int16_t *ver)
+static const kp_msg_desc_t *fuzz_pick(const uint8_t *data, size_t size, int response, int16_t *ver)
 {
     int16_t key;
     const kp_msg_desc_t *d;

@@ -13,45 +13,45 @@
 #include "kp_msgs.h"
 
 /* Encode, check against want and against the size function; returns the writer (caller frees). */
-#define CHECK_ENC(MSG, msgp, ver, want)                                                    \
-    do {                                                                                   \
-        kp_writer_t wr_;                                                                   \
-        kp_writer_init(&wr_);                                                              \
-        CU_ASSERT_INT(kp_##MSG##_encode(&wr_, (msgp), (ver)), 0);                          \
-        CU_ASSERT_BYTES(wr_.buf, wr_.len, (want), sizeof(want) - 1);                                        \
-        CU_ASSERT_INT(kp_##MSG##_size((msgp), (ver)), sizeof(want) - 1);                   \
-        kp_writer_free(&wr_);                                                              \
+#define CHECK_ENC(MSG, msgp, ver, want)                                                            \
+    do {                                                                                           \
+        kp_writer_t wr_;                                                                           \
+        kp_writer_init(&wr_);                                                                      \
+        CU_ASSERT_INT(kp_##MSG##_encode(&wr_, (msgp), (ver)), 0);                                  \
+        CU_ASSERT_BYTES(wr_.buf, wr_.len, (want), sizeof(want) - 1);                               \
+        CU_ASSERT_INT(kp_##MSG##_size((msgp), (ver)), sizeof(want) - 1);                           \
+        kp_writer_free(&wr_);                                                                      \
     } while (0)
 
-#define CHECK_ENC_ERR(MSG, msgp, ver, ERR_)                                                 \
-    do {                                                                                   \
-        kp_writer_t wr_;                                                                   \
-        kp_writer_init(&wr_);                                                              \
-        CU_ASSERT_INT(kp_##MSG##_encode(&wr_, (msgp), (ver)), (ERR_));                      \
-        kp_writer_free(&wr_);                                                              \
+#define CHECK_ENC_ERR(MSG, msgp, ver, ERR_)                                                        \
+    do {                                                                                           \
+        kp_writer_t wr_;                                                                           \
+        kp_writer_init(&wr_);                                                                      \
+        CU_ASSERT_INT(kp_##MSG##_encode(&wr_, (msgp), (ver)), (ERR_));                             \
+        kp_writer_free(&wr_);                                                                      \
     } while (0)
 
 /* Decode want (which must be consumed exactly) into *out, then re-encode to the same bytes. */
-#define CHECK_DEC(MSG, out, ar, ver, want)                                                 \
-    do {                                                                                   \
-        kp_reader_t rd_;                                                                   \
-        kp_writer_t wr_;                                                                   \
-        kp_reader_init(&rd_, (want), sizeof(want) - 1);                                    \
-        CU_ASSERT_INT(kp_##MSG##_decode(&rd_, (ar), (out), (ver)), 0);                     \
-        CU_ASSERT_INT(rd_.pos, sizeof(want) - 1);                                          \
-        kp_writer_init(&wr_);                                                              \
-        CU_ASSERT_INT(kp_##MSG##_encode(&wr_, (out), (ver)), 0);                           \
-        CU_ASSERT_BYTES(wr_.buf, wr_.len, (want), sizeof(want) - 1);                                        \
-        kp_writer_free(&wr_);                                                              \
+#define CHECK_DEC(MSG, out, ar, ver, want)                                                         \
+    do {                                                                                           \
+        kp_reader_t rd_;                                                                           \
+        kp_writer_t wr_;                                                                           \
+        kp_reader_init(&rd_, (want), sizeof(want) - 1);                                            \
+        CU_ASSERT_INT(kp_##MSG##_decode(&rd_, (ar), (out), (ver)), 0);                             \
+        CU_ASSERT_INT(rd_.pos, sizeof(want) - 1);                                                  \
+        kp_writer_init(&wr_);                                                                      \
+        CU_ASSERT_INT(kp_##MSG##_encode(&wr_, (out), (ver)), 0);                                   \
+        CU_ASSERT_BYTES(wr_.buf, wr_.len, (want), sizeof(want) - 1);                               \
+        kp_writer_free(&wr_);                                                                      \
     } while (0)
 
-#define CHECK_DEC_ERR(MSG, ar, ver, bytes, ERR_)                                            \
-    do {                                                                                   \
-        kp_reader_t rd_;                                                                   \
-        kp_##MSG##_t m_;                                                                   \
-        kp_reader_init(&rd_, (bytes), sizeof(bytes) - 1);                                  \
-        CU_ASSERT_INT(kp_##MSG##_decode(&rd_, (ar), &m_, (ver)), (ERR_));                   \
-        CU_ASSERT_INT(rd_.err, (ERR_));                                                     \
+#define CHECK_DEC_ERR(MSG, ar, ver, bytes, ERR_)                                                   \
+    do {                                                                                           \
+        kp_reader_t rd_;                                                                           \
+        kp_##MSG##_t m_;                                                                           \
+        kp_reader_init(&rd_, (bytes), sizeof(bytes) - 1);                                          \
+        CU_ASSERT_INT(kp_##MSG##_decode(&rd_, (ar), &m_, (ver)), (ERR_));                          \
+        CU_ASSERT_INT(rd_.err, (ERR_));                                                            \
     } while (0)
 
 static char *print_str(void (*fn)(FILE *, const void *, int16_t, unsigned), const void *msg,
@@ -67,11 +67,11 @@ static char *print_str(void (*fn)(FILE *, const void *, int16_t, unsigned), cons
     return buf;
 }
 
-#define CHECK_PRINT(MSG, msgp, ver, flags, want)                                           \
-    do {                                                                                   \
-        char *s_ = print_str(kp_##MSG##_desc.print, (msgp), (ver), (flags));               \
-        CU_ASSERT_STR(s_, (want));                                                         \
-        free(s_);                                                                          \
+#define CHECK_PRINT(MSG, msgp, ver, flags, want)                                                   \
+    do {                                                                                           \
+        char *s_ = print_str(kp_##MSG##_desc.print, (msgp), (ver), (flags));                       \
+        CU_ASSERT_STR(s_, (want));                                                                 \
+        free(s_);                                                                                  \
     } while (0)
 
 static kp_str_t S(const char *s)
@@ -93,18 +93,30 @@ static void test_plain(void)
     m.Topic = S("ab");
     m.Partitions.cnt = 2;
     m.Partitions.v = parts;
-    CHECK_ENC(PlainRequest, &m, 0, "\x00\x02" "ab" "\x00\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x02");
+    CHECK_ENC(PlainRequest, &m, 0,
+              "\x00\x02"
+              "ab"
+              "\x00\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x02");
     CHECK_ENC(PlainRequest, &m, 1,
-              "\x00\x02" "ab" "\x00\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x02\xff\xff");
+              "\x00\x02"
+              "ab"
+              "\x00\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x02\xff\xff");
     CHECK_PRINT(PlainRequest, &m, 1, 0, "{\"Topic\":\"ab\",\"Partitions\":[1,2],\"Extra\":null}");
     CHECK_PRINT(PlainRequest, &m, 0, 0, "{\"Topic\":\"ab\",\"Partitions\":[1,2]}");
     m.Extra = S("x");
     CHECK_ENC(PlainRequest, &m, 1,
-              "\x00\x02" "ab" "\x00\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x02\x00\x01x");
+              "\x00\x02"
+              "ab"
+              "\x00\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x02\x00\x01x");
     /* ignorable: dropped in v0 */
-    CHECK_ENC(PlainRequest, &m, 0, "\x00\x02" "ab" "\x00\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x02");
+    CHECK_ENC(PlainRequest, &m, 0,
+              "\x00\x02"
+              "ab"
+              "\x00\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x02");
     CHECK_DEC(PlainRequest, &d, &ar, 1,
-              "\x00\x02" "ab" "\x00\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x02\x00\x01x");
+              "\x00\x02"
+              "ab"
+              "\x00\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x02\x00\x01x");
     CU_ASSERT(kp_str_eq(d.Topic, "ab"));
     CU_ASSERT_INT(d.Partitions.cnt, 2);
     CU_ASSERT_INT(d.Partitions.v[1], 2);
@@ -130,7 +142,10 @@ static void test_plain_bad(void)
     CHECK_DEC_ERR(PlainRequest, &ar, 0, "\xff\xff\x00\x00\x00\x00", KP_E_NULL_NOT_ALLOWED);
     CHECK_DEC_ERR(PlainRequest, &ar, 0, "\x00\x00\xff\xff\xff\xff", KP_E_NULL_NOT_ALLOWED);
     /* truncated */
-    CHECK_DEC_ERR(PlainRequest, &ar, 0, "\x00\x02" "a", KP_E_TRUNCATED);
+    CHECK_DEC_ERR(PlainRequest, &ar, 0,
+                  "\x00\x02"
+                  "a",
+                  KP_E_TRUNCATED);
     CHECK_DEC_ERR(PlainRequest, &ar, 0, "\x00\x00\x00\x00\x00\x01\x00\x00", KP_E_BAD_LENGTH);
     /* versions */
     CHECK_DEC_ERR(PlainRequest, &ar, 2, "\x00\x00\x00\x00\x00\x00", KP_E_BAD_VERSION);
@@ -154,7 +169,8 @@ static void test_huge_counts(void)
     /* int32 count 2^31-1 with nothing behind it: fails, nothing allocated */
     CHECK_DEC_ERR(PlainRequest, &ar, 0, "\x00\x00\x7f\xff\xff\xff", KP_E_TOO_LARGE);
     CU_ASSERT_INT(ar.used, 0);
-    CHECK_DEC_ERR(PlainRequest, &ar, 0, "\x00\x00\x03\xff\xff\xff\x00\x00\x00\x00", KP_E_BAD_LENGTH);
+    CHECK_DEC_ERR(PlainRequest, &ar, 0, "\x00\x00\x03\xff\xff\xff\x00\x00\x00\x00",
+                  KP_E_BAD_LENGTH);
     CU_ASSERT_INT(ar.used, 0);
     /* compact counts */
     CHECK_DEC_ERR(KitchenResponse, &ar, 2, "\x00\x00\xff\xff\xff\xff\x0f", KP_E_TOO_LARGE);
@@ -190,11 +206,19 @@ static void test_headers(void)
     h.CorrelationId = 7;
     h.ClientId = S("c");
     /* ClientId keeps its int16 length in the flexible v2 (flexible=none) */
-    CHECK_ENC(RequestHeader, &h, 2, "\x00\x01\x00\x0c\x00\x00\x00\x07\x00\x01" "c" "\x00");
-    CHECK_ENC(RequestHeader, &h, 1, "\x00\x01\x00\x0c\x00\x00\x00\x07\x00\x01" "c");
+    CHECK_ENC(RequestHeader, &h, 2,
+              "\x00\x01\x00\x0c\x00\x00\x00\x07\x00\x01"
+              "c"
+              "\x00");
+    CHECK_ENC(RequestHeader, &h, 1,
+              "\x00\x01\x00\x0c\x00\x00\x00\x07\x00\x01"
+              "c");
     h.ClientId = KP_STR_NULL;
     CHECK_ENC(RequestHeader, &h, 2, "\x00\x01\x00\x0c\x00\x00\x00\x07\xff\xff\x00");
-    CHECK_DEC(RequestHeader, &d, &ar, 2, "\x00\x12\x00\x03\x00\x00\x01\x00\x00\x02" "ab" "\x00");
+    CHECK_DEC(RequestHeader, &d, &ar, 2,
+              "\x00\x12\x00\x03\x00\x00\x01\x00\x00\x02"
+              "ab"
+              "\x00");
     CU_ASSERT_INT(d.RequestApiKey, 18);
     CU_ASSERT_INT(d.CorrelationId, 256);
     CU_ASSERT(kp_str_eq(d.ClientId, "ab"));
@@ -207,25 +231,26 @@ static void test_headers(void)
 
 /* ---- Kitchen: every feature -------------------------------------------------------- */
 
-#define K_V0_DEFAULT                                                                       \
-    "\x00"                             /* Flag */                                          \
-    "\xfd"                             /* Small -3 */                                      \
-    "\x00\x00"                         /* Short */                                         \
-    "\x7f\xff\xff\xff"                 /* Count 0x7fffffff */                              \
-    "\x80\x00\x00\x00\x00\x00\x00\x00" /* Big INT64_MIN */                                 \
-    "\x3f\xf8\x00\x00\x00\x00\x00\x00" /* Ratio 1.5 */                                     \
-    "\x00\x03" "d\"q"                  /* Label */                                         \
-    "\x00\x00"                         /* MaybeLabel "" */                                 \
-    "\x00\x00\x00\x00"                 /* Blob empty */                                    \
-    "\xff\xff\xff\xff"                 /* Recs null */                                     \
-    "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" /* Id */            \
-    "\x00\x00\x00\x00"                 /* Ints [] */                                       \
-    "\x00\x00"                         /* Secret "" */                                     \
-    "\x00\x00\x00\x00"                 /* Gone */                                          \
-    "\x00\x00\x00\x00"                 /* GoneQuiet */                                     \
-    "\x00\x00\x00\x00"                 /* Outers [] */                                     \
-    "\x00\x00\x00\x00"                 /* Shared.A */                                      \
-    "\xff\xff"                         /* Legacy null, int16 length */
+#define K_V0_DEFAULT                                                                               \
+    "\x00"                             /* Flag */                                                  \
+    "\xfd"                             /* Small -3 */                                              \
+    "\x00\x00"                         /* Short */                                                 \
+    "\x7f\xff\xff\xff"                 /* Count 0x7fffffff */                                      \
+    "\x80\x00\x00\x00\x00\x00\x00\x00" /* Big INT64_MIN */                                         \
+    "\x3f\xf8\x00\x00\x00\x00\x00\x00" /* Ratio 1.5 */                                             \
+    "\x00\x03"                                                                                     \
+    "d\"q"                                                             /* Label */                 \
+    "\x00\x00"                                                         /* MaybeLabel "" */         \
+    "\x00\x00\x00\x00"                                                 /* Blob empty */            \
+    "\xff\xff\xff\xff"                                                 /* Recs null */             \
+    "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" /* Id */                    \
+    "\x00\x00\x00\x00"                                                 /* Ints [] */               \
+    "\x00\x00"                                                         /* Secret "" */             \
+    "\x00\x00\x00\x00"                                                 /* Gone */                  \
+    "\x00\x00\x00\x00"                                                 /* GoneQuiet */             \
+    "\x00\x00\x00\x00"                                                 /* Outers [] */             \
+    "\x00\x00\x00\x00"                                                 /* Shared.A */              \
+    "\xff\xff" /* Legacy null, int16 length */
 
 static void test_kitchen_v0(void)
 {
@@ -260,23 +285,25 @@ static void test_kitchen_v0(void)
     kp_arena_free(&ar);
 }
 
-#define K_V1_BOX                                                                           \
-    "\x00\xfd\x00\x00"                                                                     \
-    "\xff\xff"                         /* Port 65535 */                                    \
-    "\x7f\xff\xff\xff"                                                                     \
-    "\x80\x00\x00\x00\x00\x00\x00\x00"                                                     \
-    "\x00\x00\x00\x2a"                 /* Unsigned 42 */                                   \
-    "\x3f\xf8\x00\x00\x00\x00\x00\x00"                                                     \
-    "\x00\x03" "d\"q"                                                                      \
-    "\xff\xff"                         /* MaybeLabel null (nullable from v1) */            \
-    "\x00\x00\x00\x00\xff\xff\xff\xff"                                                     \
-    "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"                     \
-    "\x00\x00\x00\x00"                 /* Ints */                                          \
-    "\xff\xff\xff\xff"                 /* Names null */                                    \
-    "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"                                             \
-    "\x01\x00\x01" "n"                 /* Box present, Name "n" */                         \
-    "\x00\x00\x00\x00"                 /* Outers */                                        \
-    "\x00\x00\x00\x00\x00\x00"         /* Shared.A, Shared.B "" */                         \
+#define K_V1_BOX                                                                                   \
+    "\x00\xfd\x00\x00"                                                                             \
+    "\xff\xff" /* Port 65535 */                                                                    \
+    "\x7f\xff\xff\xff"                                                                             \
+    "\x80\x00\x00\x00\x00\x00\x00\x00"                                                             \
+    "\x00\x00\x00\x2a" /* Unsigned 42 */                                                           \
+    "\x3f\xf8\x00\x00\x00\x00\x00\x00"                                                             \
+    "\x00\x03"                                                                                     \
+    "d\"q"                                                                                         \
+    "\xff\xff" /* MaybeLabel null (nullable from v1) */                                            \
+    "\x00\x00\x00\x00\xff\xff\xff\xff"                                                             \
+    "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"                             \
+    "\x00\x00\x00\x00" /* Ints */                                                                  \
+    "\xff\xff\xff\xff" /* Names null */                                                            \
+    "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"                                                     \
+    "\x01\x00\x01"                                                                                 \
+    "n"                        /* Box present, Name "n" */                                         \
+    "\x00\x00\x00\x00"         /* Outers */                                                        \
+    "\x00\x00\x00\x00\x00\x00" /* Shared.A, Shared.B "" */                                         \
     "\xff\xff"
 
 static void test_kitchen_v1(void)
@@ -304,36 +331,42 @@ static void test_kitchen_v1(void)
     kp_arena_free(&ar);
 }
 
-#define K_V3_PREFIX                                                                        \
-    "\x00\xfd\x00\x00\xff\xff\x7f\xff\xff\xff\x80\x00\x00\x00\x00\x00\x00\x00"             \
-    "\x00\x00\x00\x00\x3f\xf8\x00\x00\x00\x00\x00\x00"                                     \
-    "\x04" "d\"q"                      /* Label, compact */                                \
-    "\x01"                             /* MaybeLabel "" */                                 \
-    "\x01"                             /* Blob empty */                                    \
-    "\x00"                             /* Recs null */                                     \
-    "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"                     \
-    "\x01"                             /* Ints [] */                                       \
-    "\x01"                             /* Names [] */                                      \
-    "\x01"                             /* Secret "" */                                     \
-    "\xff"                             /* Box null */
-#define K_OUTERS1                                                                          \
-    "\x02"                             /* Outers: 1 element */                             \
-    "\x00\x01"                         /*   Id 1 */                                        \
-    "\x02"                             /*   Inners: 1 element */                           \
-    "\x02\xab"                         /*     Data ab */                                   \
-    "\x01\x00\x01\x01"                 /*     tags: Hot (tag 0) = true */                  \
-    "\x00"                             /*   Outer tags */
-#define K_SHARED3 "\x00\x00\x00\x00\x01\x00\x00\x00" /* A, B "", Sub.Z, Sub tags, tags */
-#define K_SHARED2 "\x00\x00\x00\x00\x01\x00"         /* A, B "", tags (no Sub before v3) */
-#define K_LEGACY  "\xff\xff"                         /* Legacy null, int16 length */
-#define K_V3_HEAD K_V3_PREFIX K_OUTERS1 K_SHARED3 K_LEGACY
-#define K_V2_HEAD K_V3_PREFIX K_OUTERS1 K_SHARED2 K_LEGACY
+#define K_V3_PREFIX                                                                                \
+    "\x00\xfd\x00\x00\xff\xff\x7f\xff\xff\xff\x80\x00\x00\x00\x00\x00\x00\x00"                     \
+    "\x00\x00\x00\x00\x3f\xf8\x00\x00\x00\x00\x00\x00"                                             \
+    "\x04"                                                                                         \
+    "d\"q" /* Label, compact */                                                                    \
+    "\x01" /* MaybeLabel "" */                                                                     \
+    "\x01" /* Blob empty */                                                                        \
+    "\x00" /* Recs null */                                                                         \
+    "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"                             \
+    "\x01" /* Ints [] */                                                                           \
+    "\x01" /* Names [] */                                                                          \
+    "\x01" /* Secret "" */                                                                         \
+    "\xff" /* Box null */
+#define K_OUTERS1                                                                                  \
+    "\x02"             /* Outers: 1 element */                                                     \
+    "\x00\x01"         /*   Id 1 */                                                                \
+    "\x02"             /*   Inners: 1 element */                                                   \
+    "\x02\xab"         /*     Data ab */                                                           \
+    "\x01\x00\x01\x01" /*     tags: Hot (tag 0) = true */                                          \
+    "\x00"             /*   Outer tags */
+#define K_SHARED3                "\x00\x00\x00\x00\x01\x00\x00\x00" /* A, B "", Sub.Z, Sub tags, tags */
+#define K_SHARED2                "\x00\x00\x00\x00\x01\x00" /* A, B "", tags (no Sub before v3) */
+#define K_LEGACY                 "\xff\xff"                 /* Legacy null, int16 length */
+#define K_V3_HEAD                K_V3_PREFIX K_OUTERS1 K_SHARED3 K_LEGACY
+#define K_V2_HEAD                K_V3_PREFIX K_OUTERS1 K_SHARED2 K_LEGACY
 #define K_V3_HEAD_DEFAULT_OUTERS K_V3_PREFIX "\x01" K_SHARED3 K_LEGACY
 
 #define K_V3_TAG0 "\x00\x09\xff\xff\xff\xff\x00\x00\x00\x02\x00" /* Where {X -1, Y 2} */
-#define K_V3_TAG1 "\x01\x03\x03" "hi"                            /* Note "hi" */
-#define K_V3_TAG2 "\x02\x08\x02\x02" "k" "\x00\x00\x00\x01\x00"  /* Pairs [{k, 1}] */
-#define K_V3_TAG5 "\x05\x08\x00\x00\x00\x00\x00\x00\x00\x05"     /* Epoch 5 */
+#define K_V3_TAG1                                                                                  \
+    "\x01\x03\x03"                                                                                 \
+    "hi" /* Note "hi" */
+#define K_V3_TAG2                                                                                  \
+    "\x02\x08\x02\x02"                                                                             \
+    "k"                                                                                            \
+    "\x00\x00\x00\x01\x00"                                   /* Pairs [{k, 1}] */
+#define K_V3_TAG5 "\x05\x08\x00\x00\x00\x00\x00\x00\x00\x05" /* Epoch 5 */
 
 static void fill_v3(kp_KitchenRequest_t *m, kp_KitchenRequest_Outer_t *outer,
                     kp_KitchenRequest_Inner_t *inner, kp_KitchenRequest_Pair_t *pair)
@@ -389,7 +422,8 @@ static void test_kitchen_v3(void)
     kp_KitchenRequest_init(&m);
     kp_KitchenRequest_init(&d);
     s = print_str(kp_KitchenRequest_desc.print, &m, 2, 0);
-    CU_ASSERT(s && strstr(s, "\"Epoch\":-1,\"Note\":null,\"Where\":{\"X\":-1,\"Y\":0},\"Box\":null"));
+    CU_ASSERT(s &&
+              strstr(s, "\"Epoch\":-1,\"Note\":null,\"Where\":{\"X\":-1,\"Y\":0},\"Box\":null"));
     free(s);
     kp_arena_free(&ar);
 }
@@ -448,9 +482,15 @@ static void test_bad_tags(void)
     CHECK_DEC_ERR(KitchenRequest, &ar, 3,
                   K_V3_HEAD "\x01\x05\x09\x00\x00\x00\x00\x00\x00\x00\x05\x00", KP_E_BAD_TAGS);
     /* declared size smaller than the value */
-    CHECK_DEC_ERR(KitchenRequest, &ar, 3, K_V3_HEAD "\x01\x01\x02\x03" "hi", KP_E_TRUNCATED);
+    CHECK_DEC_ERR(KitchenRequest, &ar, 3,
+                  K_V3_HEAD "\x01\x01\x02\x03"
+                            "hi",
+                  KP_E_TRUNCATED);
     /* value runs past the end */
-    CHECK_DEC_ERR(KitchenRequest, &ar, 3, K_V3_HEAD "\x01\x01\x05\x03" "hi", KP_E_TRUNCATED);
+    CHECK_DEC_ERR(KitchenRequest, &ar, 3,
+                  K_V3_HEAD "\x01\x01\x05\x03"
+                            "hi",
+                  KP_E_TRUNCATED);
     /* a null in the tagged, non-nullable Pairs */
     CHECK_DEC_ERR(KitchenRequest, &ar, 3, K_V3_HEAD "\x01\x02\x01\x00", KP_E_NULL_NOT_ALLOWED);
     /* missing tag section */
@@ -528,16 +568,24 @@ static void test_response_shared_struct(void)
     r.Pairs.cnt = 2;
     r.Pairs.v = p;
     CHECK_ENC(KitchenResponse, &r, 1,
-              "\x00\x00\x00\x00\x00\x02\x00\x01" "a" "\x00\x00\x00\x00\x00\x00\xff\xff\xff\xfe");
+              "\x00\x00\x00\x00\x00\x02\x00\x01"
+              "a"
+              "\x00\x00\x00\x00\x00\x00\xff\xff\xff\xfe");
     CHECK_ENC(KitchenResponse, &r, 2,
-              "\x00\x00\x03\x02" "a" "\x00\x00\x00\x00\x00\x01\xff\xff\xff\xfe\x00\x00\x00");
+              "\x00\x00\x03\x02"
+              "a"
+              "\x00\x00\x00\x00\x00\x01\xff\xff\xff\xfe\x00\x00\x00");
     r.Maybe.cnt = 1;
     r.Maybe.v = (int64_t *)maybe;
     CHECK_ENC(KitchenResponse, &r, 3,
-              "\x00\x00\x03\x02" "a" "\x00\x00\x00\x00\x00\x01\xff\xff\xff\xfe\x00"
+              "\x00\x00\x03\x02"
+              "a"
+              "\x00\x00\x00\x00\x00\x01\xff\xff\xff\xfe\x00"
               "\x02\xff\xff\xff\xff\xff\xff\xff\xff\x00");
     CHECK_DEC(KitchenResponse, &d, &ar, 3,
-              "\x00\x00\x03\x02" "a" "\x00\x00\x00\x00\x00\x01\xff\xff\xff\xfe\x00"
+              "\x00\x00\x03\x02"
+              "a"
+              "\x00\x00\x00\x00\x00\x01\xff\xff\xff\xfe\x00"
               "\x02\xff\xff\xff\xff\xff\xff\xff\xff\x00");
     CU_ASSERT_INT(d.Maybe.v[0], -1);
     CHECK_ENC_ERR(KitchenResponse, &r, 1, KP_E_FIELD_LOST);

@@ -22,11 +22,11 @@
 static int iterations = 20;
 static size_t n_checked;
 
-#define FAILF(...)                                                                         \
-    do {                                                                                   \
-        fprintf(stderr, __VA_ARGS__);                                                      \
-        fputc('\n', stderr);                                                               \
-        CU_FAIL("see stderr");                                                             \
+#define FAILF(...)                                                                                 \
+    do {                                                                                           \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                       \
+        CU_FAIL("see stderr");                                                                     \
     } while (0)
 
 /* memcmp that accepts NULL pointers for empty buffers. */
@@ -81,8 +81,8 @@ static int make_encoded(const kp_msg_desc_t *d, int16_t ver, uint64_t seed, enc_
         goto out;
     }
     if (sz != wr.len) {
-        FAILF("%s v%d seed %llu: size %zu != encoded %zu", d->name, ver,
-              (unsigned long long)seed, sz, wr.len);
+        FAILF("%s v%d seed %llu: size %zu != encoded %zu", d->name, ver, (unsigned long long)seed,
+              sz, wr.len);
         goto out;
     }
     out->len = wr.len;
@@ -134,8 +134,8 @@ static int check_decode(const kp_msg_desc_t *d, int16_t ver, const uint8_t *buf,
         goto out;
     }
     if (kp_msg_size(d, msg, ver) != wr.len)
-        FAILF("%s v%d %s: size %zu != re-encoded %zu", d->name, ver, what,
-              kp_msg_size(d, msg, ver), wr.len);
+        FAILF("%s v%d %s: size %zu != re-encoded %zu", d->name, ver, what, kp_msg_size(d, msg, ver),
+              wr.len);
     if (exact && !same_bytes(wr.buf, wr.len, buf, len)) {
         FAILF("%s v%d %s: re-encoding differs", d->name, ver, what);
         goto out;
@@ -352,9 +352,9 @@ static void test_bad_versions(void)
 }
 
 static const cu_test_t tests[] = {
-    {"tables", test_tables},         {"bad_versions", test_bad_versions},
+    {"tables", test_tables},           {"bad_versions", test_bad_versions},
     {"roundtrip", test_roundtrip_all}, {"truncation", test_truncation},
-    {"mutation", test_mutation},     {NULL, NULL},
+    {"mutation", test_mutation},       {NULL, NULL},
 };
 static const cu_suite_t suites[] = {
     {"codec_all_messages", tests},

@@ -194,7 +194,15 @@ static void test_strings(void)
     kp_write_string(&wr, kp_str("abc"), 1);
     kp_write_string(&wr, KP_STR_NULL, 1);
     kp_write_string(&wr, kp_str(""), 1);
-    CU_ASSERT_BYTES(wr.buf, wr.len, "\x00\x03" "abc" "\xff\xff" "\x04" "abc" "\x00" "\x01", 13);
+    CU_ASSERT_BYTES(wr.buf, wr.len,
+                    "\x00\x03"
+                    "abc"
+                    "\xff\xff"
+                    "\x04"
+                    "abc"
+                    "\x00"
+                    "\x01",
+                    13);
     CU_ASSERT_INT(kp_string_size(kp_str("abc"), 0), 5);
     CU_ASSERT_INT(kp_string_size(KP_STR_NULL, 0), 2);
     CU_ASSERT_INT(kp_string_size(kp_str("abc"), 1), 4);
@@ -232,10 +240,16 @@ static void test_strings_bad(void)
     kp_read_string(&rd, 0, 1);
     CU_ASSERT_INT(rd.err, KP_E_BAD_LENGTH);
     /* longer than the input */
-    kp_reader_init(&rd, "\x00\x05" "abc", 5);
+    kp_reader_init(&rd,
+                   "\x00\x05"
+                   "abc",
+                   5);
     kp_read_string(&rd, 0, 0);
     CU_ASSERT_INT(rd.err, KP_E_TRUNCATED);
-    kp_reader_init(&rd, "\x05" "abc", 4);
+    kp_reader_init(&rd,
+                   "\x05"
+                   "abc",
+                   4);
     kp_read_string(&rd, 1, 0);
     CU_ASSERT_INT(rd.err, KP_E_TRUNCATED);
     /* compact length above int16 */
@@ -579,16 +593,18 @@ static void test_json(void)
 }
 
 static const cu_test_t varint_tests[] = {
-    {"uvarint", test_uvarint},   {"uvarint_bad", test_uvarint_bad}, {"uvarlong", test_uvarlong},
-    {"zigzag", test_zigzag},     {"fixed_ints", test_fixed_ints},   {NULL, NULL},
+    {"uvarint", test_uvarint}, {"uvarint_bad", test_uvarint_bad}, {"uvarlong", test_uvarlong},
+    {"zigzag", test_zigzag},   {"fixed_ints", test_fixed_ints},   {NULL, NULL},
 };
 static const cu_test_t value_tests[] = {
     {"strings", test_strings}, {"strings_bad", test_strings_bad}, {"bytes", test_bytes},
     {"arrays", test_arrays},   {"sticky", test_sticky},           {NULL, NULL},
 };
 static const cu_test_t mem_tests[] = {
-    {"writer_grow", test_writer_grow}, {"writer_fixed", test_writer_fixed},
-    {"arena", test_arena},             {"err", test_err},
+    {"writer_grow", test_writer_grow},
+    {"writer_fixed", test_writer_fixed},
+    {"arena", test_arena},
+    {"err", test_err},
     {NULL, NULL},
 };
 static const cu_test_t msg_tests[] = {
