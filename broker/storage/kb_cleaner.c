@@ -38,9 +38,9 @@ typedef struct kb_omap_s {
     uint64_t *h1;
     uint64_t *h2;
     int64_t *off;
-    size_t cap;      /* power of two */
+    size_t cap; /* power of two */
     size_t cnt;
-    size_t max_cnt;  /* from the dedupe buffer budget */
+    size_t max_cnt; /* from the dedupe buffer budget */
 } kb_omap_t;
 
 static uint64_t kb_hash_fnv(const uint8_t *p, size_t n)
@@ -185,8 +185,8 @@ static int *kb_pidflag_get(kb_pidflag_t *pf, int64_t pid)
 /* ---------- cleanable range ---------- */
 
 typedef struct kb_clean_plan_s {
-    size_t nclean;       /* leading segments that may be cleaned */
-    int64_t end;         /* base of the first uncleanable segment */
+    size_t nclean; /* leading segments that may be cleaned */
+    int64_t end;   /* base of the first uncleanable segment */
     int64_t first_dirty;
     int64_t clean_bytes;
     int64_t dirty_bytes;
@@ -195,8 +195,8 @@ typedef struct kb_clean_plan_s {
 /* rwlock (read side at least) held */
 static void kb_clean_plan(const kb_log_t *log, int64_t now_ms, kb_clean_plan_t *pl)
 {
-    int64_t lso = log->first_unstable >= 0 && log->first_unstable < log->hw ? log->first_unstable
-                                                                             : log->hw;
+    int64_t lso =
+        log->first_unstable >= 0 && log->first_unstable < log->hw ? log->first_unstable : log->hw;
     size_t i;
     memset(pl, 0, sizeof(*pl));
     pl->first_dirty = log->cleaner_offset < log->log_start ? log->log_start : log->cleaner_offset;
@@ -364,7 +364,8 @@ static int kb_rw_cb(void *opaque, kb_seg_t *seg, const kp_batch_t *b, int64_t po
         base_ts = rc->horizon;
         attrs = (int16_t)(h->attributes | KP_BATCH_ATTR_DELETE_HORIZON);
     } else {
-        if (kp_batch_hdr_is_transactional(h) && kb_in_aborted(rc->ab, h->producerId, h->baseOffset)) {
+        if (kp_batch_hdr_is_transactional(h) &&
+            kb_in_aborted(rc->ab, h->producerId, h->baseOffset)) {
             rc->st->batches_removed++;
             rc->st->records_removed += h->recordCount;
             return 0;
@@ -417,8 +418,9 @@ static int kb_rw_cb(void *opaque, kb_seg_t *seg, const kp_batch_t *b, int64_t po
         kp_writer_free(&scratch);
         return kb_rw_emit(rc, b->buf, b->size) ? -1 : 0;
     }
-    if (n_keep == 0 && !(h->producerId >= 0 && kb_is_last_of_producer(rc->log, h->producerId,
-                                                                       kp_batch_hdr_last_offset(h)))) {
+    if (n_keep == 0 &&
+        !(h->producerId >= 0 &&
+          kb_is_last_of_producer(rc->log, h->producerId, kp_batch_hdr_last_offset(h)))) {
         kp_writer_free(&scratch);
         rc->st->batches_removed++;
         return 0;

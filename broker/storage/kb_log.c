@@ -23,8 +23,8 @@
 const char *kb_sto_err_str(int err)
 {
     switch (err) {
-#define KB_STO_ERR_STR_(name, val, desc) \
-    case val:                            \
+#define KB_STO_ERR_STR_(name, val, desc)                                                           \
+    case val:                                                                                      \
         return desc;
         KB_STO_ERRNO_MAP(KB_STO_ERR_STR_)
 #undef KB_STO_ERR_STR_
@@ -35,8 +35,8 @@ const char *kb_sto_err_str(int err)
 const char *kb_sto_err_name(int err)
 {
     switch (err) {
-#define KB_STO_ERR_NAME_(name, val, desc) \
-    case val:                             \
+#define KB_STO_ERR_NAME_(name, val, desc)                                                          \
+    case val:                                                                                      \
         return #name;
         KB_STO_ERRNO_MAP(KB_STO_ERR_NAME_)
 #undef KB_STO_ERR_NAME_
@@ -228,9 +228,9 @@ static void kb_log_take_snapshot(kb_log_t *log, int64_t offset)
 
 typedef struct kb_replay_ctx_s {
     kb_log_t *log;
-    int64_t from;    /* apply batches with base ≥ from */
-    int64_t upto;    /* and base < upto */
-    int add_txns;    /* record aborted txns in the segment (recovery) */
+    int64_t from; /* apply batches with base ≥ from */
+    int64_t upto; /* and base < upto */
+    int add_txns; /* record aborted txns in the segment (recovery) */
     int assign_epochs;
     int err;
 } kb_replay_ctx_t;
@@ -403,8 +403,7 @@ static void kb_log_drop_segments_from(kb_log_t *log, size_t k)
     }
 }
 
-static int kb_log_load(kb_log_t *log, const kb_log_open_opts_t *opts, char *errstr,
-                       size_t errsz)
+static int kb_log_load(kb_log_t *log, const kb_log_open_opts_t *opts, char *errstr, size_t errsz)
 {
     int64_t *bases = NULL;
     size_t n = 0, i, k;
@@ -437,9 +436,8 @@ static int kb_log_load(kb_log_t *log, const kb_log_open_opts_t *opts, char *errs
     k = log->nsegs;
     for (i = 0; i < log->nsegs; i++) {
         kb_seg_t *seg = log->segs[i];
-        int unflushed = rp < 0 || (i + 1 < log->nsegs ? log->segs[i + 1]->base > rp
-                                                       : 1) ||
-                        seg->base >= rp;
+        int unflushed =
+            rp < 0 || (i + 1 < log->nsegs ? log->segs[i + 1]->base > rp : 1) || seg->base >= rp;
         if (!opts->clean_shutdown && unflushed) {
             k = i;
             break;
@@ -530,8 +528,8 @@ static int kb_log_load(kb_log_t *log, const kb_log_open_opts_t *opts, char *errs
     if (log->cleaner_offset > log->leo)
         log->cleaner_offset = log->leo;
 
-    if (kb_epoch_truncate_end(&log->ec, log->leo) | kb_epoch_truncate_start(&log->ec,
-                                                                             log->log_start) ||
+    if (kb_epoch_truncate_end(&log->ec, log->leo) |
+            kb_epoch_truncate_start(&log->ec, log->log_start) ||
         epoch_state != 0 || k < log->nsegs)
         kb_log_store_epochs(log);
 
@@ -562,8 +560,8 @@ static int kb_mkdirs(const char *path)
     return 0;
 }
 
-kb_log_t *kb_log_open(const char *dir, const kb_log_config_t *cfg,
-                      const kb_log_open_opts_t *opts, char *errstr, size_t errstr_size)
+kb_log_t *kb_log_open(const char *dir, const kb_log_config_t *cfg, const kb_log_open_opts_t *opts,
+                      char *errstr, size_t errstr_size)
 {
     kb_log_t *log;
     kb_log_open_opts_t defopts;
@@ -770,8 +768,8 @@ static int kb_log_maybe_roll(kb_log_t *log, const kp_batch_hdr_t *h, size_t size
     else
         waited = kb_log_now(log) - act->created_ms;
     if (act->size + (int64_t)size > cfg->segment_bytes || waited > cfg->segment_ms ||
-        act->idx_cnt >= max_idx || act->tidx_cnt + 1 >= max_tidx ||
-        last - act->base > INT32_MAX || act->size + (int64_t)size > UINT32_MAX)
+        act->idx_cnt >= max_idx || act->tidx_cnt + 1 >= max_tidx || last - act->base > INT32_MAX ||
+        act->size + (int64_t)size > UINT32_MAX)
         return kb_log_roll(log, h->baseOffset);
     return 0;
 }
@@ -808,8 +806,7 @@ static int kb_log_apply_batch(kb_log_t *log, const kp_batch_t *b)
     epoch_changed = 0;
     if (b->hdr.partitionLeaderEpoch >= 0 &&
         (log->ec.n == 0 || b->hdr.partitionLeaderEpoch > log->ec.v[log->ec.n - 1].epoch))
-        epoch_changed = kb_epoch_assign(&log->ec, b->hdr.partitionLeaderEpoch,
-                                        b->hdr.baseOffset);
+        epoch_changed = kb_epoch_assign(&log->ec, b->hdr.partitionLeaderEpoch, b->hdr.baseOffset);
     log->leo = kp_batch_hdr_last_offset(&b->hdr) + 1;
     log->ps.map_end = log->leo;
     kb_log_update_unstable(log);
@@ -994,8 +991,8 @@ static int kb_log_leader_checks(kb_log_t *log, const kp_batch_t *b, int origin,
     return 0;
 }
 
-int kb_log_append_leader(kb_log_t *log, uint8_t *buf, size_t len, int32_t leader_epoch,
-                         int origin, unsigned flags, kb_append_info_t *info)
+int kb_log_append_leader(kb_log_t *log, uint8_t *buf, size_t len, int32_t leader_epoch, int origin,
+                         unsigned flags, kb_append_info_t *info)
 {
     kp_batch_iter_t it;
     kp_batch_t b;
@@ -1227,8 +1224,8 @@ void kb_log_read_release(kb_log_read_t *r)
     r->fd = -1;
 }
 
-int kb_log_read_copy(kb_log_t *log, int64_t offset, int32_t max_bytes, int isolation,
-                     int min_one, uint8_t **buf, size_t *len, kb_log_read_t *meta)
+int kb_log_read_copy(kb_log_t *log, int64_t offset, int32_t max_bytes, int isolation, int min_one,
+                     uint8_t **buf, size_t *len, kb_log_read_t *meta)
 {
     kb_log_read_t r;
     int rc = kb_log_read(log, offset, max_bytes, isolation, min_one, &r);
@@ -1407,14 +1404,14 @@ int kb_log_offset_for_timestamp(kb_log_t *log, int64_t ts, int64_t *offset, int6
     return 0;
 }
 
-#define KB_LOG_GETTER(name, expr)            \
-    int64_t name(kb_log_t *log)              \
-    {                                        \
-        int64_t v;                           \
-        pthread_rwlock_rdlock(&log->rw);     \
-        v = (expr);                          \
-        pthread_rwlock_unlock(&log->rw);     \
-        return v;                            \
+#define KB_LOG_GETTER(name, expr)                                                                  \
+    int64_t name(kb_log_t *log)                                                                    \
+    {                                                                                              \
+        int64_t v;                                                                                 \
+        pthread_rwlock_rdlock(&log->rw);                                                           \
+        v = (expr);                                                                                \
+        pthread_rwlock_unlock(&log->rw);                                                           \
+        return v;                                                                                  \
     }
 
 KB_LOG_GETTER(kb_log_leo, log->leo)
@@ -1480,8 +1477,7 @@ int kb_log_set_hw(kb_log_t *log, int64_t hw)
 
 /* ---------- epochs ---------- */
 
-void kb_log_epoch_end_offset(kb_log_t *log, int32_t epoch, int32_t *out_epoch,
-                             int64_t *out_offset)
+void kb_log_epoch_end_offset(kb_log_t *log, int32_t epoch, int32_t *out_epoch, int64_t *out_offset)
 {
     pthread_rwlock_rdlock(&log->rw);
     kb_epoch_end_offset(&log->ec, epoch, log->leo, out_epoch, out_offset);

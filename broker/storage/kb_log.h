@@ -24,24 +24,24 @@
 #include "kb_log_config.h"
 
 /* X(name, value, description) */
-#define KB_STO_ERRNO_MAP(X)                                                                  \
-    X(OK, 0, "success")                                                                      \
-    X(IO, -1, "file system error")                                                           \
-    X(NOMEM, -2, "out of memory")                                                            \
-    X(INVALID, -3, "invalid argument")                                                       \
-    X(OFFSET_OUT_OF_RANGE, -4, "offset out of range")                                        \
-    X(CORRUPT_MESSAGE, -5, "corrupt record batch (framing or CRC)")                          \
-    X(UNSUPPORTED_FORMAT, -6, "unsupported message format (magic 0/1)")                      \
-    X(RECORD_TOO_LARGE, -7, "batch larger than max.message.bytes")                           \
-    X(INVALID_RECORD, -8, "invalid record (count, offsets, key on a compacted topic)")       \
-    X(INVALID_TIMESTAMP, -9, "timestamp outside message.timestamp.*.max.ms")                 \
-    X(NON_MONOTONIC, -10, "raw append below the log end offset or offsets not increasing")   \
-    X(DUPLICATE_SEQUENCE, -11, "duplicate batch (already appended; see the info offsets)")   \
-    X(OUT_OF_ORDER_SEQUENCE, -12, "out of order sequence number")                            \
-    X(INVALID_PRODUCER_EPOCH, -13, "producer epoch is older than the current one")          \
-    X(COORDINATOR_FENCED, -14, "transaction marker with an older coordinator epoch")        \
-    X(CLOSED, -15, "log is closed or deleted")                                               \
-    X(ABORTED, -16, "operation aborted (the log changed underneath, retry later)")           \
+#define KB_STO_ERRNO_MAP(X)                                                                        \
+    X(OK, 0, "success")                                                                            \
+    X(IO, -1, "file system error")                                                                 \
+    X(NOMEM, -2, "out of memory")                                                                  \
+    X(INVALID, -3, "invalid argument")                                                             \
+    X(OFFSET_OUT_OF_RANGE, -4, "offset out of range")                                              \
+    X(CORRUPT_MESSAGE, -5, "corrupt record batch (framing or CRC)")                                \
+    X(UNSUPPORTED_FORMAT, -6, "unsupported message format (magic 0/1)")                            \
+    X(RECORD_TOO_LARGE, -7, "batch larger than max.message.bytes")                                 \
+    X(INVALID_RECORD, -8, "invalid record (count, offsets, key on a compacted topic)")             \
+    X(INVALID_TIMESTAMP, -9, "timestamp outside message.timestamp.*.max.ms")                       \
+    X(NON_MONOTONIC, -10, "raw append below the log end offset or offsets not increasing")         \
+    X(DUPLICATE_SEQUENCE, -11, "duplicate batch (already appended; see the info offsets)")         \
+    X(OUT_OF_ORDER_SEQUENCE, -12, "out of order sequence number")                                  \
+    X(INVALID_PRODUCER_EPOCH, -13, "producer epoch is older than the current one")                 \
+    X(COORDINATOR_FENCED, -14, "transaction marker with an older coordinator epoch")               \
+    X(CLOSED, -15, "log is closed or deleted")                                                     \
+    X(ABORTED, -16, "operation aborted (the log changed underneath, retry later)")                 \
     X(CORRUPT_LOG, -17, "log files are corrupt and cannot be recovered")
 
 typedef enum kb_sto_err_e {
@@ -77,8 +77,8 @@ void kb_log_open_opts_init(kb_log_open_opts_t *o);
 
 /** Open (creating it if needed) the partition log in directory @p dir, recovering it.
  *  @return the log, or NULL with a message in @p errstr. @thread any (not yet shared) */
-kb_log_t *kb_log_open(const char *dir, const kb_log_config_t *cfg,
-                      const kb_log_open_opts_t *opts, char *errstr, size_t errstr_size);
+kb_log_t *kb_log_open(const char *dir, const kb_log_config_t *cfg, const kb_log_open_opts_t *opts,
+                      char *errstr, size_t errstr_size);
 
 /** Close: with @p clean, flush everything and write a producer snapshot at the LEO so the next
  *  open needs no recovery. Frees the log (slices still held stay valid until released).
@@ -108,7 +108,7 @@ typedef struct kb_append_info_s {
     int64_t max_timestamp;
     int32_t batch_count;
     int32_t record_count;
-    int64_t size;             /**< bytes appended */
+    int64_t size; /**< bytes appended */
 } kb_append_info_t;
 
 /** Validate a producer's records for a leader append (no lock, no log state): magic 2 only,
@@ -124,8 +124,8 @@ int kb_log_validate_produce(const kb_log_config_t *cfg, const uint8_t *buf, size
  *  KB_ORIGIN_CLIENT the batch's producer state is checked (kb_log_check_sequence); a
  *  duplicate returns KB_STO_DUPLICATE_SEQUENCE with the original offsets in @p info.
  *  @locks writer */
-int kb_log_append_leader(kb_log_t *log, uint8_t *buf, size_t len, int32_t leader_epoch,
-                         int origin, unsigned flags, kb_append_info_t *info);
+int kb_log_append_leader(kb_log_t *log, uint8_t *buf, size_t len, int32_t leader_epoch, int origin,
+                         unsigned flags, kb_append_info_t *info);
 
 /** Raw append (follower replication, mirror): bytes stored exactly; batches must be complete,
  *  magic 2, CRC-valid, offsets increasing and the first ≥ LEO (gaps allowed). Producer state,
@@ -145,13 +145,13 @@ int kb_log_append_control(kb_log_t *log, int16_t type, int64_t pid, int16_t pepo
 #define KB_ISOLATION_COMMITTED 2 /**< read_committed consumers: up to the LSO */
 
 typedef struct kb_log_read_s {
-    int fd;              /**< file to read from, -1 if nothing to read */
-    int64_t pos;         /**< byte position in fd */
-    int64_t len;         /**< bytes (whole batches) */
-    int64_t first_offset; /**< base offset of the first batch returned, -1 if none */
-    int64_t next_offset;  /**< offset after the last batch returned */
+    int fd;                          /**< file to read from, -1 if nothing to read */
+    int64_t pos;                     /**< byte position in fd */
+    int64_t len;                     /**< bytes (whole batches) */
+    int64_t first_offset;            /**< base offset of the first batch returned, -1 if none */
+    int64_t next_offset;             /**< offset after the last batch returned */
     int64_t hw, lso, leo, log_start; /**< at read time */
-    void *ref_;          /**< keeps the segment file open; release with kb_log_read_release */
+    void *ref_; /**< keeps the segment file open; release with kb_log_read_release */
 } kb_log_read_t;
 
 /** Read whole batches starting at the batch containing @p offset (or the next one after a
@@ -166,8 +166,8 @@ int kb_log_read(kb_log_t *log, int64_t offset, int32_t max_bytes, int isolation,
 void kb_log_read_release(kb_log_read_t *r);
 
 /** kb_log_read, copying the bytes into a malloc'd buffer (*buf, caller frees). @locks read */
-int kb_log_read_copy(kb_log_t *log, int64_t offset, int32_t max_bytes, int isolation,
-                     int min_one, uint8_t **buf, size_t *len, kb_log_read_t *meta);
+int kb_log_read_copy(kb_log_t *log, int64_t offset, int32_t max_bytes, int isolation, int min_one,
+                     uint8_t **buf, size_t *len, kb_log_read_t *meta);
 
 typedef struct kb_aborted_txn_s {
     int64_t producer_id;
@@ -219,8 +219,7 @@ int kb_log_set_hw(kb_log_t *log, int64_t hw);
 /** OffsetsForLeaderEpoch: end offset of @p epoch = start offset of the next higher epoch, or
  *  LEO for the latest epoch. Requested epoch below the first cached epoch: (@p epoch, start of
  *  the first epoch) as Kafka; above the latest / no cache / UNDEFINED: (-1, -1). @locks read */
-void kb_log_epoch_end_offset(kb_log_t *log, int32_t epoch, int32_t *out_epoch,
-                             int64_t *out_offset);
+void kb_log_epoch_end_offset(kb_log_t *log, int32_t epoch, int32_t *out_epoch, int64_t *out_offset);
 /** Latest cached epoch or -1. @locks read */
 int32_t kb_log_latest_epoch(kb_log_t *log);
 /** Epoch whose range contains @p offset, or -1. @locks read */
@@ -264,11 +263,11 @@ int kb_log_check_sequence(kb_log_t *log, int64_t pid, int16_t pepoch, int32_t fi
 typedef struct kb_producer_info_s {
     int64_t producer_id;
     int16_t producer_epoch;
-    int32_t last_sequence;       /**< -1 if no batch cached */
-    int64_t last_offset;         /**< -1 if no batch cached */
+    int32_t last_sequence; /**< -1 if no batch cached */
+    int64_t last_offset;   /**< -1 if no batch cached */
     int64_t last_timestamp;
     int32_t coordinator_epoch;
-    int64_t txn_first_offset;    /**< -1 if no ongoing transaction */
+    int64_t txn_first_offset; /**< -1 if no ongoing transaction */
     int32_t cached_batches;
 } kb_producer_info_t;
 
@@ -300,8 +299,8 @@ int kb_log_retention_run(kb_log_t *log, int64_t now_ms, kb_retention_stats_t *st
 /* ---- log cleaner (cleanup.policy=compact) ------------------------------------------------ */
 
 typedef struct kb_clean_stats_s {
-    int64_t first_dirty;      /**< cleaner offset before */
-    int64_t end_offset;       /**< cleaned up to (new cleaner offset) */
+    int64_t first_dirty; /**< cleaner offset before */
+    int64_t end_offset;  /**< cleaned up to (new cleaner offset) */
     int segments_in;
     int segments_out;
     int64_t bytes_in;

@@ -107,8 +107,7 @@ int kb_log_config_set(kb_log_config_t *cfg, const char *key, const char *value, 
             else if (n == 7 && !strncmp(s, "compact", 7))
                 pol |= KB_CLEANUP_COMPACT;
             else if (n) {
-                snprintf(err, err_size, "Invalid value %s for configuration cleanup.policy",
-                         value);
+                snprintf(err, err_size, "Invalid value %s for configuration cleanup.policy", value);
                 return -2;
             }
             p += strcspn(p, ",");

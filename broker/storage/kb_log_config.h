@@ -17,26 +17,26 @@
 #define KB_TS_LOG_APPEND_TIME 1
 
 typedef struct kb_log_config_s {
-    int64_t segment_bytes;            /**< segment.bytes, 1 GiB */
-    int64_t segment_ms;               /**< segment.ms, 7 days */
-    int64_t segment_jitter_ms;        /**< segment.jitter.ms, 0 (no jitter is applied) */
-    int64_t retention_ms;             /**< retention.ms, 7 days; -1 = unlimited */
-    int64_t retention_bytes;          /**< retention.bytes, -1 = unlimited */
-    int cleanup_policy;               /**< cleanup.policy, KB_CLEANUP_* bits, default delete */
-    int64_t min_compaction_lag_ms;    /**< min.compaction.lag.ms, 0 */
-    int64_t max_compaction_lag_ms;    /**< max.compaction.lag.ms, INT64_MAX */
-    int64_t delete_retention_ms;      /**< delete.retention.ms, 1 day */
-    int32_t max_message_bytes;        /**< max.message.bytes, 1048588 */
-    int message_timestamp_type;       /**< message.timestamp.type, CreateTime */
-    int64_t message_ts_before_max_ms; /**< message.timestamp.before.max.ms, INT64_MAX */
-    int64_t message_ts_after_max_ms;  /**< message.timestamp.after.max.ms, 1 hour (4.0) */
-    int64_t flush_messages;           /**< flush.messages, INT64_MAX */
-    int64_t flush_ms;                 /**< flush.ms, INT64_MAX */
-    int32_t index_interval_bytes;     /**< index.interval.bytes, 4096 */
-    int32_t segment_index_bytes;      /**< segment.index.bytes, 10 MiB */
-    double min_cleanable_dirty_ratio; /**< min.cleanable.dirty.ratio, 0.5 */
-    int64_t file_delete_delay_ms;     /**< file.delete.delay.ms, 60000 (deletes are immediate
-                                           here; kept for DescribeConfigs) */
+    int64_t segment_bytes;             /**< segment.bytes, 1 GiB */
+    int64_t segment_ms;                /**< segment.ms, 7 days */
+    int64_t segment_jitter_ms;         /**< segment.jitter.ms, 0 (no jitter is applied) */
+    int64_t retention_ms;              /**< retention.ms, 7 days; -1 = unlimited */
+    int64_t retention_bytes;           /**< retention.bytes, -1 = unlimited */
+    int cleanup_policy;                /**< cleanup.policy, KB_CLEANUP_* bits, default delete */
+    int64_t min_compaction_lag_ms;     /**< min.compaction.lag.ms, 0 */
+    int64_t max_compaction_lag_ms;     /**< max.compaction.lag.ms, INT64_MAX */
+    int64_t delete_retention_ms;       /**< delete.retention.ms, 1 day */
+    int32_t max_message_bytes;         /**< max.message.bytes, 1048588 */
+    int message_timestamp_type;        /**< message.timestamp.type, CreateTime */
+    int64_t message_ts_before_max_ms;  /**< message.timestamp.before.max.ms, INT64_MAX */
+    int64_t message_ts_after_max_ms;   /**< message.timestamp.after.max.ms, 1 hour (4.0) */
+    int64_t flush_messages;            /**< flush.messages, INT64_MAX */
+    int64_t flush_ms;                  /**< flush.ms, INT64_MAX */
+    int32_t index_interval_bytes;      /**< index.interval.bytes, 4096 */
+    int32_t segment_index_bytes;       /**< segment.index.bytes, 10 MiB */
+    double min_cleanable_dirty_ratio;  /**< min.cleanable.dirty.ratio, 0.5 */
+    int64_t file_delete_delay_ms;      /**< file.delete.delay.ms, 60000 (deletes are immediate
+                                            here; kept for DescribeConfigs) */
     int64_t producer_id_expiration_ms; /**< producer.id.expiration.ms (broker), 1 day */
     int preallocate;                   /**< preallocate, false (ignored) */
 } kb_log_config_t;
@@ -51,12 +51,12 @@ int kb_log_config_set(kb_log_config_t *cfg, const char *key, const char *value, 
 
 /** Broker-level log cleaner knobs (log.cleaner.*). */
 typedef struct kb_cleaner_config_s {
-    int enable;                     /**< log.cleaner.enable, true */
-    int threads;                    /**< log.cleaner.threads, 1 */
-    int64_t dedupe_buffer_size;     /**< log.cleaner.dedupe.buffer.size, 128 MiB */
-    int32_t io_buffer_size;         /**< log.cleaner.io.buffer.size, 512 KiB */
-    int64_t backoff_ms;             /**< log.cleaner.backoff.ms, 15000 */
-    double io_buffer_load_factor;   /**< log.cleaner.io.buffer.load.factor, 0.9 */
+    int enable;                      /**< log.cleaner.enable, true */
+    int threads;                     /**< log.cleaner.threads, 1 */
+    int64_t dedupe_buffer_size;      /**< log.cleaner.dedupe.buffer.size, 128 MiB */
+    int32_t io_buffer_size;          /**< log.cleaner.io.buffer.size, 512 KiB */
+    int64_t backoff_ms;              /**< log.cleaner.backoff.ms, 15000 */
+    double io_buffer_load_factor;    /**< log.cleaner.io.buffer.load.factor, 0.9 */
     int64_t io_max_bytes_per_second; /**< log.cleaner.io.max.bytes.per.second (ignored) */
     int test_crash_point; /**< tests only: 0 none; stop as if crashed 1 after writing .cleaned,
                                2 after the .swap commit, 3 after renaming old segments to

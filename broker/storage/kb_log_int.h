@@ -26,10 +26,10 @@ typedef struct kb_tidx_ent_s {
 typedef struct kb_seg_s {
     atomic_int refcnt;
     int64_t base;
-    int fd;        /**< .log, O_RDWR */
-    char *path;    /**< "<dir>/<base20>" without extension */
-    int64_t size;  /**< bytes of whole batches */
-    int64_t next_offset; /**< last offset + 1 of the last batch, base if empty */
+    int fd;                /**< .log, O_RDWR */
+    char *path;            /**< "<dir>/<base20>" without extension */
+    int64_t size;          /**< bytes of whole batches */
+    int64_t next_offset;   /**< last offset + 1 of the last batch, base if empty */
     int64_t max_ts;        /**< largest batch maxTimestamp, -1 */
     int64_t max_ts_offset; /**< last offset of the batch holding it */
     int64_t roll_ts;       /**< maxTimestamp of the first batch, -1 if none (segment.ms) */
@@ -75,8 +75,8 @@ typedef int (*kb_scan_cb)(void *opaque, kb_seg_t *seg, const kp_batch_t *b, int6
 /** Scan the segment from @p from_pos, validating each batch (framing, magic, CRC, offsets
  *  increasing, ≥ @p min_offset). Stops at EOF or the first bad batch: *valid_end = end of the
  *  last good batch. Returns 0 (clean EOF), 1 (stopped at a bad/torn batch), <0 I/O error. */
-int kb_seg_scan(kb_seg_t *seg, int64_t from_pos, int64_t min_offset, int check_crc,
-                kb_scan_cb cb, void *opaque, int64_t *valid_end);
+int kb_seg_scan(kb_seg_t *seg, int64_t from_pos, int64_t min_offset, int check_crc, kb_scan_cb cb,
+                void *opaque, int64_t *valid_end);
 
 /** Clear the in-memory indexes and rebuild them (and max timestamps, next_offset, size) by
  *  scanning the whole file; a torn or corrupt tail is truncated away. @p txn_cb (optional) is

@@ -189,10 +189,10 @@ int kb_logmgr_checkpoint(kb_logmgr_t *mgr)
     for (d = 0; d < mgr->ndirs; d++) {
         rc |= kb_ckpt_write(mgr->dirs[d], "recovery-point-offset-checkpoint", mgr->parts,
                             mgr->nparts, (int)d, kb_log_recovery_point);
-        rc |= kb_ckpt_write(mgr->dirs[d], "log-start-offset-checkpoint", mgr->parts,
-                            mgr->nparts, (int)d, kb_log_start_offset);
-        rc |= kb_ckpt_write(mgr->dirs[d], "replication-offset-checkpoint", mgr->parts,
-                            mgr->nparts, (int)d, kb_log_hw);
+        rc |= kb_ckpt_write(mgr->dirs[d], "log-start-offset-checkpoint", mgr->parts, mgr->nparts,
+                            (int)d, kb_log_start_offset);
+        rc |= kb_ckpt_write(mgr->dirs[d], "replication-offset-checkpoint", mgr->parts, mgr->nparts,
+                            (int)d, kb_log_hw);
         rc |= kb_ckpt_write(mgr->dirs[d], "cleaner-offset-checkpoint", mgr->parts, mgr->nparts,
                             (int)d, kb_log_cleaner_offset);
         kb_fsync_dir(mgr->dirs[d]);

@@ -24,10 +24,10 @@ typedef struct kb_logmgr_s kb_logmgr_t;
 typedef struct kb_logmgr_opts_s {
     const char *const *log_dirs; /**< log.dirs */
     size_t ndirs;
-    kb_log_config_t default_cfg;  /**< used for partitions opened at start unless overridden */
+    kb_log_config_t default_cfg; /**< used for partitions opened at start unless overridden */
     kb_cleaner_config_t cleaner;
-    int recovery_threads;         /**< num.recovery.threads.per.data.dir (total here), >= 1 */
-    kb_clock_fn clock;            /**< NULL: CLOCK_REALTIME */
+    int recovery_threads; /**< num.recovery.threads.per.data.dir (total here), >= 1 */
+    kb_clock_fn clock;    /**< NULL: CLOCK_REALTIME */
     void *clock_opaque;
     /** Optional: per-partition config at open (topic configs from the metadata); return 0 and
      *  fill @p cfg, or nonzero for the default. */

@@ -16,7 +16,8 @@ static void kb_rb_put_be(uint8_t *p, uint64_t v, size_t n)
 
 void kb_rb_set_log_append_time(uint8_t *batch, size_t len, int64_t ts)
 {
-    uint16_t attr = (uint16_t)((batch[KP_BATCH_ATTR_OFFSET] << 8) | batch[KP_BATCH_ATTR_OFFSET + 1]);
+    uint16_t attr =
+        (uint16_t)((batch[KP_BATCH_ATTR_OFFSET] << 8) | batch[KP_BATCH_ATTR_OFFSET + 1]);
     attr |= KP_BATCH_ATTR_TIMESTAMP_TYPE;
     kb_rb_put_be(batch + KP_BATCH_ATTR_OFFSET, attr, 2);
     kb_rb_put_be(batch + 35, (uint64_t)ts, 8);

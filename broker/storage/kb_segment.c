@@ -16,7 +16,7 @@
 
 #include "kb_log_int.h"
 
-#define KB_SCAN_BUF (1024 * 1024)
+#define KB_SCAN_BUF       (1024 * 1024)
 #define KB_MAX_BATCH_SIZE ((int64_t)INT32_MAX)
 
 static uint64_t kb_get_be(const uint8_t *p, size_t n)
@@ -385,8 +385,8 @@ typedef struct kb_rbuf_s {
     int fd;
     uint8_t *buf;
     size_t cap;
-    int64_t at;  /* file position of buf[0] */
-    size_t len;  /* valid bytes */
+    int64_t at; /* file position of buf[0] */
+    size_t len; /* valid bytes */
 } kb_rbuf_t;
 
 /* Pointer to [pos, pos+n) of the file, reading as needed; NULL on short read / error. */
@@ -421,8 +421,8 @@ static const uint8_t *kb_rbuf_get(kb_rbuf_t *rb, int64_t pos, size_t n, int64_t 
     return rb->len >= n ? rb->buf : NULL;
 }
 
-int kb_seg_scan(kb_seg_t *seg, int64_t from_pos, int64_t min_offset, int check_crc,
-                kb_scan_cb cb, void *opaque, int64_t *valid_end)
+int kb_seg_scan(kb_seg_t *seg, int64_t from_pos, int64_t min_offset, int check_crc, kb_scan_cb cb,
+                void *opaque, int64_t *valid_end)
 {
     kb_rbuf_t rb = {seg->fd, NULL, 0, 0, 0};
     struct stat st;
@@ -552,8 +552,8 @@ int kb_seg_truncate(kb_seg_t *seg, int64_t pos, int64_t offset, int32_t index_in
 
 /* ---------- index files ---------- */
 
-static int kb_seg_write_file(const kb_seg_t *seg, const char *ext, const uint8_t *data,
-                             size_t from, size_t total, size_t entsz, int rewrite)
+static int kb_seg_write_file(const kb_seg_t *seg, const char *ext, const uint8_t *data, size_t from,
+                             size_t total, size_t entsz, int rewrite)
 {
     char p[4200];
     int fd, rc = 0;
@@ -751,8 +751,8 @@ int kb_seg_load_indexes(kb_seg_t *seg, int32_t max_idx_entries)
         t->first_offset = (int64_t)kb_get_be(e + 10, 8);
         t->last_offset = (int64_t)kb_get_be(e + 18, 8);
         t->lso = (int64_t)kb_get_be(e + 26, 8);
-        if (t->first_offset < 0 || t->last_offset < t->first_offset ||
-            t->last_offset < seg->base || t->last_offset - seg->base > UINT32_MAX ||
+        if (t->first_offset < 0 || t->last_offset < t->first_offset || t->last_offset < seg->base ||
+            t->last_offset - seg->base > UINT32_MAX ||
             (i > 0 && t->last_offset <= seg->txns[i - 1].last_offset))
             goto bad;
     }

@@ -66,8 +66,7 @@ static void sto_seen_cb(void *opaque, const kp_batch_t *b, const kp_record_t *r)
     else if (r->offset < s->cleaned_end && s->m->latest[k] < s->cleaned_end) {
         /* an older version inside the cleaned range survived */
         s->errors++;
-        fprintf(stderr, "offset %lld: stale version of key %d survived\n", (long long)r->offset,
-                k);
+        fprintf(stderr, "offset %lld: stale version of key %d survived\n", (long long)r->offset, k);
     }
 }
 
@@ -321,8 +320,7 @@ static void test_empty_producer_batch_kept(void)
     for (i = 0; i < 40; i++) {
         kp_writer_reset(&wr);
         sto_batch(&wr, 0, 0, 2, 0, i, -1, -1, -1, 0, sto_now); /* keys k0,k1 again */
-        CU_ASSERT_EQUAL(kb_log_append_leader(log, wr.buf, wr.len, 0, KB_ORIGIN_CLIENT, 0, NULL),
-                        0);
+        CU_ASSERT_EQUAL(kb_log_append_leader(log, wr.buf, wr.len, 0, KB_ORIGIN_CLIENT, 0, NULL), 0);
     }
     kp_writer_free(&wr);
     kb_log_set_hw(log, kb_log_leo(log));
@@ -398,8 +396,7 @@ static void test_compressed_batches(void)
         kp_writer_init(&wr);
         kp_batch_builder_finish(&bb, &wr);
         kp_batch_builder_free(&bb);
-        CU_ASSERT_EQUAL(kb_log_append_leader(log, wr.buf, wr.len, 0, KB_ORIGIN_CLIENT, 0, NULL),
-                        0);
+        CU_ASSERT_EQUAL(kb_log_append_leader(log, wr.buf, wr.len, 0, KB_ORIGIN_CLIENT, 0, NULL), 0);
         kp_writer_free(&wr);
     }
     /* roll so everything but the last batch is cleanable */

@@ -46,8 +46,8 @@ static void test_roundtrip_many_segments(void)
         int cnt = 1 + i % 4;
         kp_writer_init(&wr);
         sto_batch(&wr, 0, 0, cnt, i * 10, i, -1, -1, -1, 0, sto_now + i);
-        CU_ASSERT_EQUAL_FATAL(kb_log_append_leader(log, wr.buf, wr.len, 7, KB_ORIGIN_CLIENT, 0,
-                                                   &info), 0);
+        CU_ASSERT_EQUAL_FATAL(
+            kb_log_append_leader(log, wr.buf, wr.len, 7, KB_ORIGIN_CLIENT, 0, &info), 0);
         CU_ASSERT_EQUAL(info.first_offset, expect);
         CU_ASSERT_EQUAL(info.last_offset, expect + cnt - 1);
         CU_ASSERT_EQUAL(info.log_append_time, -1);
@@ -123,8 +123,8 @@ static void test_raw_append_exact_bytes_and_gaps(void)
     sto_cfg(&cfg, 4096, 128);
     log = sto_open(dir, &cfg, 0, -1);
     kp_writer_init(&wr);
-    sto_batch(&wr, 100, 3, 5, 0, 1, 42, 2, 0, 0, sto_now);  /* 100..104 */
-    sto_batch(&wr, 110, 3, 2, 5, 2, 42, 2, 5, 0, sto_now);  /* gap: 110..111 */
+    sto_batch(&wr, 100, 3, 5, 0, 1, 42, 2, 0, 0, sto_now);   /* 100..104 */
+    sto_batch(&wr, 110, 3, 2, 5, 2, 42, 2, 5, 0, sto_now);   /* gap: 110..111 */
     sto_batch(&wr, 200, 5, 3, 7, 3, -1, -1, -1, 0, sto_now); /* 200..202, epoch 5 */
     CU_ASSERT_EQUAL_FATAL(kb_log_append_raw(log, wr.buf, wr.len, &info), 0);
     CU_ASSERT_EQUAL(info.first_offset, 100);
@@ -352,8 +352,8 @@ static void test_producer_sequences(void)
     sto_cfg(&cfg, 4096, 256);
     log = sto_open(dir, &cfg, 0, -1);
     /* unknown producer: any first sequence */
-    CU_ASSERT_EQUAL(sto_idem(log, 7, 0, 0, 2, &info), 0);   /* seq 0-1, offsets 0-1 */
-    CU_ASSERT_EQUAL(sto_idem(log, 7, 0, 2, 3, &info), 0);   /* seq 2-4, offsets 2-4 */
+    CU_ASSERT_EQUAL(sto_idem(log, 7, 0, 0, 2, &info), 0); /* seq 0-1, offsets 0-1 */
+    CU_ASSERT_EQUAL(sto_idem(log, 7, 0, 2, 3, &info), 0); /* seq 2-4, offsets 2-4 */
     CU_ASSERT_EQUAL(sto_idem(log, 7, 0, 0, 2, &info), KB_STO_DUPLICATE_SEQUENCE);
     CU_ASSERT(info.first_offset == 0 && info.last_offset == 1);
     CU_ASSERT_EQUAL(sto_idem(log, 7, 0, 2, 3, &info), KB_STO_DUPLICATE_SEQUENCE);

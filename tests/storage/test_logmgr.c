@@ -260,8 +260,7 @@ static void test_logmgr_cleaner_pass(void)
         kp_writer_t wr;
         kp_writer_init(&wr);
         sto_kv(&wr, 0, (i % 2) ? "group-a" : "group-b", "offset", sto_now);
-        CU_ASSERT_EQUAL(kb_log_append_leader(log, wr.buf, wr.len, 0, KB_ORIGIN_CLIENT, 0, NULL),
-                        0);
+        CU_ASSERT_EQUAL(kb_log_append_leader(log, wr.buf, wr.len, 0, KB_ORIGIN_CLIENT, 0, NULL), 0);
         kp_writer_free(&wr);
     }
     kb_log_set_hw(log, kb_log_leo(log));

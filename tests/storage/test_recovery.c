@@ -11,9 +11,9 @@
 #include "sto_test.h"
 
 typedef struct sto_model_s {
-    kp_writer_t bytes;  /* every batch as stored, concatenated */
-    int64_t *starts;    /* byte start of batch i in bytes */
-    int64_t *next;      /* offset after batch i */
+    kp_writer_t bytes; /* every batch as stored, concatenated */
+    int64_t *starts;   /* byte start of batch i in bytes */
+    int64_t *next;     /* offset after batch i */
     size_t n, cap;
 } sto_model_t;
 
@@ -226,8 +226,8 @@ static void test_flipped_bytes(void)
         /* everything before the damaged batch is kept, nothing from it on */
         CU_ASSERT_EQUAL(k, dmg);
         if (k < dmg)
-            fprintf(stderr, "flip at %lld (batch %zu) kept only %zu batches\n", (long long)pos,
-                    dmg, k);
+            fprintf(stderr, "flip at %lld (batch %zu) kept only %zu batches\n", (long long)pos, dmg,
+                    k);
         kb_log_close(log, 1);
         sto_model_free(&m);
         sto_rmrf(dir);
@@ -323,8 +323,7 @@ static void test_missing_and_corrupt_side_files(void)
                 for (off = 0; off < kb_log_leo(log); off += 7) {
                     kb_log_read_t r;
                     CU_ASSERT_EQUAL(kb_log_read(log, off, 1, KB_ISOLATION_LEO, 1, &r), 0);
-                    CU_ASSERT(r.first_offset >= 0 && r.first_offset <= off &&
-                              r.next_offset > off);
+                    CU_ASSERT(r.first_offset >= 0 && r.first_offset <= off && r.next_offset > off);
                     kb_log_read_release(&r);
                 }
             }

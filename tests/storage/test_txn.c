@@ -37,10 +37,10 @@ static void test_txn_lso_and_aborted(void)
     uint8_t *buf;
     sto_cfg(&cfg, 4096, 256);
     log = sto_open(dir, &cfg, 0, -1);
-    sto_append(log, 2, 0, 0, sto_now);          /* 0-1 plain */
-    a1 = sto_txn_data(log, 100, 0, 0, 2);       /* 2-3 pid 100 */
-    b1 = sto_txn_data(log, 200, 0, 0, 2);       /* 4-5 pid 200 */
-    a2 = sto_txn_data(log, 100, 0, 2, 1);       /* 6 */
+    sto_append(log, 2, 0, 0, sto_now);    /* 0-1 plain */
+    a1 = sto_txn_data(log, 100, 0, 0, 2); /* 2-3 pid 100 */
+    b1 = sto_txn_data(log, 200, 0, 0, 2); /* 4-5 pid 200 */
+    a2 = sto_txn_data(log, 100, 0, 2, 1); /* 6 */
     CU_ASSERT(a1 == 2 && b1 == 4 && a2 == 6);
     kb_log_set_hw(log, kb_log_leo(log));
     CU_ASSERT_EQUAL(kb_log_lso(log), 2);
@@ -68,7 +68,7 @@ static void test_txn_lso_and_aborted(void)
     CU_ASSERT_EQUAL(n, 0);
     free(txns);
     /* a new open transaction bounds read_committed reads */
-    sto_txn_data(log, 300, 0, 0, 1); /* 10 */
+    sto_txn_data(log, 300, 0, 0, 1);   /* 10 */
     sto_append(log, 1, 0, 0, sto_now); /* 11 */
     kb_log_set_hw(log, kb_log_leo(log));
     CU_ASSERT_EQUAL(kb_log_lso(log), 10);
@@ -102,16 +102,14 @@ static void test_txn_lso_and_aborted(void)
     CU_ASSERT_EQUAL(kb_log_lso(log), 10);
     CU_ASSERT_EQUAL(kb_log_aborted_txns(log, 0, 100, &txns, &n), 0);
     CU_ASSERT_EQUAL_FATAL(n, 1);
-    CU_ASSERT(txns[0].producer_id == 200 && txns[0].first_offset == 4 &&
-              txns[0].last_offset == 8);
+    CU_ASSERT(txns[0].producer_id == 200 && txns[0].first_offset == 4 && txns[0].last_offset == 8);
     free(txns);
     /* markers: an older coordinator epoch is fenced, an older producer epoch refused */
     {
         kb_append_info_t info;
         CU_ASSERT_EQUAL(kb_log_append_control(log, KP_CONTROL_TYPE_COMMIT, 100, 0, 1, 1, &info),
                         KB_STO_COORDINATOR_FENCED);
-        CU_ASSERT_EQUAL(kb_log_append_control(log, KP_CONTROL_TYPE_COMMIT, 300, 0, 3, 1, &info),
-                        0);
+        CU_ASSERT_EQUAL(kb_log_append_control(log, KP_CONTROL_TYPE_COMMIT, 300, 0, 3, 1, &info), 0);
         sto_txn_data(log, 100, 1, 0, 1);
         CU_ASSERT_EQUAL(kb_log_append_control(log, KP_CONTROL_TYPE_ABORT, 100, 0, 3, 1, &info),
                         KB_STO_INVALID_PRODUCER_EPOCH);
@@ -128,15 +126,15 @@ static void sto_mirror_prefix(kb_log_t *log, int64_t *reset_off)
     kp_writer_t wr;
     kb_append_info_t info;
     kp_writer_init(&wr);
-    sto_batch(&wr, 0, 4, 3, 0, 0, 1, 0, 0, 0, sto_now);   /* pid 1 seq 0-2: 0-2 */
-    sto_batch(&wr, 3, 4, 2, 0, 0, 2, 5, 10, 1, sto_now);  /* pid 2 txn seq 10-11: 3-4 */
-    sto_batch(&wr, 5, 4, 2, 0, 0, 1, 0, 3, 0, sto_now);   /* pid 1 seq 3-4: 5-6 */
+    sto_batch(&wr, 0, 4, 3, 0, 0, 1, 0, 0, 0, sto_now);  /* pid 1 seq 0-2: 0-2 */
+    sto_batch(&wr, 3, 4, 2, 0, 0, 2, 5, 10, 1, sto_now); /* pid 2 txn seq 10-11: 3-4 */
+    sto_batch(&wr, 5, 4, 2, 0, 0, 1, 0, 3, 0, sto_now);  /* pid 1 seq 3-4: 5-6 */
     CU_ASSERT_EQUAL_FATAL(kb_log_append_raw(log, wr.buf, wr.len, &info), 0);
     kp_writer_reset(&wr);
     /* STOPPING: the plugin writes the reset (we leave pid 2's txn open on purpose to check
      * that the reset closes it) */
-    CU_ASSERT_EQUAL_FATAL(kb_log_append_control(log, KP_CONTROL_TYPE_MIRROR_PID_RESET, -1, -1,
-                                                0, 9, &info), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        kb_log_append_control(log, KP_CONTROL_TYPE_MIRROR_PID_RESET, -1, -1, 0, 9, &info), 0);
     *reset_off = info.first_offset;
     kp_writer_free(&wr);
 }
