@@ -1160,16 +1160,17 @@ int kb_log_read(kb_log_t *log, int64_t offset, int32_t max_bytes, int isolation,
     upper = kb_log_upper(log, isolation);
     for (si = kb_log_floor_seg(log, offset); si < log->nsegs && offset < upper; si++) {
         kb_seg_t *seg = log->segs[si];
-        int64_t limit = seg->size, pos, p, total = 0, next = offset;
+        int64_t limit = seg->size, pos, p, total = 0, next = offset, from;
         kp_batch_hdr_t h;
         int r;
         if (seg->base >= upper)
             break;
+        from = kb_seg_lookup_pos(seg, offset); /* the in-memory index needs the lock */
         kb_seg_ref(seg);
         pthread_rwlock_unlock(&log->rw);
         /* From here on the segment is read without the lock: bytes below `limit` are
          * immutable unless the log is truncated, and every header is bounds-checked. */
-        r = kb_seg_find(seg, offset, limit, &pos, &h);
+        r = kb_seg_find_from(seg, from, offset, limit, &pos, &h);
         if (r != 1) {
             int64_t b0 = seg->base;
             kb_seg_unref(seg);
@@ -1352,10 +1353,11 @@ int kb_log_offset_for_timestamp(kb_log_t *log, int64_t ts, int64_t *offset, int6
                 best = log->segs[si];
         if (best) {
             kp_batch_hdr_t h;
-            int64_t pos, off = best->max_ts_offset;
+            int64_t pos, off = best->max_ts_offset, limit = best->size;
+            int64_t from = kb_seg_lookup_pos(best, off);
             kb_seg_ref(best);
             pthread_rwlock_unlock(&log->rw);
-            if (kb_seg_find(best, off, best->size, &pos, &h) == 1) {
+            if (kb_seg_find_from(best, from, off, limit, &pos, &h) == 1) {
                 kb_log_record_for_ts(best, pos, &h, -1, offset, found_ts);
                 if (epoch)
                     *epoch = h.partitionLeaderEpoch;

@@ -99,6 +99,10 @@ int64_t kb_seg_lookup_ts_pos(const kb_seg_t *seg, int64_t ts);
 /** Find the first batch with last offset ≥ @p offset starting at index position; fills *pos
  *  (or size if none) and the header. Returns 1 found, 0 not in segment, <0 error. */
 int kb_seg_find(kb_seg_t *seg, int64_t offset, int64_t limit, int64_t *pos, kp_batch_hdr_t *h);
+/** kb_seg_find starting the scan at byte position @p from (taken from the index under the
+ *  log's rwlock); reads only the file, so it may run without the lock. */
+int kb_seg_find_from(kb_seg_t *seg, int64_t from, int64_t offset, int64_t limit, int64_t *pos,
+                     kp_batch_hdr_t *h);
 
 /** Truncate the segment to @p pos bytes (a batch boundary) with offsets < @p offset kept. */
 int kb_seg_truncate(kb_seg_t *seg, int64_t pos, int64_t offset, int32_t index_interval);

@@ -359,8 +359,13 @@ int64_t kb_seg_lookup_ts_pos(const kb_seg_t *seg, int64_t ts)
 
 int kb_seg_find(kb_seg_t *seg, int64_t offset, int64_t limit, int64_t *pos, kp_batch_hdr_t *h)
 {
+    return kb_seg_find_from(seg, kb_seg_lookup_pos(seg, offset), offset, limit, pos, h);
+}
+
+int kb_seg_find_from(kb_seg_t *seg, int64_t p, int64_t offset, int64_t limit, int64_t *pos,
+                     kp_batch_hdr_t *h)
+{
     uint8_t hb[KP_BATCH_HEADER_SIZE];
-    int64_t p = kb_seg_lookup_pos(seg, offset);
     while (p + KP_BATCH_HEADER_SIZE <= limit) {
         int64_t sz;
         if (kb_pread_full(seg->fd, hb, sizeof(hb), p))
