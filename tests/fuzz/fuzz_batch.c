@@ -72,6 +72,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (b.size < KP_BATCH_HEADER_SIZE || b.size > size)
             __builtin_trap();
         fuzz_batch_records(&b, &scratch);
+        if (kp_batch_hdr_is_control(&b.hdr)) {
+            int16_t type;
+            (void)kp_batch_control_type(&b, &type);
+        }
     }
     (void)kp_batch_chunk_check(data, size, 0, flags | KP_BATCH_F_EPOCH_MONOTONIC, &info);
     if (info.valid_bytes > size)
