@@ -88,6 +88,15 @@ static void test_crc_hw_sw_random(void)
         }
         CU_ASSERT_EQUAL(kp_crc32c(0, buf + off, len), sw);
     }
+    /* Around the hardware path's 3 x 1024-byte lane rounds, at every alignment. */
+    if (kp_crc32c_hw_available()) {
+        static const size_t lens[] = {3071, 3072, 3073, 3079, 3080, 6143, 6144, 6151, 9216, 65536};
+        size_t li, off;
+        for (li = 0; li < sizeof(lens) / sizeof(lens[0]); li++)
+            for (off = 0; off < 8; off++)
+                CU_ASSERT_EQUAL(kp_crc32c_hw(0x5a5a5a5au, buf + off, lens[li]),
+                                kp_crc32c_sw(0x5a5a5a5au, buf + off, lens[li]));
+    }
     free(buf);
 }
 
