@@ -588,7 +588,7 @@ class Gen:
         o("int16_t kp_response_header_version(int16_t api_key, int16_t api_version);")
         o()
         o("/** Test support (library kp_testfill): fill every field present in @p ver with a")
-        o(" *  pseudo-random non-default value (arrays 0-3 elements, printable strings, nullable")
+        o(" *  pseudo-random non-default value (arrays 1-3 elements, printable strings, nullable")
         o(" *  fields sometimes null, tagged fields never default). Memory comes from @p ar.")
         o(" *  Returns 0, KP_E_BAD_VERSION or KP_E_INVALID. */")
         o("int kp_msg_fill_random(const kp_msg_desc_t *d, void *msg, kp_arena_t *ar, int16_t ver,")
@@ -1194,8 +1194,8 @@ class Gen:
             val = self.fill_prim(tr.name, x, f.dflt if f.dflt[0] in ("int", "bool", "float", "str")
                                  else None)
             if may_null and tr.name in ("string", "bytes", "records"):
-                nc = "kp_rnd(rng) % 4 == 0" if nullable == "1" else \
-                    "(%s) && kp_rnd(rng) %% 4 == 0" % nullable
+                nc = "kp_rnd(rng) % 8 == 0" if nullable == "1" else \
+                    "(%s) && kp_rnd(rng) %% 8 == 0" % nullable
                 return ["if (%s)" % nc, "    %s.len = -1;" % x, "else {"] + indent(val) + ["}"]
             return val
         if tr.kind == "struct":
@@ -1203,15 +1203,13 @@ class Gen:
             if not has_null_flag(f):
                 return [call]
             if may_null:
-                nc = "kp_rnd(rng) % 4 == 0" if nullable == "1" else \
-                    "(%s) && kp_rnd(rng) %% 4 == 0" % nullable
+                nc = "kp_rnd(rng) % 8 == 0" if nullable == "1" else \
+                    "(%s) && kp_rnd(rng) %% 8 == 0" % nullable
                 return ["%s_null = %s;" % (x, nc), "if (!%s_null)" % x, "    " + call]
             return ["%s_null = false;" % x, call]
         et = tr.elem
-        if f.tag is not None and not dnull:
-            cnt = "(int32_t)(1 + kp_rnd(rng) % 3)"
-        else:
-            cnt = "(int32_t)(kp_rnd(rng) % 4)"
+        # Never empty: an empty array is the default, and the oracle needs non-default values.
+        cnt = "(int32_t)(1 + kp_rnd(rng) % 3)"
         ex = "%s.v[i]" % x
         if et.kind == "struct":
             efill = ["%s_init(&%s);" % (et.sdef.cname, ex),
@@ -1228,8 +1226,8 @@ class Gen:
             "    for (int32_t i = 0; i < %s.cnt; i++) {" % x,
         ] + indent(efill, 2) + ["    }", "}"]
         if may_null:
-            nc = "kp_rnd(rng) % 4 == 0" if nullable == "1" else \
-                "(%s) && kp_rnd(rng) %% 4 == 0" % nullable
+            nc = "kp_rnd(rng) % 8 == 0" if nullable == "1" else \
+                "(%s) && kp_rnd(rng) %% 8 == 0" % nullable
             return ["if (%s) {" % nc, "    %s.cnt = -1;" % x, "} else"] + body
         return body
 
