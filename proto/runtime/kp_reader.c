@@ -115,7 +115,9 @@ void kp_read_uuid(kp_reader_t *rd, kp_uuid_t *out)
         memset(out->b, 0, 16);
 }
 
-uint64_t kp_read_uvarlong(kp_reader_t *rd)
+/* Unsigned LEB128 of at most @p maxbits bits (32 or 64): a continuation or a set bit past the
+ * last allowed position is malformed, as in Kafka's ByteUtils. */
+static uint64_t kp_read_uvar(kp_reader_t *rd, unsigned maxbits, const char *toolong)
 {
     uint64_t v = 0;
     unsigned shift = 0;
@@ -128,43 +130,25 @@ uint64_t kp_read_uvarlong(kp_reader_t *rd)
             return 0;
         }
         b = rd->buf[rd->pos++];
-        if (shift == 63 && (b & 0x7e)) {
-            kp_reader_fail(rd, KP_E_VARINT, "varlong longer than 64 bits");
+        if (shift + 7 > maxbits && ((b & 0x80) || ((b & 0x7f) >> (maxbits - shift)))) {
+            kp_reader_fail(rd, KP_E_VARINT, toolong);
             return 0;
         }
         v |= (uint64_t)(b & 0x7f) << shift;
         if (!(b & 0x80))
             return v;
         shift += 7;
-        if (shift > 63) {
-            kp_reader_fail(rd, KP_E_VARINT, "varlong longer than 10 bytes");
-            return 0;
-        }
     }
+}
+
+uint64_t kp_read_uvarlong(kp_reader_t *rd)
+{
+    return kp_read_uvar(rd, 64, "varlong longer than 64 bits");
 }
 
 uint32_t kp_read_uvarint(kp_reader_t *rd)
 {
-    uint32_t v = 0;
-    unsigned shift = 0;
-    if (rd->err)
-        return 0;
-    for (;;) {
-        uint8_t b;
-        if (rd->pos >= rd->len) {
-            kp_reader_fail(rd, KP_E_TRUNCATED, "input ends inside a varint");
-            return 0;
-        }
-        b = rd->buf[rd->pos++];
-        if (shift == 28 && (b & 0xf0)) {
-            kp_reader_fail(rd, KP_E_VARINT, "varint longer than 32 bits");
-            return 0;
-        }
-        v |= (uint32_t)(b & 0x7f) << shift;
-        if (!(b & 0x80))
-            return v;
-        shift += 7;
-    }
+    return (uint32_t)kp_read_uvar(rd, 32, "varint longer than 32 bits");
 }
 
 int32_t kp_read_varint(kp_reader_t *rd)
