@@ -33,6 +33,6 @@ if ! "$VENV/bin/pip" install --disable-pip-version-check -q -r "$REQ" >"$log" 2>
   tail -n 20 "$log" >&2
   die "FAILED: pip could not install $REQ (PyPI unreachable and nothing cached?); log: $log"
 fi
-"$VENV/bin/python" -c 'import confluent_kafka, kafka' || die "FAILED: the venv cannot import its packages"
+"$VENV/bin/python" -c "import confluent_kafka, kafka, kafka.codec as c; assert c.has_snappy() and c.has_lz4() and c.has_zstd()" || die "FAILED: the venv cannot import its packages"
 echo "$want" >"$VENV/.complete"
 echo "$VENV/bin/python"
