@@ -59,6 +59,17 @@ class Ctx:
         return r["topic"][topic]
 
 
+def modified(ctx, topic):
+    return {k: v["value"] for k, v in ctx.describe(topic).items()}
+
+
+def wait_modified(ctx, topic, want, what):
+    """Waits until the topic's overrides are `want`. Kafka (KRaft) answers an alter once the
+    controller has it; the broker serving DescribeConfigs applies it from the metadata log a moment
+    later, so a describe right after an alter may still show the old values."""
+    wait_until(lambda: modified(ctx, topic) == want, 15, "%s: %r" % (what, want))
+
+
 def wait_leaders(ctx, topic, partitions):
     def ok():
         try:
@@ -167,13 +178,13 @@ def t_incremental_alter(ctx):
         "cleanup.policy": (AlterConfigOp.APPEND, "delete"),
     })], incremental=True)
     expect_eq(r, {"topic": {ctx.cfg_topic: "OK"}}, "IncrementalAlterConfigs result")
-    mod = {k: v["value"] for k, v in ctx.describe(ctx.cfg_topic).items()}
-    expect_eq(mod, {"retention.ms": "7200000", "cleanup.policy": "compact,delete"}, "modified configs after SET/DELETE/APPEND")
+    wait_modified(ctx, ctx.cfg_topic, {"retention.ms": "7200000", "cleanup.policy": "compact,delete"},
+                  "modified configs after SET/DELETE/APPEND")
     r = ctx.admin.alter_configs([ConfigResource("TOPIC", ctx.cfg_topic, {
         "cleanup.policy": (AlterConfigOp.SUBTRACT, "compact")})], incremental=True)
     expect_eq(r, {"topic": {ctx.cfg_topic: "OK"}}, "SUBTRACT result")
-    mod = {k: v["value"] for k, v in ctx.describe(ctx.cfg_topic).items()}
-    expect_eq(mod, {"retention.ms": "7200000", "cleanup.policy": "delete"}, "modified configs after SUBTRACT")
+    wait_modified(ctx, ctx.cfg_topic, {"retention.ms": "7200000", "cleanup.policy": "delete"},
+                  "modified configs after SUBTRACT")
     every = ctx.describe(ctx.cfg_topic, ["max.message.bytes"], "all")
     expect(every["max.message.bytes"]["config_source"] != "DYNAMIC_TOPIC_CONFIG",
            "deleted key's source %s", every["max.message.bytes"]["config_source"])
@@ -191,8 +202,8 @@ def t_incremental_alter_errors(ctx):
         r = ctx.admin.alter_configs([ConfigResource("TOPIC", topic, cfg)], raise_on_unknown=False, incremental=True)
         got = r["topic"][topic]
         expect(err in got, "%s: got %r, expected %s", what, got, err)
-    mod = {k: v["value"] for k, v in ctx.describe(ctx.cfg_topic).items()}
-    expect_eq(mod, {"retention.ms": "7200000", "cleanup.policy": "delete"}, "configs after refused changes")
+    expect_eq(modified(ctx, ctx.cfg_topic), {"retention.ms": "7200000", "cleanup.policy": "delete"},
+              "configs after refused changes")
 
 
 def t_legacy_alter(ctx):
@@ -201,22 +212,21 @@ def t_legacy_alter(ctx):
     r = ctx.admin.alter_configs([ConfigResource("TOPIC", ctx.cfg_topic, {"retention.ms": "7300000"})],
                                 incremental=False)
     expect_eq(r, {"topic": {ctx.cfg_topic: "OK"}}, "AlterConfigs result")
-    mod = {k: v["value"] for k, v in ctx.describe(ctx.cfg_topic).items()}
-    expect_eq(mod, {"retention.ms": "7300000", "cleanup.policy": "delete"}, "configs after AlterConfigs")
+    wait_modified(ctx, ctx.cfg_topic, {"retention.ms": "7300000", "cleanup.policy": "delete"},
+                  "configs after AlterConfigs")
     # The request itself replaces the topic's whole set: keys not sent go back to their default.
     r = ctx.raw(AlterConfigsRequest(resources=[(TOPIC_RES, ctx.cfg_topic, [("segment.ms", "3600000")])],
                                     validate_only=False))
     expect_eq([(x.error_code, x.resource_name) for x in r.responses], [(0, ctx.cfg_topic)], "raw AlterConfigs")
-    mod = {k: v["value"] for k, v in ctx.describe(ctx.cfg_topic).items()}
-    expect_eq(mod, {"segment.ms": "3600000"}, "configs after a raw AlterConfigs (replace semantics)")
+    wait_modified(ctx, ctx.cfg_topic, {"segment.ms": "3600000"},
+                  "configs after a raw AlterConfigs (replace semantics)")
     r = ctx.raw(AlterConfigsRequest(resources=[(TOPIC_RES, ctx.cfg_topic, [("retention.ms", "abc")])],
                                     validate_only=False))
     expect_eq([x.error_code for x in r.responses], [40], "raw AlterConfigs with a bad value: error code")
     r = ctx.raw(AlterConfigsRequest(resources=[(TOPIC_RES, ctx.cfg_topic, [("retention.ms", "1000")])],
                                     validate_only=True))
     expect_eq([x.error_code for x in r.responses], [0], "validate-only AlterConfigs")
-    mod = {k: v["value"] for k, v in ctx.describe(ctx.cfg_topic).items()}
-    expect_eq(mod, {"segment.ms": "3600000"}, "configs after a validate-only AlterConfigs")
+    expect_eq(modified(ctx, ctx.cfg_topic), {"segment.ms": "3600000"}, "configs after a validate-only AlterConfigs")
 
 
 def t_broker_configs(ctx):
