@@ -8,6 +8,11 @@
 #include "kb_apiversions.h"
 #include "kb_broker.h"
 
+/* broker/api: metadata, partitions and the data-plane / admin APIs. */
+#ifdef KB_HAVE_API
+#include "kb_apimod.h"
+#endif
+
 static int kb_module_net_init(kb_broker_t *kb, void **statep, char *errstr, size_t errstr_size)
 {
     (void)statep;
@@ -23,5 +28,8 @@ static const kb_module_t kb_module_net = {
 
 const kb_module_t *const kb_modules[] = {
     &kb_module_net,
+#ifdef KB_HAVE_API
+    &kb_module_api,
+#endif
     NULL,
 };

@@ -1,0 +1,98 @@
+/*
+ * kb_apisvc.h -- the data-plane and admin API service of kbroker: it owns the metadata
+ * (kb_meta), the partitions and the storage engine under them (kb_partmgr), the delayed
+ * operations (kb_dq), the fetch sessions (kb_fsess), and registers the handlers of
+ *
+ *   Metadata 0-13, Produce 3-13, Fetch 4-19, ListOffsets 1-11, OffsetForLeaderEpoch 2-4,
+ *   CreateTopics 2-8, DeleteTopics 1-6, CreatePartitions 0-3, DeleteRecords 0-2,
+ *   DescribeConfigs 1-4, AlterConfigs 0-2, IncrementalAlterConfigs 0-1, DescribeCluster 0-2,
+ *   and InitProducerId 0-6 for idempotent producers until a transaction coordinator takes it.
+ *
+ * kbroker links it as the "api" module (kb_module_api, listed in broker/core/kb_modules.c).
+ * Other components (groups, transactions, the plugin host) reach the service of a broker
+ * with kb_apisvc_of() and use kb_meta.h / kb_part.h through it.
+ *
+ * @thread any unless stated
+ */
+#ifndef KB_APISVC_H
+#define KB_APISVC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kb_api.h"
+#include "kb_broker.h"
+#include "kb_config.h"
+#include "kb_dq.h"
+#include "kb_meta.h"
+#include "kb_net.h"
+#include "kb_part.h"
+
+/** Principal of the requests the broker sends to itself (the kbx host's local_request
+ *  channel). Such requests may use the privileged paths: CreateTopics MirrorInfo and
+ *  mirror.name in CreateTopics / AlterConfigs / IncrementalAlterConfigs, deleting internal
+ *  topics. Client connections never carry it (there is no SASL yet; with SASL, a client
+ *  authenticating as this principal must be refused by the authenticator). */
+#define KB_PRINCIPAL_INTERNAL "User:__kbroker"
+
+typedef struct kb_apisvc_s kb_apisvc_t;
+typedef struct kb_fsess_cache_s kb_fsess_cache_t;
+
+/**
+ * Transaction hook of Produce: may producer @p pid / @p epoch with @p transactional_id write
+ * transactional batches to @p topic / @p partition now (has the partition been added to its
+ * transaction)? Return 0 (yes) or a Kafka error code (e.g. INVALID_TXN_STATE,
+ * INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE). Without a hook, transactional batches are
+ * refused with INVALID_TXN_STATE. @thread handler; must not block for long.
+ */
+typedef int16_t(kb_txn_verify_fn)(void *opaque, const char *transactional_id, int64_t pid,
+                                  int16_t epoch, const char *topic, int32_t partition);
+
+struct kb_apisvc_s {
+    const kb_config_t *cfg;
+    kb_broker_t *kb; /**< NULL when created by a test */
+    kb_api_registry_t *reg;
+    kb_meta_t *meta;
+    kb_partmgr_t *pm;
+    kb_dq_t *dq;
+    kb_fsess_cache_t *fsess;
+    kb_server_t *srv; /**< for the bound ports of port-0 listeners; set by start */
+    pthread_rwlock_t hook_rw;
+    kb_txn_verify_fn *txn_verify;
+    void *txn_verify_opaque;
+    bool initpid_registered;
+    int16_t registered[32];
+    size_t registered_cnt;
+};
+
+typedef struct kb_apisvc_opts_s {
+    const kb_config_t *cfg;
+    kb_api_registry_t *reg;
+    kb_broker_t *kb;   /**< optional */
+    kb_clock_fn clock; /**< optional storage clock (tests) */
+    void *clock_opaque;
+    bool no_threads; /**< tests: no maintenance / cleaner threads */
+} kb_apisvc_opts_t;
+
+/** Open the metadata and the logs, register the handlers. NULL with @p errstr on failure. */
+kb_apisvc_t *kb_apisvc_new(const kb_apisvc_opts_t *o, char *errstr, size_t errstr_size);
+
+/** After the server listens: remember it, start the log maintenance threads, register
+ *  InitProducerId unless someone else did. 0 or a kb_err_t. */
+int kb_apisvc_start(kb_apisvc_t *svc, kb_server_t *srv);
+
+/** Unregister the handlers, stop the delayed operations, close partitions and logs, free.
+ *  The network server must be stopped already. */
+void kb_apisvc_free(kb_apisvc_t *svc);
+
+/** The service of broker @p kb (registered by the module), or NULL. */
+kb_apisvc_t *kb_apisvc_of(const kb_broker_t *kb);
+
+/** Install (or with NULL remove) the transaction verification hook of Produce. */
+void kb_apisvc_set_txn_verify(kb_apisvc_t *svc, kb_txn_verify_fn *fn, void *opaque);
+
+/** Whether @p ctx is a request the broker sent to itself (see KB_PRINCIPAL_INTERNAL). */
+bool kb_apisvc_privileged(const kb_reqctx_t *ctx);
+
+#endif /* KB_APISVC_H */

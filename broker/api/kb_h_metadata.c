@@ -1,0 +1,254 @@
+/*
+ * kb_h_metadata.c -- Metadata v0-13 and DescribeCluster v0-2.
+ *
+ * Metadata: this broker (the advertised endpoint of the listener the request came in on),
+ * cluster id (v2+), controller id = this node (as KRaft brokers answer with a broker id),
+ * topics: all (null list, or empty in v0), or the named ones (by id from v10 when the name is
+ * null: UNKNOWN_TOPIC_ID), with topic ids (v10+), internal flags, leader epochs (v7+), replica
+ * and ISR lists, offline replicas (v5+). A missing topic is created when
+ * auto.create.topics.enable and the request allows it (always below v4), with num.partitions
+ * (INVALID_REPLICATION_FACTOR if default.replication.factor is above 1: one broker);
+ * __consumer_offsets / __transaction_state are created with their own settings. Invalid names
+ * answer INVALID_TOPIC_EXCEPTION, unknown ones UNKNOWN_TOPIC_OR_PARTITION. Authorized
+ * operations (v8+) are INT32_MIN unless asked for; then every operation (no authorizer).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kb_api_int.h"
+#include "kb_err.h"
+#include "kb_apilog.h"
+#include "kp_errcode.h"
+
+static int kb_metadata_fill_topic(kb_apisvc_t *svc, kb_reqctx_t *ctx,
+                                  const kp_MetadataRequest_t *rq, const kb_topic_info_t *ti,
+                                  kp_MetadataResponse_MetadataResponseTopic_t *mt)
+{
+    int32_t *epochs = NULL, n = 0;
+    int32_t node = kb_meta_node_id(svc->meta);
+    int32_t *one = kp_arena_alloc(ctx->arena, sizeof(*one));
+    if (!one)
+        return -1;
+    *one = node;
+    mt->Name = kb_h_dup(ctx->arena, ti->name);
+    mt->TopicId = ti->id;
+    mt->IsInternal = ti->internal;
+    mt->TopicAuthorizedOperations = ctx->api_version >= 8 && rq->IncludeTopicAuthorizedOperations
+                                        ? kb_h_topic_ops()
+                                        : INT32_MIN;
+    if (kb_meta_topic_epochs(svc->meta, ti->name, &epochs, &n) != 0) {
+        /* deleted meanwhile */
+        mt->ErrorCode = KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
+        mt->Partitions.cnt = 0;
+        return 0;
+    }
+    mt->Partitions.v = kp_arena_calloc(ctx->arena, (size_t)n + 1, sizeof(*mt->Partitions.v));
+    if (!mt->Partitions.v) {
+        free(epochs);
+        return -1;
+    }
+    mt->Partitions.cnt = n;
+    for (int32_t i = 0; i < n; i++) {
+        kp_MetadataResponse_MetadataResponsePartition_t *p = &mt->Partitions.v[i];
+        kb_part_t *part = NULL;
+        int rc = kb_meta_part(svc->meta, ti->name, i, &part);
+        kp_MetadataResponse_MetadataResponsePartition_init(p);
+        p->PartitionIndex = i;
+        p->LeaderEpoch = epochs[i];
+        p->ReplicaNodes.v = one;
+        p->ReplicaNodes.cnt = 1;
+        if (rc == KB_META_OK) {
+            p->LeaderId = node;
+            p->IsrNodes.v = one;
+            p->IsrNodes.cnt = 1;
+            p->OfflineReplicas.cnt = 0;
+            kb_part_release(part);
+        } else {
+            p->ErrorCode = KP_ERR_LEADER_NOT_AVAILABLE;
+            p->LeaderId = -1;
+            p->IsrNodes.cnt = 0;
+            p->OfflineReplicas.v = one;
+            p->OfflineReplicas.cnt = 1;
+        }
+    }
+    free(epochs);
+    return 0;
+}
+
+/* Create a topic asked for by a Metadata request; 0 or the error for the response. */
+static int16_t kb_metadata_autocreate(kb_apisvc_t *svc, const char *name)
+{
+    char msg[512];
+    int16_t ec;
+    kb_topic_spec_t spec = {.name = name, .partitions = svc->cfg->num_partitions};
+    if (kb_meta_topic_is_internal_name(name))
+        return kb_meta_ensure_internal_topic(svc->meta, name, NULL);
+    if (svc->cfg->default_replication_factor > 1)
+        return KP_ERR_INVALID_REPLICATION_FACTOR;
+    ec = kb_meta_create_topic(svc->meta, &spec, false, NULL, msg, sizeof(msg));
+    if (ec == KP_ERR_TOPIC_ALREADY_EXISTS)
+        ec = 0; /* created by someone else meanwhile */
+    if (ec)
+        kb_log_info("api", "auto-creating topic %s: %s", name, msg);
+    return ec;
+}
+
+static kb_api_result_t kb_metadata_handle(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_apisvc_t *svc = opaque;
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    int16_t ver = ctx->api_version;
+    kp_MetadataRequest_t rq;
+    kp_MetadataResponse_t resp;
+    const char *host;
+    int32_t port;
+    bool all, autocreate;
+    kb_topic_info_t *list = NULL;
+    size_t nlist = 0, nt = 0;
+
+    if (kb_h_decode(ctx, &kp_MetadataRequest_desc, &rq) != 0)
+        return KB_API_CLOSE;
+    kp_MetadataResponse_init(&resp);
+    resp.Brokers.v = kp_arena_calloc(ctx->arena, 1, sizeof(*resp.Brokers.v));
+    if (!resp.Brokers.v)
+        return KB_API_CLOSE;
+    kp_MetadataResponse_MetadataResponseBroker_init(&resp.Brokers.v[0]);
+    kb_h_endpoint(svc, ctx->listener, &host, &port);
+    resp.Brokers.v[0].NodeId = kb_meta_node_id(svc->meta);
+    resp.Brokers.v[0].Host = kb_h_view(host);
+    resp.Brokers.v[0].Port = port;
+    resp.Brokers.cnt = 1;
+    resp.ClusterId = kb_h_view(kb_meta_cluster_id(svc->meta));
+    resp.ControllerId = kb_meta_node_id(svc->meta);
+    resp.ClusterAuthorizedOperations =
+        ver >= 8 && ver <= 10 && rq.IncludeClusterAuthorizedOperations ? kb_h_cluster_ops()
+                                                                       : INT32_MIN;
+
+    all = rq.Topics.cnt < 0 || (ver == 0 && rq.Topics.cnt == 0);
+    autocreate = svc->cfg->auto_create_topics_enable && (ver < 4 || rq.AllowAutoTopicCreation);
+    if (all) {
+        if (kb_meta_topics(svc->meta, &list, &nlist) != 0)
+            return KB_API_CLOSE;
+        resp.Topics.v = kp_arena_calloc(ctx->arena, nlist + 1, sizeof(*resp.Topics.v));
+        if (!resp.Topics.v) {
+            free(list);
+            return KB_API_CLOSE;
+        }
+        for (size_t i = 0; i < nlist; i++) {
+            kp_MetadataResponse_MetadataResponseTopic_t *mt = &resp.Topics.v[nt++];
+            kp_MetadataResponse_MetadataResponseTopic_init(mt);
+            if (kb_metadata_fill_topic(svc, ctx, &rq, &list[i], mt) != 0) {
+                free(list);
+                return KB_API_CLOSE;
+            }
+        }
+        free(list);
+    } else {
+        resp.Topics.v =
+            kp_arena_calloc(ctx->arena, (size_t)rq.Topics.cnt + 1, sizeof(*resp.Topics.v));
+        if (!resp.Topics.v)
+            return KB_API_CLOSE;
+        for (int32_t i = 0; i < rq.Topics.cnt; i++) {
+            const kp_MetadataRequest_MetadataRequestTopic_t *t = &rq.Topics.v[i];
+            kp_MetadataResponse_MetadataResponseTopic_t *mt;
+            kb_topic_info_t ti;
+            char *name = kb_h_str(ctx->arena, t->Name);
+            char msg[512];
+            bool dup = false;
+
+            /* Kafka answers each topic once. */
+            for (size_t k = 0; k < nt && name; k++)
+                if (resp.Topics.v[k].Name.len >= 0 &&
+                    (size_t)resp.Topics.v[k].Name.len == strlen(name) &&
+                    !memcmp(resp.Topics.v[k].Name.ptr, name, strlen(name)))
+                    dup = true;
+            if (dup)
+                continue;
+            mt = &resp.Topics.v[nt++];
+            kp_MetadataResponse_MetadataResponseTopic_init(mt);
+            mt->TopicAuthorizedOperations = INT32_MIN;
+            if (!name) {
+                /* by topic id (v10+) */
+                mt->TopicId = t->TopicId;
+                if (kb_meta_topic_by_id(svc->meta, &t->TopicId, &ti) == 0) {
+                    if (kb_metadata_fill_topic(svc, ctx, &rq, &ti, mt) != 0)
+                        return KB_API_CLOSE;
+                } else {
+                    mt->ErrorCode = KP_ERR_UNKNOWN_TOPIC_ID;
+                    mt->Name = ver >= 12 ? KP_STR_NULL : kb_h_view("");
+                }
+                continue;
+            }
+            mt->Name = kb_h_dup(ctx->arena, name);
+            if (!kb_meta_topic_name_valid(name, msg, sizeof(msg))) {
+                mt->ErrorCode = KP_ERR_INVALID_TOPIC_EXCEPTION;
+                continue;
+            }
+            if (kb_meta_topic_by_name(svc->meta, name, &ti) != 0) {
+                int16_t ec = KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
+                if (autocreate || kb_meta_topic_is_internal_name(name)) {
+                    ec = kb_metadata_autocreate(svc, name);
+                    if (!ec && kb_meta_topic_by_name(svc->meta, name, &ti) != 0)
+                        ec = KP_ERR_LEADER_NOT_AVAILABLE;
+                }
+                if (ec) {
+                    mt->ErrorCode = ec;
+                    continue;
+                }
+            }
+            if (kb_metadata_fill_topic(svc, ctx, &rq, &ti, mt) != 0)
+                return KB_API_CLOSE;
+        }
+    }
+    resp.Topics.cnt = (int32_t)nt;
+    return kb_h_respond(ctx, &kp_MetadataResponse_desc, &resp, respp);
+}
+
+static kb_api_result_t kb_describe_cluster_handle(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_apisvc_t *svc = opaque;
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    kp_DescribeClusterRequest_t rq;
+    kp_DescribeClusterResponse_t resp;
+    const char *host;
+    int32_t port;
+
+    if (kb_h_decode(ctx, &kp_DescribeClusterRequest_desc, &rq) != 0)
+        return KB_API_CLOSE;
+    kp_DescribeClusterResponse_init(&resp);
+    resp.EndpointType = 1;
+    resp.ClusterId = kb_h_view(kb_meta_cluster_id(svc->meta));
+    if (ctx->api_version >= 1 && rq.EndpointType != 1) {
+        resp.ErrorCode = KP_ERR_MISMATCHED_ENDPOINT_TYPE;
+        resp.ErrorMessage = kb_h_fmt(ctx->arena,
+                                     "The request was sent to an endpoint of type BROKER, but "
+                                     "we wanted an endpoint of type %s",
+                                     rq.EndpointType == 2 ? "CONTROLLER" : "UNKNOWN");
+        resp.ControllerId = -1;
+        return kb_h_respond(ctx, &kp_DescribeClusterResponse_desc, &resp, respp);
+    }
+    resp.ControllerId = kb_meta_node_id(svc->meta);
+    resp.Brokers.v = kp_arena_calloc(ctx->arena, 1, sizeof(*resp.Brokers.v));
+    if (!resp.Brokers.v)
+        return KB_API_CLOSE;
+    kp_DescribeClusterResponse_DescribeClusterBroker_init(&resp.Brokers.v[0]);
+    kb_h_endpoint(svc, ctx->listener, &host, &port);
+    resp.Brokers.v[0].BrokerId = kb_meta_node_id(svc->meta);
+    resp.Brokers.v[0].Host = kb_h_view(host);
+    resp.Brokers.v[0].Port = port;
+    resp.Brokers.v[0].IsFenced = false;
+    resp.Brokers.cnt = 1;
+    resp.ClusterAuthorizedOperations =
+        rq.IncludeClusterAuthorizedOperations ? kb_h_cluster_ops() : INT32_MIN;
+    return kb_h_respond(ctx, &kp_DescribeClusterResponse_desc, &resp, respp);
+}
+
+int kb_h_metadata_register(kb_apisvc_t *svc)
+{
+    int rc = kb_h_register(svc, KP_APIKEY_Metadata, 0, 13, kb_metadata_handle, KB_API_CONCURRENT);
+    if (rc == 0)
+        rc = kb_h_register(svc, KP_APIKEY_DescribeCluster, 0, 2, kb_describe_cluster_handle,
+                           KB_API_CONCURRENT);
+    return rc;
+}

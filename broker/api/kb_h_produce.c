@@ -1,0 +1,270 @@
+/*
+ * kb_h_produce.c -- Produce v3-13 (ApiVersions advertises 0-13, see kb_apiversions.c).
+ *
+ * Per partition, in Kafka's order: unknown topic / partition (UNKNOWN_TOPIC_ID by id in v13),
+ * internal topics refused to clients, the write mode (READ_ONLY_TOPIC; pending ->
+ * NOT_ENOUGH_REPLICAS "mirror partition is being stopped; retry"), acks=all against
+ * min.insync.replicas, exactly one magic-2 batch (v3+), zstd needs v7+, transactional batches
+ * through the transaction hook, then the storage engine's validation (CRC, sizes vs
+ * max.message.bytes, record offsets, keys on compacted topics, timestamps) and the leader
+ * append (offsets, leader epoch, LogAppendTime, producer sequence checks: a duplicate batch
+ * answers NONE with the offset it got the first time). Batches in another codec than the
+ * topic's compression.type are recompressed. The HW follows the LEO at once (one broker).
+ * acks=0 sends no response.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kb_api_int.h"
+#include "kb_apilog.h"
+#include "kb_rb.h"
+#include "kb_time.h"
+#include "kp_batch.h"
+#include "kp_errcode.h"
+
+/* Rebuild the one batch in @p in with codec @p codec into @p out (malloc'd). 0 or an error. */
+static int kb_produce_recompress(const uint8_t *in, size_t len, int codec, uint8_t **out,
+                                 size_t *out_len)
+{
+    kp_batch_t b;
+    kp_record_iter_t it;
+    kp_record_t r;
+    kp_writer_t scratch, wr;
+    kb_rb_builder_t bb;
+    int rc;
+
+    if (kp_batch_parse(in, len, 0, 0, &b, NULL) != 0)
+        return -1;
+    kp_writer_init(&scratch);
+    if (kp_record_iter_init(&it, &b, &scratch, (size_t)INT32_MAX) != 0) {
+        kp_writer_free(&scratch);
+        return -1;
+    }
+    kb_rb_builder_init(&bb, &b.hdr,
+                       (int16_t)((b.hdr.attributes & ~KP_BATCH_ATTR_COMPRESSION_MASK) | codec),
+                       b.hdr.baseTimestamp);
+    while ((rc = kp_record_iter_next(&it, &r)) == 1)
+        kb_rb_builder_add(&bb, &r);
+    kp_writer_init(&wr);
+    if (rc < 0 || kb_rb_builder_finish(&bb, &wr) != 0) {
+        kb_rb_builder_free(&bb);
+        kp_writer_free(&wr);
+        kp_writer_free(&scratch);
+        return -1;
+    }
+    kb_rb_builder_free(&bb);
+    kp_writer_free(&scratch);
+    *out = kp_writer_steal(&wr, out_len);
+    return *out ? 0 : -1;
+}
+
+typedef struct kb_produce_res_s {
+    int16_t err;
+    const char *msg;
+    int64_t base_offset;
+    int64_t append_time;
+    int64_t log_start;
+} kb_produce_res_t;
+
+static void kb_produce_one(kb_apisvc_t *svc, kb_reqctx_t *ctx, const kp_ProduceRequest_t *rq,
+                           const char *txn_id, kb_part_t *part, kp_bytes_t records,
+                           kb_produce_res_t *res)
+{
+    kb_log_config_t lc;
+    kb_tconf_extra_t ex;
+    kp_batch_iter_t it;
+    kp_batch_t b;
+    int nb = 0, r, rc;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    const char *why = NULL;
+    kb_append_info_t info;
+    int64_t now = kb_time_wall_ms();
+
+    if (part->internal && !kb_apisvc_privileged(ctx) &&
+        !(ctx->client_id.len == 14 && !memcmp(ctx->client_id.ptr, "__admin_client", 14))) {
+        res->err = KP_ERR_INVALID_TOPIC_EXCEPTION;
+        res->msg = "Cannot append to internal topic";
+        return;
+    }
+    if ((res->err = kb_part_write_check(part, &res->msg)))
+        return;
+    kb_part_conf(part, &ex, NULL);
+    if (rq->Acks == -1 && ex.min_insync_replicas > 1) {
+        res->err = KP_ERR_NOT_ENOUGH_REPLICAS;
+        res->msg = "The size of the current ISR (1) is insufficient to satisfy the "
+                   "min.isr requirement of the topic";
+        return;
+    }
+    if (records.len <= 0) {
+        res->err = KP_ERR_INVALID_RECORD;
+        res->msg = "Produce requests with version 3 and above must have at least one record "
+                   "batch per partition";
+        return;
+    }
+    kp_batch_iter_init(&it, records.ptr, (size_t)records.len, 0, KP_BATCH_F_SKIP_CRC);
+    while ((r = kp_batch_iter_next(&it, &b)) == 1) {
+        if (++nb > 1)
+            break;
+    }
+    if (r == KP_E_UNSUPPORTED || (nb == 0 && r < 0 && records.len > KP_BATCH_MAGIC_OFFSET &&
+                                  records.ptr[KP_BATCH_MAGIC_OFFSET] != KP_BATCH_MAGIC)) {
+        res->err = KP_ERR_INVALID_RECORD;
+        res->msg = "Produce requests with version 3 and above must use magic 2";
+        return;
+    }
+    if (r < 0 || nb == 0) {
+        res->err = KP_ERR_CORRUPT_MESSAGE;
+        res->msg = it.errstr ? it.errstr : "corrupt record batch";
+        return;
+    }
+    if (nb > 1) {
+        res->err = KP_ERR_INVALID_RECORD;
+        res->msg = "Produce requests with version 3 and above are only allowed to contain "
+                   "exactly one record batch per partition";
+        return;
+    }
+    /* b is the only batch */
+    if (kp_batch_hdr_codec(&b.hdr) == KP_CODEC_ZSTD && ctx->api_version < 7) {
+        res->err = KP_ERR_UNSUPPORTED_COMPRESSION_TYPE;
+        res->msg = "Produce requests with ZStandard compression need version 7 or later";
+        return;
+    }
+    if (kp_batch_hdr_is_transactional(&b.hdr)) {
+        kb_txn_verify_fn *fn;
+        void *o;
+        pthread_rwlock_rdlock(&svc->hook_rw);
+        fn = svc->txn_verify;
+        o = svc->txn_verify_opaque;
+        if (!txn_id) {
+            res->err = KP_ERR_INVALID_TXN_STATE;
+            res->msg = "transactional records without a transactional id";
+        } else if (!fn) {
+            res->err = KP_ERR_INVALID_TXN_STATE;
+            res->msg = "no transaction coordinator: the partition is not part of a transaction";
+        } else {
+            res->err =
+                fn(o, txn_id, b.hdr.producerId, b.hdr.producerEpoch, part->topic, part->index);
+        }
+        pthread_rwlock_unlock(&svc->hook_rw);
+        if (res->err)
+            return;
+    }
+    kb_log_get_config(part->log, &lc);
+    rc = kb_log_validate_produce(&lc, records.ptr, (size_t)records.len, now, &why);
+    if (rc != 0) {
+        res->err = kb_h_sto_err(rc);
+        res->msg = why;
+        return;
+    }
+    if (ex.compression >= 0 && ex.compression != kp_batch_hdr_codec(&b.hdr)) {
+        if (kb_produce_recompress(records.ptr, (size_t)records.len, ex.compression, &buf, &len) !=
+            0) {
+            res->err = KP_ERR_CORRUPT_MESSAGE;
+            res->msg = "cannot convert the batch to the topic's compression.type";
+            return;
+        }
+    } else {
+        buf = malloc((size_t)records.len);
+        if (!buf) {
+            res->err = KP_ERR_UNKNOWN_SERVER_ERROR;
+            return;
+        }
+        memcpy(buf, records.ptr, (size_t)records.len);
+        len = (size_t)records.len;
+    }
+    rc = kb_log_append_leader(part->log, buf, len, kb_part_epoch(part), KB_ORIGIN_CLIENT,
+                              KB_APPEND_F_SKIP_VALIDATE, &info);
+    free(buf);
+    if (rc == KB_STO_DUPLICATE_SEQUENCE) {
+        /* Already written: the producer retried. Answer as the first time (Kafka 4.x). */
+        res->base_offset = info.first_offset;
+        res->log_start = kb_log_start_offset(part->log);
+        return;
+    }
+    if (rc != 0) {
+        res->err = kb_h_sto_err(rc);
+        res->msg = kb_sto_err_str(rc);
+        if (rc == KB_STO_INVALID_RECORD)
+            res->msg = "idempotent producers send one batch per partition";
+        return;
+    }
+    kb_part_advance_hw(part);
+    res->base_offset = info.first_offset;
+    res->append_time = info.log_append_time;
+    res->log_start = info.log_start_offset;
+}
+
+static kb_api_result_t kb_produce_handle(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_apisvc_t *svc = opaque;
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    kp_ProduceRequest_t rq;
+    kp_ProduceResponse_t resp;
+    char *txn_id;
+    int16_t ver = ctx->api_version;
+
+    if (kb_h_decode(ctx, &kp_ProduceRequest_desc, &rq) != 0)
+        return KB_API_CLOSE;
+    txn_id = kb_h_str(ctx->arena, rq.TransactionalId);
+    kp_ProduceResponse_init(&resp);
+    resp.Responses.cnt = rq.TopicData.cnt > 0 ? rq.TopicData.cnt : 0;
+    resp.Responses.v =
+        kp_arena_calloc(ctx->arena, (size_t)resp.Responses.cnt + 1, sizeof(*resp.Responses.v));
+    if (!resp.Responses.v)
+        return KB_API_CLOSE;
+    for (int32_t i = 0; i < resp.Responses.cnt; i++) {
+        const kp_ProduceRequest_TopicProduceData_t *td = &rq.TopicData.v[i];
+        kp_ProduceResponse_TopicProduceResponse_t *tr = &resp.Responses.v[i];
+        char *name = ver >= 13 ? NULL : kb_h_str(ctx->arena, td->Name);
+        kp_ProduceResponse_TopicProduceResponse_init(tr);
+        tr->Name = td->Name;
+        tr->TopicId = td->TopicId;
+        tr->PartitionResponses.cnt = td->PartitionData.cnt > 0 ? td->PartitionData.cnt : 0;
+        tr->PartitionResponses.v = kp_arena_calloc(
+            ctx->arena, (size_t)tr->PartitionResponses.cnt + 1, sizeof(*tr->PartitionResponses.v));
+        if (!tr->PartitionResponses.v)
+            return KB_API_CLOSE;
+        for (int32_t k = 0; k < tr->PartitionResponses.cnt; k++) {
+            const kp_ProduceRequest_PartitionProduceData_t *pd = &td->PartitionData.v[k];
+            kp_ProduceResponse_PartitionProduceResponse_t *pr = &tr->PartitionResponses.v[k];
+            kb_produce_res_t res = {.base_offset = -1, .append_time = -1, .log_start = -1};
+            kb_part_t *part = NULL;
+            int rc;
+            kp_ProduceResponse_PartitionProduceResponse_init(pr);
+            pr->Index = pd->Index;
+            if (rq.Acks != 0 && rq.Acks != 1 && rq.Acks != -1) {
+                res.err = KP_ERR_INVALID_REQUIRED_ACKS;
+            } else {
+                rc = ver >= 13 ? kb_meta_part_by_id(svc->meta, &td->TopicId, pd->Index, &part)
+                               : kb_meta_part(svc->meta, name ? name : "", pd->Index, &part);
+                if (rc != KB_META_OK)
+                    res.err = kb_h_lookup_err(rc, ver >= 13);
+                else
+                    kb_produce_one(svc, ctx, &rq, txn_id, part, pd->Records, &res);
+                kb_part_release(part);
+            }
+            pr->ErrorCode = res.err;
+            pr->BaseOffset = res.base_offset;
+            pr->LogAppendTimeMs = res.append_time;
+            pr->LogStartOffset = res.log_start;
+            if (res.err && res.msg && ver >= 8)
+                pr->ErrorMessage = kb_h_dup(ctx->arena, res.msg);
+            if (res.err)
+                kb_log_debug("api", "%s: produce to %.*s[%" PRId32 "]: %s%s%s", ctx->peer,
+                             td->Name.len > 0 ? (int)td->Name.len : 0,
+                             td->Name.ptr ? td->Name.ptr : "", pd->Index, kp_errcode_name(res.err),
+                             res.msg ? ": " : "", res.msg ? res.msg : "");
+        }
+    }
+    if (rq.Acks == 0)
+        return KB_API_NO_RESPONSE;
+    return kb_h_respond(ctx, &kp_ProduceResponse_desc, &resp, respp);
+}
+
+int kb_h_produce_register(kb_apisvc_t *svc)
+{
+    /* A barrier: produce requests of one connection are appended in order (idempotence). */
+    return kb_h_register(svc, KP_APIKEY_Produce, 3, 13, kb_produce_handle, 0);
+}

@@ -1,0 +1,232 @@
+/*
+ * kb_meta.h -- kbroker's cluster metadata: cluster id, this node, topics (name, topic id,
+ * partition count, leader epochs, config overrides, internal flag), dynamic broker configs,
+ * producer-id blocks; durable in the first log dir; change listeners; and the local partitions
+ * (kb_part_t) that belong to each topic.
+ *
+ * This is the single-broker implementation of what a controller-backed cluster will provide:
+ * callers use only these functions (lookups, mutations returning Kafka error codes, listeners),
+ * so a later implementation may forward mutations to a controller and apply its records.
+ *
+ * Durability: one checksummed snapshot file, `<first log.dir>/kbroker-metadata`, rewritten for
+ * every change (temp file, fsync, rename, fsync of the directory), so a kill -9 leaves either
+ * the old or the new state. `meta.properties` (Kafka's format: version, cluster.id, node.id,
+ * directory.id) is written in every log dir and checked at start. Partition logs are created
+ * before a new topic is committed and deleted after a deletion is committed; directories left
+ * behind by a crash in between are removed at start (kb_meta_attach).
+ *
+ * Locks: a change mutex serialises every mutation together with the listener calls it makes
+ * (so listeners see changes in order, one at a time); a rwlock guards the tables for lookups.
+ * Listeners run with the change mutex held: they must not call mutating functions of this
+ * header (lookups are fine) and must not block.
+ *
+ * Names are NUL-terminated; topic names are at most 249 bytes.
+ *
+ * @thread any
+ */
+#ifndef KB_META_H
+#define KB_META_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kb_config.h"
+#include "kb_part.h"
+#include "kb_tconf.h"
+#include "kp_types.h"
+
+typedef struct kb_meta_s kb_meta_t;
+
+#define KB_TOPIC_NAME_MAX 249
+
+#define KB_TOPIC_CONSUMER_OFFSETS  "__consumer_offsets"
+#define KB_TOPIC_TRANSACTION_STATE "__transaction_state"
+
+/** A copy of a topic's metadata. */
+typedef struct kb_topic_info_s {
+    char name[KB_TOPIC_NAME_MAX + 1];
+    kp_uuid_t id;
+    bool internal; /**< shown as internal in Metadata; clients may not produce to it */
+    bool mirror;   /**< has mirror.name (any suffix) */
+    int32_t partitions;
+} kb_topic_info_t;
+
+/* Results of partition lookups. */
+#define KB_META_OK                0
+#define KB_META_UNKNOWN_TOPIC     (-1)
+#define KB_META_UNKNOWN_PARTITION (-2)
+#define KB_META_OFFLINE           (-3) /**< known, but no local log (storage error) */
+
+/**
+ * Load (or create) the metadata of the broker configured by @p cfg: meta.properties in every
+ * log dir (cluster.id from the config, else from meta.properties, else a new random one; node.id
+ * must match), the snapshot file. No partition is opened yet.
+ * @return the metadata, or NULL with a message in @p errstr.
+ */
+kb_meta_t *kb_meta_open(const kb_config_t *cfg, char *errstr, size_t errstr_size);
+
+/** kb_partmgr_opts_t.config_for for partitions found on disk (opaque = the kb_meta_t). */
+int kb_meta_log_config_for(void *opaque, const char *topic, int32_t partition,
+                           kb_log_config_t *cfg);
+
+/** Open the local partitions of every topic through @p pm and delete partition directories no
+ *  topic claims. 0, or a negative kb_err_t with @p errstr. */
+int kb_meta_attach(kb_meta_t *meta, kb_partmgr_t *pm, char *errstr, size_t errstr_size);
+
+/** Close every partition (cleanly) and free the metadata. Listeners must be gone. */
+void kb_meta_close(kb_meta_t *meta);
+
+const char *kb_meta_cluster_id(const kb_meta_t *meta);
+int32_t kb_meta_node_id(const kb_meta_t *meta);
+/** Number of changes applied so far (the metadata "offset" listeners see). */
+int64_t kb_meta_offset(kb_meta_t *meta);
+
+/* ---- lookups ------------------------------------------------------------------------------ */
+
+/** 0 or KB_E_NOT_FOUND. */
+int kb_meta_topic_by_name(kb_meta_t *meta, const char *name, kb_topic_info_t *out);
+int kb_meta_topic_by_id(kb_meta_t *meta, const kp_uuid_t *id, kb_topic_info_t *out);
+
+/** Every topic, sorted by name: malloc'd array (caller frees). 0 or KB_E_NOMEM. */
+int kb_meta_topics(kb_meta_t *meta, kb_topic_info_t **out, size_t *cnt);
+
+/** The leader epochs of a topic's partitions: malloc'd (caller frees). 0 or KB_E_NOT_FOUND. */
+int kb_meta_topic_epochs(kb_meta_t *meta, const char *name, int32_t **epochs, int32_t *cnt);
+
+/** A copy of a topic's config overrides (hidden keys included): free with kb_kv_free(). */
+int kb_meta_topic_configs(kb_meta_t *meta, const char *name, kb_kv_t **kv, size_t *cnt);
+void kb_kv_free(kb_kv_t *kv, size_t cnt);
+
+/** A reference on a local partition (release with kb_part_release). KB_META_* result. */
+int kb_meta_part(kb_meta_t *meta, const char *topic, int32_t partition, kb_part_t **out);
+int kb_meta_part_by_id(kb_meta_t *meta, const kp_uuid_t *id, int32_t partition, kb_part_t **out);
+
+/* ---- validation ----------------------------------------------------------------------------- */
+
+/** Kafka's topic-name rules: 1..249 characters of [a-zA-Z0-9._-], not "." or "..". */
+bool kb_meta_topic_name_valid(const char *name, char *msg, size_t msg_size);
+
+/** Kafka's internal topics (__consumer_offsets, __transaction_state). */
+bool kb_meta_topic_is_internal_name(const char *name);
+
+/* ---- mutations (return 0 or a Kafka error code with a message) ------------------------------ */
+
+typedef struct kb_topic_spec_s {
+    const char *name;
+    int32_t partitions;
+    const kb_kv_t *configs; /**< overrides (validated here) */
+    size_t config_cnt;
+    const kp_uuid_t *id; /**< NULL or zero: a random one */
+    bool internal;       /**< flag the topic internal */
+    bool privileged;     /**< the broker itself or the plugin: hidden keys (mirror.name) allowed */
+} kb_topic_spec_t;
+
+/** Create a topic (its logs first, then the metadata). With @p validate_only nothing changes.
+ *  @p id_out (may be NULL) gets the topic id. Errors: INVALID_TOPIC_EXCEPTION,
+ *  TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_CONFIG, INVALID_REQUEST (id in use),
+ *  KAFKA_STORAGE_ERROR. */
+int16_t kb_meta_create_topic(kb_meta_t *meta, const kb_topic_spec_t *spec, bool validate_only,
+                             kp_uuid_t *id_out, char *msg, size_t msg_size);
+
+/** Delete by name (or by @p id when @p name is NULL). Errors: UNKNOWN_TOPIC_OR_PARTITION,
+ *  UNKNOWN_TOPIC_ID, KAFKA_STORAGE_ERROR. */
+int16_t kb_meta_delete_topic(kb_meta_t *meta, const char *name, const kp_uuid_t *id, char *msg,
+                             size_t msg_size);
+
+/** Grow a topic to @p count partitions. Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS,
+ *  KAFKA_STORAGE_ERROR. */
+int16_t kb_meta_create_partitions(kb_meta_t *meta, const char *name, int32_t count,
+                                  bool validate_only, char *msg, size_t msg_size);
+
+#define KB_CFGOP_SET      0
+#define KB_CFGOP_DELETE   1
+#define KB_CFGOP_APPEND   2
+#define KB_CFGOP_SUBTRACT 3
+
+typedef struct kb_cfg_op_s {
+    const char *key;
+    int op;            /**< KB_CFGOP_* */
+    const char *value; /**< may be NULL for DELETE */
+} kb_cfg_op_t;
+
+/**
+ * Change a topic's overrides: @p replace_all (AlterConfigs) replaces every override with the
+ * SETs given (hidden keys are kept unless @p privileged), otherwise the operations apply in
+ * order (IncrementalAlterConfigs). Every key and value is validated; a client (!@p privileged)
+ * touching a hidden key is refused. Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG,
+ * INVALID_REQUEST, KAFKA_STORAGE_ERROR.
+ */
+int16_t kb_meta_alter_topic_configs(kb_meta_t *meta, const char *topic, const kb_cfg_op_t *ops,
+                                    size_t n, bool replace_all, bool privileged, bool validate_only,
+                                    char *msg, size_t msg_size);
+
+/** The same for dynamic broker configs; @p scope is "" (cluster default) or this node's id.
+ *  Topics without their own override of an affected key are reconfigured. */
+int16_t kb_meta_alter_broker_configs(kb_meta_t *meta, const char *scope, const kb_cfg_op_t *ops,
+                                     size_t n, bool replace_all, bool validate_only, char *msg,
+                                     size_t msg_size);
+
+/** Copies of the dynamic broker configs (free both with kb_kv_free). */
+int kb_meta_broker_dyncfg(kb_meta_t *meta, kb_kv_t **node, size_t *node_cnt, kb_kv_t **dflt,
+                          size_t *dflt_cnt);
+
+/** The effective value of broker key @p key (dynamic for this node > dynamic default >
+ *  server.properties), for the plugin host's config_get. Copies into @p buf like snprintf and
+ *  returns the full length, or -1 when the key is not set anywhere. */
+int kb_meta_broker_config_get(kb_meta_t *meta, const char *key, char *buf, size_t size);
+
+/** Raise the leader epoch of partition @p partition of topic @p id to at least @p min_epoch and
+ *  at least by one (persisted; listeners get KB_META_EV_EPOCH). */
+int16_t kb_meta_bump_epoch(kb_meta_t *meta, const kp_uuid_t *id, int32_t partition,
+                           int32_t min_epoch, int32_t *new_epoch);
+
+/** Allocate @p count consecutive producer ids (blocks of 1000 are persisted ahead, so ids are
+ *  never handed out twice across restarts). 0 or a negative kb_err_t. */
+int kb_meta_alloc_producer_ids(kb_meta_t *meta, int32_t count, int64_t *first);
+
+/**
+ * Create the internal topic @p name (__consumer_offsets with offsets.topic.*,
+ * __transaction_state with transaction.state.log.*; compacted; replication factor capped at the
+ * one broker there is) if it does not exist yet. @p out (may be NULL) gets its metadata.
+ * For the group and transaction coordinators. 0 or a Kafka error code.
+ */
+int16_t kb_meta_ensure_internal_topic(kb_meta_t *meta, const char *name, kb_topic_info_t *out);
+
+/* ---- listeners ---------------------------------------------------------------------------- */
+
+#define KB_META_EV_TOPIC  1 /**< topic created / deleted / partition count changed */
+#define KB_META_EV_CONFIG 2 /**< a config key of a topic or broker resource changed */
+#define KB_META_EV_EPOCH  3 /**< a partition's leader epoch changed */
+
+/* kb_meta_event_t.flags for KB_META_EV_TOPIC (the same values as kbx.h's KBX_TOPIC_*). */
+#define KB_META_TOPIC_CREATED    0x1u
+#define KB_META_TOPIC_DELETED    0x2u
+#define KB_META_TOPIC_PARTITIONS 0x4u
+
+typedef struct kb_meta_event_s {
+    int type;
+    uint32_t flags;
+    int64_t offset;               /**< kb_meta_offset() after the change */
+    bool snapshot;                /**< part of the initial snapshot of a new listener */
+    const kb_topic_info_t *topic; /**< TOPIC, EPOCH (and CONFIG of a topic) */
+    int32_t partition;            /**< EPOCH */
+    int32_t leader_epoch;         /**< EPOCH */
+    int8_t resource_type;         /**< CONFIG: KB_RES_TOPIC / KB_RES_BROKER */
+    const char *resource_name;    /**< CONFIG: topic name, "" or the node id */
+    const char *key;              /**< CONFIG */
+    const char *value;            /**< CONFIG: NULL when removed */
+} kb_meta_event_t;
+
+typedef void(kb_meta_listen_fn)(void *opaque, const kb_meta_event_t *ev);
+typedef struct kb_meta_listener_s kb_meta_listener_t;
+
+/** Register a listener. With @p snapshot it first receives the current image (every topic as
+ *  created, every override and dynamic broker config), with ev->snapshot set. NULL on no
+ *  memory. */
+kb_meta_listener_t *kb_meta_listen(kb_meta_t *meta, kb_meta_listen_fn *fn, void *opaque,
+                                   bool snapshot);
+/** Unregister; on return the listener is not running. Not from inside a listener. */
+void kb_meta_unlisten(kb_meta_t *meta, kb_meta_listener_t *l);
+
+#endif /* KB_META_H */

@@ -1,0 +1,617 @@
+/*
+ * kb_part.c -- local partitions and the partition manager (see kb_part.h).
+ */
+#include "kb_part.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "kb_err.h"
+#include "kb_apilog.h"
+#include "kb_time.h"
+#include "kp_errcode.h"
+
+#define KB_PARTMGR_MAX_DIRS 64
+
+struct kb_part_watcher_s {
+    kb_part_watcher_t *next;
+    kb_part_watch_fn *fn;
+    void *opaque;
+};
+
+struct kb_partmgr_s {
+    kb_partmgr_opts_t o;
+    kb_logmgr_t *mgr;
+    char *dirs_buf;
+    const char *dirs[KB_PARTMGR_MAX_DIRS];
+    size_t ndirs;
+    /* open partitions (for orphan detection) */
+    pthread_mutex_t mu;
+    pthread_cond_t ref_cv; /* a deleted partition's references dropping */
+    kb_part_t **open;
+    size_t open_n, open_cap;
+    /* maintenance thread */
+    pthread_t thr;
+    bool thr_started, stop;
+    pthread_cond_t stop_cv;    /* CLOCK_MONOTONIC */
+    pthread_rwlock_t watch_rw; /* every partition's watcher list */
+};
+
+/* ---- topic ids ---------------------------------------------------------------------------- */
+
+static const char kb_b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+void kb_uuid_str(const kp_uuid_t *id, char out[23])
+{
+    size_t o = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < 16; i++) {
+        acc = (acc << 8) | id->b[i];
+        bits += 8;
+        while (bits >= 6) {
+            bits -= 6;
+            out[o++] = kb_b64url[(acc >> bits) & 0x3f];
+        }
+    }
+    if (bits > 0)
+        out[o++] = kb_b64url[(acc << (6 - bits)) & 0x3f];
+    out[o] = '\0';
+}
+
+int kb_uuid_parse(const char *s, kp_uuid_t *id)
+{
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t o = 0;
+    if (strlen(s) != 22)
+        return -1;
+    for (size_t i = 0; i < 22; i++) {
+        const char *p = strchr(kb_b64url, s[i]);
+        if (!p || !s[i])
+            return -1;
+        acc = (acc << 6) | (uint32_t)(p - kb_b64url);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (o < 16)
+                id->b[o++] = (uint8_t)((acc >> bits) & 0xff);
+        }
+    }
+    return o == 16 ? 0 : -1;
+}
+
+bool kb_uuid_is_zero(const kp_uuid_t *id)
+{
+    for (size_t i = 0; i < 16; i++)
+        if (id->b[i])
+            return false;
+    return true;
+}
+
+void kb_uuid_random(kp_uuid_t *id)
+{
+    for (;;) {
+        char s[23];
+        ssize_t n = getrandom(id->b, sizeof(id->b), 0);
+        if (n != (ssize_t)sizeof(id->b)) {
+            /* getrandom(2) on Linux >= 3.17 does not fail for 16 bytes; keep going anyway */
+            for (size_t i = 0; i < 16; i++)
+                id->b[i] = (uint8_t)(kb_time_mono_ns() >> (i % 8));
+        }
+        id->b[6] = (uint8_t)((id->b[6] & 0x0f) | 0x40); /* version 4, like java.util.UUID */
+        id->b[8] = (uint8_t)((id->b[8] & 0x3f) | 0x80);
+        kb_uuid_str(id, s);
+        if (s[0] != '-' && !kb_uuid_is_zero(id))
+            return;
+    }
+}
+
+/* ---- partition.metadata -------------------------------------------------------------------- */
+
+/* 1: the dir has a partition.metadata naming @p id; 0: none; -1: it names another id. */
+static int kb_part_meta_check(const char *dir, const kp_uuid_t *id)
+{
+    char path[4200], line[256];
+    FILE *f;
+    int r = 0;
+    snprintf(path, sizeof(path), "%s/partition.metadata", dir);
+    f = fopen(path, "r");
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof(line), f)) {
+        kp_uuid_t got;
+        char *v;
+        if (strncmp(line, "topic_id:", 9))
+            continue;
+        v = line + 9;
+        while (*v == ' ')
+            v++;
+        v[strcspn(v, "\r\n ")] = '\0';
+        r = (kb_uuid_parse(v, &got) == 0 && !memcmp(got.b, id->b, 16)) ? 1 : -1;
+        break;
+    }
+    fclose(f);
+    return r;
+}
+
+static int kb_part_meta_write(const char *dir, const kp_uuid_t *id)
+{
+    char path[4200], tmp[4300], ids[23], buf[128];
+    int fd, n;
+    kb_uuid_str(id, ids);
+    snprintf(path, sizeof(path), "%s/partition.metadata", dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    n = snprintf(buf, sizeof(buf), "version: 0\ntopic_id: %s\n", ids);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return KB_E_IO;
+    if (write(fd, buf, (size_t)n) != n || fsync(fd) != 0) {
+        close(fd);
+        unlink(tmp);
+        return KB_E_IO;
+    }
+    close(fd);
+    if (rename(tmp, path) != 0) {
+        unlink(tmp);
+        return KB_E_IO;
+    }
+    return 0;
+}
+
+/* ---- the manager ------------------------------------------------------------------------- */
+
+static void *kb_partmgr_thread(void *arg)
+{
+    kb_partmgr_t *pm = arg;
+    int64_t period = pm->o.cfg->log_retention_check_interval_ms;
+    if (period <= 0 || period > 5000)
+        period = 5000;
+    pthread_mutex_lock(&pm->mu);
+    while (!pm->stop) {
+        struct timespec ts = kb_time_mono_deadline(period);
+        pthread_cond_timedwait(&pm->stop_cv, &pm->mu, &ts);
+        if (pm->stop)
+            break;
+        pthread_mutex_unlock(&pm->mu);
+        kb_partmgr_tick(pm);
+        pthread_mutex_lock(&pm->mu);
+    }
+    pthread_mutex_unlock(&pm->mu);
+    return NULL;
+}
+
+kb_partmgr_t *kb_partmgr_open(const kb_partmgr_opts_t *o, char *errstr, size_t errstr_size)
+{
+    kb_partmgr_t *pm = calloc(1, sizeof(*pm));
+    kb_logmgr_opts_t lo;
+    kb_tconf_extra_t ex;
+    pthread_condattr_t ca;
+    char *p, *save = NULL;
+    const kb_config_t *cfg = o->cfg;
+
+    if (!pm) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    pm->o = *o;
+    pthread_mutex_init(&pm->mu, NULL);
+    pthread_rwlock_init(&pm->watch_rw, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&pm->stop_cv, &ca);
+    pthread_cond_init(&pm->ref_cv, &ca);
+    pthread_condattr_destroy(&ca);
+
+    pm->dirs_buf = strdup(cfg->eff_log_dirs ? cfg->eff_log_dirs : "/tmp/kafka-logs");
+    if (!pm->dirs_buf)
+        goto nomem;
+    for (p = strtok_r(pm->dirs_buf, ",", &save); p && pm->ndirs < KB_PARTMGR_MAX_DIRS;
+         p = strtok_r(NULL, ",", &save))
+        if (*p)
+            pm->dirs[pm->ndirs++] = p;
+    if (pm->ndirs == 0) {
+        snprintf(errstr, errstr_size, "log.dirs is empty");
+        goto fail;
+    }
+
+    kb_logmgr_opts_init(&lo);
+    lo.log_dirs = pm->dirs;
+    lo.ndirs = pm->ndirs;
+    kb_tconf_build(NULL, 0, cfg, NULL, &lo.default_cfg, &ex);
+    kb_cleaner_config_defaults(&lo.cleaner);
+    lo.cleaner.enable = cfg->log_cleaner_enable;
+    lo.cleaner.threads = o->no_threads ? 0 : cfg->log_cleaner_threads;
+    lo.cleaner.dedupe_buffer_size = cfg->log_cleaner_dedupe_buffer_size;
+    lo.cleaner.backoff_ms = cfg->log_cleaner_backoff_ms;
+    lo.recovery_threads = cfg->num_recovery_threads_per_data_dir * (int)pm->ndirs;
+    if (lo.recovery_threads < 1)
+        lo.recovery_threads = 1;
+    lo.clock = o->clock;
+    lo.clock_opaque = o->clock_opaque;
+    lo.config_for = o->config_for;
+    lo.config_opaque = o->config_opaque;
+    pm->mgr = kb_logmgr_open(&lo, errstr, errstr_size);
+    if (!pm->mgr)
+        goto fail;
+    return pm;
+nomem:
+    snprintf(errstr, errstr_size, "out of memory");
+fail:
+    free(pm->dirs_buf);
+    pthread_cond_destroy(&pm->stop_cv);
+    pthread_cond_destroy(&pm->ref_cv);
+    pthread_rwlock_destroy(&pm->watch_rw);
+    pthread_mutex_destroy(&pm->mu);
+    free(pm);
+    return NULL;
+}
+
+int kb_partmgr_start(kb_partmgr_t *pm)
+{
+    if (pm->o.no_threads)
+        return 0;
+    if (pm->o.cfg->log_cleaner_enable && pm->o.cfg->log_cleaner_threads > 0 &&
+        kb_logmgr_start_cleaner(pm->mgr) != 0)
+        kb_log_warn("api", "cannot start the log cleaner threads");
+    if (pthread_create(&pm->thr, NULL, kb_partmgr_thread, pm) != 0)
+        return KB_E_NOMEM;
+    pthread_setname_np(pm->thr, "kb-logmaint");
+    pm->thr_started = true;
+    return 0;
+}
+
+void kb_partmgr_tick(kb_partmgr_t *pm)
+{
+    int64_t now = pm->o.clock ? pm->o.clock(pm->o.clock_opaque) : kb_time_wall_ms();
+    kb_logmgr_tick(pm->mgr, now);
+}
+
+void kb_partmgr_close(kb_partmgr_t *pm)
+{
+    if (!pm)
+        return;
+    pthread_mutex_lock(&pm->mu);
+    pm->stop = true;
+    pthread_cond_broadcast(&pm->stop_cv);
+    pthread_mutex_unlock(&pm->mu);
+    if (pm->thr_started)
+        pthread_join(pm->thr, NULL);
+    if (pm->open_n)
+        kb_log_warn("api", "%zu partitions still open at close", pm->open_n);
+    kb_logmgr_close(pm->mgr);
+    free(pm->open);
+    free(pm->dirs_buf);
+    pthread_cond_destroy(&pm->stop_cv);
+    pthread_cond_destroy(&pm->ref_cv);
+    pthread_rwlock_destroy(&pm->watch_rw);
+    pthread_mutex_destroy(&pm->mu);
+    free(pm);
+}
+
+kb_logmgr_t *kb_partmgr_logmgr(kb_partmgr_t *pm)
+{
+    return pm->mgr;
+}
+
+static bool kb_partmgr_claimed(kb_partmgr_t *pm, const char *topic, int32_t partition)
+{
+    for (size_t i = 0; i < pm->open_n; i++)
+        if (pm->open[i]->index == partition && !strcmp(pm->open[i]->topic, topic))
+            return true;
+    return false;
+}
+
+void kb_partmgr_foreach_unclaimed(kb_partmgr_t *pm,
+                                  void (*fn)(void *o, const char *topic, int32_t partition),
+                                  void *opaque)
+{
+    kb_logmgr_part_t *lp = NULL;
+    size_t n = 0;
+    if (kb_logmgr_list(pm->mgr, &lp, &n) != 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        bool claimed;
+        pthread_mutex_lock(&pm->mu);
+        claimed = kb_partmgr_claimed(pm, lp[i].topic, lp[i].partition);
+        pthread_mutex_unlock(&pm->mu);
+        if (!claimed)
+            fn(opaque, lp[i].topic, lp[i].partition);
+    }
+    free(lp);
+}
+
+void kb_partmgr_delete_orphan(kb_partmgr_t *pm, const char *topic, int32_t partition)
+{
+    kb_log_info("api",
+                "deleting %s-%" PRId32 ": not in the metadata (left by a deletion or a "
+                "crash)",
+                topic, partition);
+    kb_logmgr_delete(pm->mgr, topic, partition);
+}
+
+/* ---- partitions ---------------------------------------------------------------------------- */
+
+static void kb_part_on_log(void *opaque, kb_log_t *log, int64_t leo, int64_t hw)
+{
+    kb_part_t *part = opaque;
+    kb_partmgr_t *pm = part->pm;
+    (void)log;
+    if (pm->o.dq)
+        kb_dq_notify(pm->o.dq, &part->watch);
+    pthread_rwlock_rdlock(&pm->watch_rw);
+    for (kb_part_watcher_t *w = part->watchers; w; w = w->next)
+        w->fn(w->opaque, part, leo, hw);
+    pthread_rwlock_unlock(&pm->watch_rw);
+}
+
+kb_part_t *kb_part_open(kb_partmgr_t *pm, const char *topic, const kp_uuid_t *id, int32_t index,
+                        int32_t epoch, const kb_log_config_t *lc, const kb_tconf_extra_t *ex,
+                        bool mirror, bool internal, char *err, size_t err_size)
+{
+    kb_log_t *log = kb_logmgr_get(pm->mgr, topic, index);
+    kb_part_t *part;
+    bool fresh = false;
+
+    if (log && kb_part_meta_check(kb_log_dir(log), id) < 0) {
+        kb_log_warn("api",
+                    "%s-%" PRId32 " on disk belongs to an older topic of that name: "
+                    "deleting it",
+                    topic, index);
+        kb_logmgr_delete(pm->mgr, topic, index);
+        log = NULL;
+    }
+    if (!log) {
+        log = kb_logmgr_create(pm->mgr, topic, index, lc, err, err_size);
+        if (!log)
+            return NULL;
+        fresh = true;
+    } else {
+        kb_log_set_config(log, lc);
+    }
+    if (kb_part_meta_check(kb_log_dir(log), id) != 1 && kb_part_meta_write(kb_log_dir(log), id)) {
+        snprintf(err, err_size, "cannot write %s/partition.metadata: %s", kb_log_dir(log),
+                 strerror(errno));
+        if (fresh)
+            kb_logmgr_delete(pm->mgr, topic, index);
+        return NULL;
+    }
+    part = calloc(1, sizeof(*part));
+    if (!part || !(part->topic = strdup(topic))) {
+        free(part);
+        snprintf(err, err_size, "out of memory");
+        return NULL;
+    }
+    atomic_init(&part->refcnt, 1);
+    part->pm = pm;
+    part->topic_id = *id;
+    part->index = index;
+    part->log = log;
+    atomic_init(&part->leader_epoch, epoch);
+    atomic_init(&part->write_mode, mirror ? KB_WRITE_PENDING : KB_WRITE_WRITABLE);
+    atomic_init(&part->deleted, false);
+    pthread_mutex_init(&part->mu, NULL);
+    part->conf = *ex;
+    part->mirror = mirror;
+    part->internal = internal;
+
+    pthread_mutex_lock(&pm->mu);
+    if (pm->open_n == pm->open_cap) {
+        size_t nc = pm->open_cap ? pm->open_cap * 2 : 64;
+        kb_part_t **nv = realloc(pm->open, nc * sizeof(*nv));
+        if (!nv) {
+            pthread_mutex_unlock(&pm->mu);
+            pthread_mutex_destroy(&part->mu);
+            free(part->topic);
+            free(part);
+            snprintf(err, err_size, "out of memory");
+            return NULL;
+        }
+        pm->open = nv;
+        pm->open_cap = nc;
+    }
+    pm->open[pm->open_n++] = part;
+    pthread_mutex_unlock(&pm->mu);
+
+    kb_log_set_listener(log, kb_part_on_log, part);
+    /* Single broker: every record on disk is replicated as far as it will ever be. */
+    kb_log_set_hw(log, kb_log_leo(log));
+    /* Becoming leader at this epoch; a mirrored partition's cache holds the source's epochs
+     * only (ARCHITECTURE §4), the plugin enters ours at STOPPING. */
+    if (!mirror && epoch >= 0)
+        kb_log_assign_epoch(log, epoch, kb_log_leo(log));
+    return part;
+}
+
+void kb_part_ref(kb_part_t *part)
+{
+    atomic_fetch_add(&part->refcnt, 1);
+}
+
+static void kb_part_free(kb_part_t *part)
+{
+    kb_part_watcher_t *w = part->watchers;
+    while (w) {
+        kb_part_watcher_t *n = w->next;
+        free(w);
+        w = n;
+    }
+    pthread_mutex_destroy(&part->mu);
+    free(part->topic);
+    free(part);
+}
+
+void kb_part_release(kb_part_t *part)
+{
+    int prev;
+    if (!part)
+        return;
+    prev = atomic_fetch_sub(&part->refcnt, 1);
+    if (prev == 2 && atomic_load(&part->deleted)) {
+        kb_partmgr_t *pm = part->pm;
+        pthread_mutex_lock(&pm->mu);
+        pthread_cond_broadcast(&pm->ref_cv);
+        pthread_mutex_unlock(&pm->mu);
+    } else if (prev == 1) {
+        kb_part_free(part);
+    }
+}
+
+/* Wait until the caller's reference is the last one, then unlist the partition. */
+static void kb_part_detach(kb_part_t *part)
+{
+    kb_partmgr_t *pm = part->pm;
+    atomic_store(&part->deleted, true);
+    if (pm->o.dq)
+        kb_dq_watch_close(pm->o.dq, &part->watch);
+    pthread_mutex_lock(&pm->mu);
+    while (atomic_load(&part->refcnt) > 1) {
+        /* Handlers hold references only for the length of one request. */
+        struct timespec ts = kb_time_mono_deadline(100);
+        pthread_cond_timedwait(&pm->ref_cv, &pm->mu, &ts);
+    }
+    for (size_t i = 0; i < pm->open_n; i++) {
+        if (pm->open[i] == part) {
+            pm->open[i] = pm->open[--pm->open_n];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&pm->mu);
+    kb_log_set_listener(part->log, NULL, NULL);
+}
+
+void kb_part_delete(kb_part_t *part)
+{
+    kb_partmgr_t *pm = part->pm;
+    kb_part_detach(part);
+    kb_logmgr_delete(pm->mgr, part->topic, part->index);
+    part->log = NULL;
+    kb_part_release(part);
+}
+
+void kb_part_close(kb_part_t *part)
+{
+    kb_part_detach(part);
+    part->log = NULL; /* closed by kb_partmgr_close() */
+    kb_part_release(part);
+}
+
+void kb_part_reconfigure(kb_part_t *part, const kb_log_config_t *lc, const kb_tconf_extra_t *ex,
+                         bool mirror)
+{
+    bool was;
+    kb_log_set_config(part->log, lc);
+    pthread_mutex_lock(&part->mu);
+    part->conf = *ex;
+    was = part->mirror;
+    part->mirror = mirror;
+    pthread_mutex_unlock(&part->mu);
+    if (mirror && !was)
+        atomic_store(&part->write_mode, KB_WRITE_PENDING);
+    else if (!mirror && was)
+        atomic_store(&part->write_mode, KB_WRITE_WRITABLE);
+}
+
+void kb_part_conf(kb_part_t *part, kb_tconf_extra_t *ex, bool *mirror)
+{
+    pthread_mutex_lock(&part->mu);
+    if (ex)
+        *ex = part->conf;
+    if (mirror)
+        *mirror = part->mirror;
+    pthread_mutex_unlock(&part->mu);
+}
+
+void kb_part_set_epoch(kb_part_t *part, int32_t epoch)
+{
+    bool mirror;
+    atomic_store(&part->leader_epoch, epoch);
+    kb_part_conf(part, NULL, &mirror);
+    if (!mirror)
+        kb_log_assign_epoch(part->log, epoch, kb_log_leo(part->log));
+    /* Fetchers waiting with an older CurrentLeaderEpoch must learn about it. */
+    if (part->pm->o.dq)
+        kb_dq_notify(part->pm->o.dq, &part->watch);
+}
+
+void kb_part_set_write_mode(kb_part_t *part, int mode)
+{
+    atomic_store(&part->write_mode, mode);
+}
+
+int16_t kb_part_write_check(kb_part_t *part, const char **msg)
+{
+    switch (kb_part_write_mode(part)) {
+    case KB_WRITE_WRITABLE:
+        *msg = NULL;
+        return 0;
+    case KB_WRITE_READ_ONLY:
+        *msg = "topic is a read-only mirror topic";
+        return KP_ERR_READ_ONLY_TOPIC;
+    default:
+        *msg = KB_PART_PENDING_MSG;
+        return KP_ERR_NOT_ENOUGH_REPLICAS;
+    }
+}
+
+void kb_part_advance_hw(kb_part_t *part)
+{
+    pthread_mutex_lock(&part->mu);
+    if (part->log && kb_log_leo(part->log) > kb_log_hw(part->log))
+        kb_log_set_hw(part->log, kb_log_leo(part->log));
+    pthread_mutex_unlock(&part->mu);
+}
+
+int kb_part_append_raw(kb_part_t *part, const uint8_t *buf, size_t len, kb_append_info_t *info)
+{
+    int rc;
+    if (kb_part_write_mode(part) == KB_WRITE_WRITABLE)
+        return KB_E_STATE;
+    rc = kb_log_append_raw(part->log, buf, len, info);
+    if (rc == 0)
+        kb_part_advance_hw(part);
+    return rc;
+}
+
+int kb_part_append_control(kb_part_t *part, int16_t type, int64_t pid, int16_t pepoch,
+                           int32_t coord_epoch, int32_t leader_epoch, kb_append_info_t *info)
+{
+    int rc = kb_log_append_control(part->log, type, pid, pepoch, coord_epoch, leader_epoch, info);
+    if (rc == 0)
+        kb_part_advance_hw(part);
+    return rc;
+}
+
+kb_part_watcher_t *kb_part_watch_add(kb_part_t *part, kb_part_watch_fn *fn, void *opaque)
+{
+    kb_part_watcher_t *w = calloc(1, sizeof(*w));
+    if (!w)
+        return NULL;
+    w->fn = fn;
+    w->opaque = opaque;
+    pthread_rwlock_wrlock(&part->pm->watch_rw);
+    w->next = part->watchers;
+    part->watchers = w;
+    pthread_rwlock_unlock(&part->pm->watch_rw);
+    return w;
+}
+
+void kb_part_watch_remove(kb_part_t *part, kb_part_watcher_t *w)
+{
+    kb_part_watcher_t **pp;
+    pthread_rwlock_wrlock(&part->pm->watch_rw);
+    for (pp = &part->watchers; *pp; pp = &(*pp)->next) {
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&part->pm->watch_rw);
+    free(w);
+}
