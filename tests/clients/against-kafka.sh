@@ -3,9 +3,12 @@
 # KRaft cluster (tests/peers/kafka-cluster.sh, version from tests/peers/versions.env), runs
 # tests/clients/run-all.sh against it, stops it (also on failure or Ctrl-C).
 #
-#   against-kafka.sh [--name N] [--base-port P] [--record-dir DIR] [--keep] [run-all options]
+#   against-kafka.sh [--name N] [--base-port P] [--override k=v]... [--record-dir DIR] [--keep]
+#                    [run-all options]
 #
 # Defaults: --name clients-vs-kafka, --base-port 19292 (client port; controller P+1).
+# --override k=v goes to every node's server.properties (e.g. to show the suites catching a broker
+# that behaves differently: log.message.timestamp.type=LogAppendTime).
 # --record-dir DIR is exported as KM_RECORD_DIR to the command that starts the broker (Kafka
 # ignores it; kbroker will record every request it receives there) and to run-all.sh.
 # Env: KPEER_HOME, CLIENTS_KAFKA_VERSION (default $KAFKA_4_VERSION), CLIENTS_KAFKA_HEAP (512m).
@@ -19,11 +22,13 @@ NAME=clients-vs-kafka
 PORT=19292
 VERSION=${CLIENTS_KAFKA_VERSION:-$KAFKA_4_VERSION}
 ARGS=()
+OVR=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --name) NAME=$2; shift 2 ;;
     --base-port) PORT=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --override) OVR+=(--override "$2"); shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) ARGS+=("$1"); shift ;;
   esac
 done
@@ -33,7 +38,7 @@ km_broker_start() {
   "$PEERS/kafka-libs.sh" "$VERSION" >/dev/null || return 1
   # KM_RECORD_DIR (if set) is in this command's environment; Kafka does not use it.
   "$PEERS/kafka-cluster.sh" start --name "$NAME" --nodes 1 --version "$VERSION" --base-port "$PORT" \
-    --heap "${CLIENTS_KAFKA_HEAP:-512m}"
+    --heap "${CLIENTS_KAFKA_HEAP:-512m}" "${OVR[@]}"
 }
 km_broker_bootstrap() { "$PEERS/kafka-cluster.sh" bootstrap --name "$NAME"; }
 km_broker_stop() { "$PEERS/kafka-cluster.sh" stop --name "$NAME"; }
