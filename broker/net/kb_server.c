@@ -27,6 +27,7 @@
 #include "kb_err.h"
 #include "kb_log.h"
 #include "kb_net_int.h"
+#include "kb_netrec.h"
 #include "kb_sock.h"
 #include "kb_time.h"
 #include "kp_msgs.h"
@@ -69,6 +70,7 @@ struct kb_conn_s {
     kb_seg_t *out_head, *out_tail;
     size_t out_bytes;
     int64_t last_active_ms;
+    kb_netrec_t rec; /* request recorder (KM_RECORD_DIR) */
 };
 
 struct kb_io_s {
@@ -139,6 +141,9 @@ struct kb_server_s {
     kb_counter_t *m_rej_too_large, *m_rej_unsupported, *m_rej_malformed;
     kb_gauge_t *m_conns, *m_queue, *m_inflight;
     kb_api_metrics_t api_m[KB_API_METRIC_KEYS];
+    /* request recorder: KM_RECORD_DIR at start (NULL: off), KM_RECORD_MAX_BYTES */
+    char *rec_dir;
+    uint64_t rec_limit;
 };
 
 typedef enum kb_close_why_e {
@@ -540,6 +545,7 @@ static void kb_conn_close(kb_conn_t *conn, kb_close_why_t why, const char *fmt, 
     epoll_ctl(io->epfd, EPOLL_CTL_DEL, conn->fd, NULL);
     close(conn->fd);
     conn->fd = -1;
+    kb_netrec_close(&conn->rec);
     free(conn->rbuf);
     conn->rbuf = NULL;
     free(conn->fbuf);
@@ -622,6 +628,8 @@ static void kb_conn_frame(kb_conn_t *conn, uint8_t *buf, size_t len)
     int32_t corr;
     bool apiv_too_new;
 
+    if (srv->rec_dir)
+        kb_netrec_frame(&conn->rec, srv->rec_dir, srv->rec_limit, conn->id, buf, len);
     kp_reader_init(&rd, buf, len);
     key = kp_read_int16(&rd);
     ver = kp_read_int16(&rd);
@@ -1220,6 +1228,7 @@ static void kb_acceptor_accept(kb_server_t *srv, kb_lst_t *l, int64_t *backoff_u
             continue;
         }
         atomic_init(&conn->refcnt, 1);
+        kb_netrec_init(&conn->rec);
         conn->fd = fd;
         conn->srv = srv;
         conn->listener = l->name;
@@ -1347,6 +1356,12 @@ kb_server_t *kb_server_new(const kb_server_conf_t *conf, kb_api_registry_t *reg,
         l->port = kb_sock_local_port(l->fd);
     }
     kb_server_metrics_init(srv);
+    srv->rec_dir = kb_netrec_dir_from_env(&srv->rec_limit);
+    if (srv->rec_dir)
+        kb_log_info("net",
+                    "recording every request frame under %s (KM_RECORD_DIR, at most %llu "
+                    "bytes per connection)",
+                    srv->rec_dir, (unsigned long long)srv->rec_limit);
     return srv;
 nomem_srv:
     kb_server_free(srv);
@@ -1525,6 +1540,7 @@ void kb_server_free(kb_server_t *srv)
     if (srv->acc_wake >= 0)
         close(srv->acc_wake);
     free(srv->q);
+    free(srv->rec_dir);
     pthread_mutex_destroy(&srv->q_mu);
     pthread_cond_destroy(&srv->q_nonempty);
     pthread_cond_destroy(&srv->q_nonfull);
