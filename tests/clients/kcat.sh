@@ -171,27 +171,33 @@ fi
 t=$(km_topic kc-kcat-md)
 check_metadata() {
   K -L -t "$t" -J >"$WORK/md.json" || return 1
-  jq -e --arg t "$t" --argjson n 5 '
-    (.brokers | length) >= 1
-    and ([.brokers[].name | test("^[^:]+:[0-9]+$")] | all)
-    and ((.brokers | map(.id)) as $ids | (.controllerid as $c | $ids | index($c)) != null)
-    and (.topics | length) == 1
-    and (.topics[0].topic == $t) and (.topics[0].error == null)
-    and (.topics[0].partitions | length) == $n
-    and ([.topics[0].partitions[].partition] | sort) == [range(0; $n)]
-    and ((.brokers | map(.id)) as $ids | [.topics[0].partitions[] |
-          .leader as $l | (.error == null) and ($ids | index($l)) != null
-          and ([.replicas[].id] | index($l)) != null
-          and ([.isrs[].id] | index($l)) != null] | all)
-  ' "$WORK/md.json" >/dev/null || { cat "$WORK/md.json"; return 1; }
+  "$PY" - "$WORK/md.json" "$t" 5 <<'PYEOF'
+import json, re, sys
+md, topic, n = json.load(open(sys.argv[1])), sys.argv[2], int(sys.argv[3])
+def need(cond, what):
+    if not cond:
+        print("kcat -L: " + what + ": " + json.dumps(md)); sys.exit(1)
+ids = [b["id"] for b in md["brokers"]]
+need(ids, "no brokers")
+need(all(re.fullmatch(r"[^:]+:[0-9]+", b["name"]) for b in md["brokers"]), "broker names are not host:port")
+need(md.get("controllerid") in ids, "controller id %r is not a broker" % md.get("controllerid"))
+need(len(md["topics"]) == 1 and md["topics"][0]["topic"] == topic, "not exactly the asked topic")
+t = md["topics"][0]
+need("error" not in t, "topic error")
+need(sorted(p["partition"] for p in t["partitions"]) == list(range(n)), "partitions are not 0..%d" % (n - 1))
+for p in t["partitions"]:
+    need("error" not in p, "partition %d error" % p["partition"])
+    need(p["leader"] in ids, "partition %d leader %r unknown" % (p["partition"], p["leader"]))
+    need(p["leader"] in [r["id"] for r in p["replicas"]], "partition %d leader not a replica" % p["partition"])
+    need(p["leader"] in [r["id"] for r in p["isrs"]], "partition %d leader not in ISR" % p["partition"])
+PYEOF
 }
 check_list_all() {
   K -L -J >"$WORK/all.json" || return 1
-  local x
-  for x in "${CREATED[@]}"; do
-    jq -e --arg t "$x" '[.topics[].topic] | index($t) != null' "$WORK/all.json" >/dev/null ||
-      { echo "topic $x missing from kcat -L"; return 1; }
-  done
+  "$PY" -c 'import json, sys
+listed = {t["topic"] for t in json.load(open(sys.argv[1]))["topics"]}
+missing = [x for x in sys.argv[2:] if x not in listed]
+if missing: sys.exit("topics missing from kcat -L: %s" % missing)' "$WORK/all.json" "${CREATED[@]}"
 }
 if create_topic "$t" 5; then
   km_check "kcat -L -t: 5 partitions, each with a known leader in its replicas and ISR; controller is a broker" \
