@@ -42,9 +42,11 @@ start_once() {
 km_broker_start() {
   "$PEERS/kafka-libs.sh" "$VERSION" >/dev/null || return 1
   start_once && return 0
-  # One retry: on a loaded machine kafka-cluster.sh can report "node 1 exited during startup"
-  # for a node whose pid file was checked before `setsid java` had exec'd (seen 1 in ~10 starts
-  # at load 6, with an empty node log). A broker that really cannot start fails twice.
+  # One retry, for two rare failures of kafka-cluster.sh start seen here: "node 1 exited during
+  # startup" with an empty node log (1 in ~10 starts at load 6; apparently the pid is checked
+  # before `setsid java` has exec'd), and "storage format failed" when the random cluster id
+  # starts with '-' (StorageTool takes it for an option; 1 start in 64). A broker that really
+  # cannot start fails twice.
   echo "against-kafka: start failed; stopping what is left and trying once more" >&2
   "$PEERS/kafka-cluster.sh" stop --name "$NAME" >/dev/null 2>&1 || true
   start_once
