@@ -34,11 +34,11 @@ ctest_labels() { # ctest_labels DIR INCLUDE-REGEX [EXCLUDE-REGEX]
 step "deps (apt, JDK, Maven)" scripts/deps.sh || { echo "cannot install dependencies" >&2; exit 1; }
 step "peers (Apache Kafka jars from Maven Central)" scripts/peers.sh
 step "build (gcc)" scripts/build.sh build
-step "unit+codec+smoke (gcc)" ctest_labels build 'unit|codec|smoke' 'interop'
-step "interop (Java oracle, Apache Kafka)" ctest_labels build 'interop'
+step "unit+codec+smoke (gcc)" ctest_labels build 'unit|codec|smoke' 'interop|robust|slow'
+step "interop+robust+slow (real clients, Apache Kafka)" ctest_labels build 'interop|robust|slow'
 step "build (clang, ASan+UBSan, libFuzzer)" \
     env CC=clang scripts/build.sh build-asan -DKM_SANITIZE=ON -DKM_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug
-step "unit+codec+smoke (ASan+UBSan)" ctest_labels build-asan 'unit|codec|smoke' 'interop'
+step "unit+codec+smoke+asan (ASan+UBSan)" ctest_labels build-asan 'unit|codec|smoke|asan' 'interop|slow'
 step "fuzz (${KM_FUZZ_SECONDS}s per target)" ctest_labels build-asan 'fuzz'
 step "format-check" cmake --build build --target format-check
 
