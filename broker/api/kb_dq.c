@@ -186,9 +186,7 @@ static void *kb_dq_thread(void *arg)
 
         pthread_mutex_lock(&dq->mu);
         if (done || expired || op->cancelled) {
-            if (!done && !expired)
-                ; /* cancelled while running: nothing was sent */
-            else if (!op->completed && !op->cancelled)
+            if (!op->completed && !op->cancelled && op->req)
                 kb_log_error("dq", "a delayed operation finished without completing its request");
             kb_dq_op_unlink_all(op);
             op->state = KB_DQ_DONE;
