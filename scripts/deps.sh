@@ -3,7 +3,7 @@
 # already there. Safe to run again. Needs root or sudo for apt-get.
 set -euo pipefail
 
-PKGS=(build-essential cmake ninja-build pkg-config python3 clang clang-format
+PKGS=(build-essential cmake ninja-build pkg-config python3 python3-venv python3-pip clang clang-format
       libclang-rt-14-dev libssl-dev libzstd-dev liblz4-dev zlib1g-dev libsnappy-dev
       libpcre2-dev libprotobuf-c-dev protobuf-c-compiler libcunit1-dev
       default-jdk-headless maven kcat rpm file procps iproute2)

@@ -241,6 +241,8 @@ do_start() {
   rm -f "$CDIR"/node*.pid
   local cid
   cid=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)
+  # A leading '-' would be read as an option by StorageTool; any base64url letter keeps it a uuid.
+  [[ "$cid" == -* ]] && cid="A${cid:1}"
   cat >"$CDIR/cluster.env" <<EOF
 NAME=$NAME
 VERSION=$VERSION
@@ -290,7 +292,8 @@ EOF
   wpid=$!
   while kill -0 "$wpid" 2>/dev/null; do
     for ((i = 1; i <= NODES; i++)); do
-      if ! pid_of "$i" >/dev/null; then
+      # kill -0, not pid_of: until setsid has exec'd java the command line is still the shell's.
+      if ! kill -0 "$(cat "$CDIR/node$i.pid")" 2>/dev/null; then
         kill "$wpid" 2>/dev/null || true
         wait "$wpid" 2>/dev/null || true
         log "node $i exited during startup"
