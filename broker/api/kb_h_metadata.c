@@ -153,7 +153,10 @@ static kb_api_result_t kb_metadata_handle(void *opaque, kb_req_t *req, kb_resp_t
             const kp_MetadataRequest_MetadataRequestTopic_t *t = &rq.Topics.v[i];
             kp_MetadataResponse_MetadataResponseTopic_t *mt;
             kb_topic_info_t ti;
-            char *name = kb_h_str(ctx->arena, t->Name);
+            /* Kafka names a topic by id whenever the id is set (the Java client leaves the
+             * name "" then), else by name. */
+            bool by_id = ver >= 10 && !kb_uuid_is_zero(&t->TopicId);
+            char *name = by_id ? NULL : kb_h_str(ctx->arena, t->Name);
             char msg[512];
             bool dup = false;
 
@@ -168,7 +171,7 @@ static kb_api_result_t kb_metadata_handle(void *opaque, kb_req_t *req, kb_resp_t
             mt = &resp.Topics.v[nt++];
             kp_MetadataResponse_MetadataResponseTopic_init(mt);
             mt->TopicAuthorizedOperations = INT32_MIN;
-            if (!name) {
+            if (by_id || !name) {
                 /* by topic id (v10+) */
                 mt->TopicId = t->TopicId;
                 if (kb_meta_topic_by_id(svc->meta, &t->TopicId, &ti) == 0) {

@@ -290,7 +290,11 @@ static void kb_dt_one(kb_apisvc_t *svc, kb_reqctx_t *ctx, kp_str_t sname, const 
     char *name = kb_h_str(ctx->arena, sname);
     kb_topic_info_t ti;
     char msg[512];
-    bool by_id = !name;
+    bool by_id;
+
+    if (name && !name[0] && id && !kb_uuid_is_zero(id))
+        name = NULL; /* an empty name beside an id: by id */
+    by_id = !name;
 
     r->Name = sname;
     if (id)

@@ -286,7 +286,7 @@ static void t_metadata(void)
         kp_MetadataRequest_init(&rq);
         kp_MetadataRequest_MetadataRequestTopic_init(&tt[0]);
         kp_MetadataRequest_MetadataRequestTopic_init(&tt[1]);
-        tt[0].Name = KP_STR_NULL;
+        tt[0].Name = S(""); /* the Java client's way of asking by id */
         tt[0].TopicId = topic_id("a");
         tt[1].Name = KP_STR_NULL;
         kb_uuid_random(&tt[1].TopicId);
