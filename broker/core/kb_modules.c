@@ -13,6 +13,12 @@
 #include "kb_apimod.h"
 #endif
 
+/* broker/host: the kbx plugin host (plugin.paths); after the api module, whose metadata and
+ * partitions it serves to plugins. */
+#ifdef KB_HAVE_HOST
+#include "kb_hostmod.h"
+#endif
+
 static int kb_module_net_init(kb_broker_t *kb, void **statep, char *errstr, size_t errstr_size)
 {
     (void)statep;
@@ -30,6 +36,9 @@ const kb_module_t *const kb_modules[] = {
     &kb_module_net,
 #ifdef KB_HAVE_API
     &kb_module_api,
+#endif
+#ifdef KB_HAVE_HOST
+    &kb_module_host,
 #endif
     NULL,
 };
