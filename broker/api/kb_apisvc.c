@@ -293,10 +293,11 @@ void kb_apisvc_free(kb_apisvc_t *svc)
     for (size_t i = 0; i < svc->registered_cnt; i++)
         kb_api_unregister(svc->reg, svc->registered[i]);
     svc->registered_cnt = 0;
+    /* Partitions first: closing one closes its watch list in the dq. */
+    kb_meta_close(svc->meta);
     kb_dq_free(svc->dq);
     svc->dq = NULL;
     kb_fsess_cache_free(svc->fsess);
-    kb_meta_close(svc->meta);
     kb_partmgr_close(svc->pm);
     pthread_rwlock_destroy(&svc->hook_rw);
     free(svc);
