@@ -495,7 +495,7 @@ static int kb_meta_load(kb_meta_t *meta, char *errstr, size_t errstr_size)
         goto out;
     }
     if (cid && !meta->cluster_id[0])
-        snprintf(meta->cluster_id, sizeof(meta->cluster_id), "%s", cid);
+        snprintf(meta->cluster_id, sizeof(meta->cluster_id), "%.63s", cid);
     if (kp_read_int32(&rd) != meta->node_id && !rd.err) {
         snprintf(errstr, errstr_size, "%s was written by another node.id", path);
         rc = KB_E_INVALID;
@@ -620,7 +620,7 @@ kb_meta_t *kb_meta_open(const kb_config_t *cfg, char *errstr, size_t errstr_size
     if (!meta->dir)
         goto nomem;
     if (cfg->cluster_id && cfg->cluster_id[0])
-        snprintf(meta->cluster_id, sizeof(meta->cluster_id), "%s", cfg->cluster_id);
+        snprintf(meta->cluster_id, sizeof(meta->cluster_id), "%.63s", cfg->cluster_id);
 
     /* meta.properties of every dir: they must agree with each other and with the config. */
     for (size_t i = 0; i < nd; i++) {
@@ -646,7 +646,7 @@ kb_meta_t *kb_meta_open(const kb_config_t *cfg, char *errstr, size_t errstr_size
         }
         if (mp[i].cluster_id[0]) {
             if (!meta->cluster_id[0]) {
-                snprintf(meta->cluster_id, sizeof(meta->cluster_id), "%s", mp[i].cluster_id);
+                snprintf(meta->cluster_id, sizeof(meta->cluster_id), "%.63s", mp[i].cluster_id);
             } else if (strcmp(meta->cluster_id, mp[i].cluster_id)) {
                 snprintf(errstr, errstr_size,
                          "%s has cluster.id=%s, which does not match %s (cluster.id or another "

@@ -449,12 +449,17 @@ static void kb_part_free(kb_part_t *part)
 
 void kb_part_release(kb_part_t *part)
 {
+    kb_partmgr_t *pm;
+    bool deleted;
     int prev;
     if (!part)
         return;
+    /* Read before dropping the reference: once it is dropped, a deleter waiting for the
+     * count to reach 1 may free the partition at any moment. */
+    pm = part->pm;
+    deleted = atomic_load(&part->deleted);
     prev = atomic_fetch_sub(&part->refcnt, 1);
-    if (prev == 2 && atomic_load(&part->deleted)) {
-        kb_partmgr_t *pm = part->pm;
+    if (prev == 2 && deleted) {
         pthread_mutex_lock(&pm->mu);
         pthread_cond_broadcast(&pm->ref_cv);
         pthread_mutex_unlock(&pm->mu);

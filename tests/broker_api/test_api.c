@@ -1079,6 +1079,27 @@ static void t_fetch_limits(void)
     r = fetch(12, fp, 1, 0, 1, 1 << 20, 0, 0, -1);
     CU_ASSERT_EQUAL(fr_part(r, 0, 0)->ErrorCode, 0);
     CU_ASSERT_EQUAL(fr_part(r, 0, 0)->Records.len, 0);
+    /* many small segments: each response holds one segment's batches; reading on from each
+     * response's end reaches every record */
+    {
+        const char *segcfg[] = {"segment.bytes", "2000", NULL};
+        fpart_t sp = {.topic = "seg", .current_epoch = -1, .last_epoch = -1};
+        int total = 0, rounds = 0;
+        CU_ASSERT_EQUAL(kbat_create_topic(g_fd, "seg", 1, segcfg), 0);
+        for (int i = 0; i < 40; i++)
+            CU_ASSERT_EQUAL(produce_n("seg", 0, 10, KP_CODEC_NONE, &base), 0);
+        while (sp.offset < 400 && rounds++ < 500) {
+            int64_t last = -1;
+            int got;
+            r = fetch(12, &sp, 1, 0, 1, 1 << 20, 0, 0, -1);
+            got = kbat_count_records(fr_part(r, 0, 0)->Records, NULL, &last);
+            CU_ASSERT_FATAL(got > 0);
+            total += got;
+            sp.offset = last + 1;
+        }
+        CU_ASSERT_EQUAL(total, 400);
+        CU_ASSERT(rounds > 1);
+    }
     /* unknown partition and topic */
     fp[0].partition = 7;
     r = fetch(12, fp, 1, 0, 1, 1 << 20, 0, 0, -1);
