@@ -19,7 +19,7 @@
 #include "kb_host_int.h"
 #include "kb_hostmod.h"
 
-/* ---- plugin.paths entries ---------------------------------------------------------------------- */
+/* ---- plugin.paths entries -------------------------------------------------------------------- */
 
 int kb_host_entry_parse(const char *entry, char *flag, size_t flag_size, char *path,
                         size_t path_size)
@@ -76,7 +76,7 @@ static bool kb_host_flag_on(const kb_config_t *cfg, const char *flag)
     return raw && !strcasecmp(raw, "true");
 }
 
-/* ---- the per-broker registry --------------------------------------------------------------------- */
+/* ---- the per-broker registry ----------------------------------------------------------------- */
 
 static pthread_mutex_t kb_host_reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -118,7 +118,7 @@ size_t kb_host_plugin_count(kb_host_t *h)
     return n;
 }
 
-/* ---- metrics: one collector for every plugin's accounting ------------------------------------- */
+/* ---- metrics: one collector for every plugin's accounting ------------------------------------ */
 
 static void kb_host_collect(void *opaque, kb_metrics_emit_t *em)
 {
@@ -133,10 +133,8 @@ static void kb_host_collect(void *opaque, kb_metrics_emit_t *em)
         d = kbx_loader_desc(p->loaded);
         snprintf(abi, sizeof(abi), "%u.%u", (unsigned)d->abi_major, (unsigned)d->abi_minor);
         {
-            const char *li[] = {"plugin",  p->name,
-                                "version", d->version ? d->version : "",
-                                "abi",     abi,
-                                NULL};
+            const char *li[] = {"plugin", p->name, "version", d->version ? d->version : "",
+                                "abi",    abi,     NULL};
             kb_metrics_emit(em, "kbroker_kbx_plugin_info",
                             "Constant 1 for every loaded plugin, with its version and kbx ABI.",
                             KB_METRIC_GAUGE, li, 1);
@@ -152,8 +150,8 @@ static void kb_host_collect(void *opaque, kb_metrics_emit_t *em)
         kb_metrics_emit(em, "kbroker_kbx_timers", "Timers a plugin holds.", KB_METRIC_GAUGE, l,
                         (double)atomic_load(&p->n_timers));
         kb_metrics_emit(em, "kbroker_kbx_pending_tokens",
-                        "Deferred RPC responses a plugin has not completed yet.",
-                        KB_METRIC_GAUGE, l, (double)atomic_load(&p->n_tokens));
+                        "Deferred RPC responses a plugin has not completed yet.", KB_METRIC_GAUGE,
+                        l, (double)atomic_load(&p->n_tokens));
         kb_metrics_emit(em, "kbroker_kbx_pending_operations",
                         "Asynchronous kbx operations of a plugin not completed yet.",
                         KB_METRIC_GAUGE, l, (double)atomic_load(&p->n_ops));
@@ -161,7 +159,7 @@ static void kb_host_collect(void *opaque, kb_metrics_emit_t *em)
     pthread_mutex_unlock(&h->mu);
 }
 
-/* ---- loading ---------------------------------------------------------------------------------------- */
+/* ---- loading --------------------------------------------------------------------------------- */
 
 static void kb_host_load_one(kb_host_t *h, const char *entry)
 {
@@ -220,10 +218,11 @@ static void kb_host_load_one(kb_host_t *h, const char *entry)
     pthread_mutex_lock(&h->mu);
     snprintf(host->name, sizeof(host->name), "%s", d->name);
     pthread_mutex_unlock(&h->mu);
-    kb_hlog(KB_HLOG_INFO, "plugin %s %s (build %s, kbx ABI %u.%u, host %u.%u) loaded from %s (%s=true)",
-            d->name, d->version ? d->version : "?",
-            d->build_id && d->build_id[0] ? d->build_id : "-", (unsigned)d->abi_major,
-            (unsigned)d->abi_minor, (unsigned)KBX_ABI_MAJOR, (unsigned)KBX_ABI_MINOR, path, flag);
+    kb_hlog(KB_HLOG_INFO,
+            "plugin %s %s (build %s, kbx ABI %u.%u, host %u.%u) loaded from %s (%s=true)", d->name,
+            d->version ? d->version : "?", d->build_id && d->build_id[0] ? d->build_id : "-",
+            (unsigned)d->abi_major, (unsigned)d->abi_minor, (unsigned)KBX_ABI_MAJOR,
+            (unsigned)KBX_ABI_MINOR, path, flag);
 }
 
 static void kb_host_load_all(kb_host_t *h)
@@ -276,7 +275,7 @@ static void kb_host_unload(kb_host_t *h, kbx_host_t *host)
     kb_hlog(KB_HLOG_INFO, "plugin %s stopped", name);
 }
 
-/* ---- the module ------------------------------------------------------------------------------------- */
+/* ---- the module ------------------------------------------------------------------------------ */
 
 static void kb_host_free(kb_host_t *h)
 {
@@ -344,8 +343,8 @@ static int kb_module_host_init(kb_broker_t *kb, void **statep, char *errstr, siz
     kb_kbx_records_fill(&h->table);
     kb_kbx_local_fill(&h->table);
 
-    snprintf(dir, sizeof(dir), "%.*s", (int)strcspn(cfg->eff_log_dirs ? cfg->eff_log_dirs : ".",
-                                                    ","),
+    snprintf(dir, sizeof(dir), "%.*s",
+             (int)strcspn(cfg->eff_log_dirs ? cfg->eff_log_dirs : ".", ","),
              cfg->eff_log_dirs ? cfg->eff_log_dirs : ".");
     if (kb_hrecords_open(&h->rec, dir, errstr, errstr_size) != 0) {
         kb_htimers_stop(&h->timers);

@@ -66,9 +66,9 @@ typedef void(kb_hev_fn)(kb_hq_t *q, kb_hev_t *ev, bool run);
 struct kb_hev_s {
     kb_hev_t *next;
     kb_hev_fn *fn;
-    struct kbx_host *owner;    /**< plugin the item belongs to, or NULL */
-    kb_hlistener_t *listener;  /**< listener deliveries: the listener */
-    _Atomic bool ready;        /**< false: a placeholder still being filled (the thread waits) */
+    struct kbx_host *owner;   /**< plugin the item belongs to, or NULL */
+    kb_hlistener_t *listener; /**< listener deliveries: the listener */
+    _Atomic bool ready;       /**< false: a placeholder still being filled (the thread waits) */
 };
 
 /** A FIFO served by one host thread. */
@@ -97,9 +97,8 @@ void kb_hq_destroy(kb_hq_t *q);
 bool kb_hq_on_thread(const kb_hq_t *q);
 /** Detach the items right after the current one that belong to @p l and satisfy @p same (the
  *  contiguous run only), in order; NULL-terminated list through ->next. @thread q's thread */
-kb_hev_t *kb_hq_take_run(kb_hq_t *q, kb_hlistener_t *l, bool (*same)(const kb_hev_t *a,
-                                                                     const kb_hev_t *b),
-                         const kb_hev_t *first);
+kb_hev_t *kb_hq_take_run(kb_hq_t *q, kb_hlistener_t *l,
+                         bool (*same)(const kb_hev_t *a, const kb_hev_t *b), const kb_hev_t *first);
 /** Drop every queued item of listener @p l, then wait until its callback is not running
  *  (unless called from the queue's thread). @thread any */
 void kb_hq_forget_listener(kb_hq_t *q, kb_hlistener_t *l);
@@ -145,7 +144,7 @@ int kb_hrecords_open(kb_hrecords_t *r, const char *dir, char *errstr, size_t err
 void kb_hrecords_close(kb_hrecords_t *r);
 void kb_hrec_free_array(kb_hrec_t *v, size_t n);
 
-/* ---- the host and its plugins ----------------------------------------------------------------- */
+/* ---- the host and its plugins ---------------------------------------------------------------- */
 
 /** One loaded plugin: the kbx_host_t its init received. */
 struct kbx_host {
@@ -159,8 +158,8 @@ struct kbx_host {
     _Atomic int64_t mem_bytes, mem_allocs;
     kb_gauge_t *m_bytes, *m_allocs;
     /* handles the plugin holds, for the report after fini */
-    _Atomic int n_threads, n_latches, n_timers, n_metrics, n_rpcs, n_tokens, n_listeners,
-        n_parts, n_ops;
+    _Atomic int n_threads, n_latches, n_timers, n_metrics, n_rpcs, n_tokens, n_listeners, n_parts,
+        n_ops;
     struct kbx_host *next;
 };
 
@@ -175,12 +174,12 @@ struct kb_host_s {
     kb_hq_t local;            /**< "kb-kbx-local" */
     kb_htimers_t timers;      /**< "kb-kbx-timer" */
     kb_hrecords_t rec;
-    struct kbx_metric *metrics; /**< registered kbx metrics (under mu) */
+    struct kbx_metric *metrics;     /**< registered kbx metrics (under mu) */
     struct kbx_listener *listeners; /**< every kbx listener (under mu) */
     pthread_rwlock_t authz_rw;
     kb_host_authz_fn *authz;
     void *authz_opaque;
-    _Atomic int64_t md_seq;    /**< metadata_offset handed to listeners */
+    _Atomic int64_t md_seq; /**< metadata_offset handed to listeners */
     _Atomic int32_t local_corr;
     char local_listener[64]; /**< listener name local requests claim */
     void *collector;         /**< kb_metrics collector of the per-plugin gauges */
@@ -199,7 +198,7 @@ void kb_host_misuse(kbx_host_t *host, const char *fmt, ...) __attribute__((forma
 
 int64_t kb_host_now_ms(void);
 
-/* ---- the kbx functions, by file --------------------------------------------------------------- */
+/* ---- the kbx functions, by file -------------------------------------------------------------- */
 
 /* kb_kbx_core.c: host info, fatal, log, memory, clocks, threads, latches, config, authorize */
 void kb_kbx_core_fill(kbx_api_t *t);

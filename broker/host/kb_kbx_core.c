@@ -14,7 +14,7 @@
 #include "kb_host_int.h"
 #include "kb_time.h"
 
-/* ---- handles ---------------------------------------------------------------------------------- */
+/* ---- handles --------------------------------------------------------------------------------- */
 
 void kb_host_misuse(kbx_host_t *host, const char *fmt, ...)
 {
@@ -56,7 +56,7 @@ int64_t kb_host_now_ms(void)
     return kb_time_mono_ms();
 }
 
-/* ---- host, fatal, logging ----------------------------------------------------------------------- */
+/* ---- host, fatal, logging -------------------------------------------------------------------- */
 
 static int32_t kb_kbx_host_info(kbx_host_t *host, kbx_host_info_t *info)
 {
@@ -109,7 +109,7 @@ static void kb_kbx_log_write(kbx_host_t *host, int32_t level, const char *compon
     kb_hlog_plugin(kb_kbx_level(level), host->name, component, msg);
 }
 
-/* ---- memory: a 16-byte header (magic, size) keeps the plugin's blocks counted and aligned ------ */
+/* ---- memory: a 16-byte header (magic, size) keeps the plugin's blocks counted and aligned ---- */
 
 #define KB_MEM_MAGIC 0x6b626d656d6f7279ull /* "kbmemory" */
 
@@ -196,7 +196,7 @@ static void *kb_kbx_mem_realloc(kbx_host_t *host, void *ptr, size_t size)
     return nh + 1;
 }
 
-/* ---- clocks ------------------------------------------------------------------------------------ */
+/* ---- clocks ---------------------------------------------------------------------------------- */
 
 static int64_t kb_kbx_clock_monotonic_ns(kbx_host_t *host)
 {
@@ -210,7 +210,7 @@ static int64_t kb_kbx_clock_wall_ms(kbx_host_t *host)
     return kb_time_wall_ms();
 }
 
-/* ---- host-lent threads: a pthread calling fn until it returns KBX_THREAD_EXIT ------------------ */
+/* ---- host-lent threads: a pthread calling fn until it returns KBX_THREAD_EXIT ---------------- */
 
 struct kbx_thread {
     uint32_t magic;
@@ -236,8 +236,8 @@ static void *kb_kbx_thread_main(void *p)
     return NULL;
 }
 
-static int32_t kb_kbx_thread_start(kbx_host_t *host, const char *name, kbx_thread_fn fn,
-                                   void *arg, kbx_thread_t **out)
+static int32_t kb_kbx_thread_start(kbx_host_t *host, const char *name, kbx_thread_fn fn, void *arg,
+                                   kbx_thread_t **out)
 {
     struct kbx_thread *t;
     sigset_t all, old;
@@ -285,7 +285,7 @@ static int32_t kb_kbx_thread_join(kbx_host_t *host, kbx_thread_t *t)
     return KBX_OK;
 }
 
-/* ---- latches ------------------------------------------------------------------------------------ */
+/* ---- latches --------------------------------------------------------------------------------- */
 
 struct kbx_latch {
     uint32_t magic;
@@ -370,7 +370,7 @@ static void kb_kbx_latch_destroy(kbx_host_t *host, kbx_latch_t *l)
     free(l);
 }
 
-/* ---- broker configuration ------------------------------------------------------------------------ */
+/* ---- broker configuration -------------------------------------------------------------------- */
 
 static int32_t kb_kbx_config_get(kbx_host_t *host, const char *key, char *buf, size_t size)
 {
@@ -472,11 +472,10 @@ static int32_t kb_kbx_config_foreach(kbx_host_t *host, const char *prefix, kbx_c
     return k.nomem ? KBX_ERR_NOMEM : count;
 }
 
-/* ---- authorization ------------------------------------------------------------------------------ */
+/* ---- authorization --------------------------------------------------------------------------- */
 
 static int32_t kb_kbx_authorize(kbx_host_t *host, const char *principal, const char *client_host,
-                                int32_t resource_type, const char *resource_name,
-                                int32_t operation)
+                                int32_t resource_type, const char *resource_name, int32_t operation)
 {
     kb_host_t *h;
     int32_t rc = KBX_AUTHZ_ALLOWED;
@@ -500,7 +499,7 @@ void kb_host_set_authorizer(kb_host_t *h, kb_host_authz_fn *fn, void *opaque)
     pthread_rwlock_unlock(&h->authz_rw);
 }
 
-/* ---- completions without work ------------------------------------------------------------------ */
+/* ---- completions without work ---------------------------------------------------------------- */
 
 typedef struct kb_host_done_ev_s {
     kb_hev_t ev;

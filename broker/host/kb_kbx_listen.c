@@ -73,15 +73,15 @@ struct kbx_listener {
     kbx_leadership_ops_t lops;
     void *plugin_ctx;
     kb_meta_listener_t *kl;
-    kb_lev_t *snap;               /**< placeholder filled during kb_meta_listen */
+    kb_lev_t *snap;                /**< placeholder filled during kb_meta_listen */
     struct kbx_listener *rec_next; /**< kb_host_t.rec.fanout (metadata listeners) */
     struct kbx_listener *all_next; /**< kb_host_t.listeners (under kb_host_t.mu) */
-    bool unreg_in_callback;       /**< unregistered from its own callback: freed after it */
-    kb_ltopic_t *topics;          /**< leadership: topics known, for removals */
+    bool unreg_in_callback;        /**< unregistered from its own callback: freed after it */
+    kb_ltopic_t *topics;           /**< leadership: topics known, for removals */
     size_t ntopics, cap_topics;
 };
 
-/* ---- items ------------------------------------------------------------------------------------ */
+/* ---- items ----------------------------------------------------------------------------------- */
 
 static void kb_lev_free(kb_lev_t *e)
 {
@@ -202,7 +202,7 @@ void kb_kbx_listen_records(kb_host_t *h, const kb_hrec_t *v, size_t n)
     }
 }
 
-/* ---- delivery ----------------------------------------------------------------------------------- */
+/* ---- delivery -------------------------------------------------------------------------------- */
 
 static bool kb_lev_same_change(const kb_hev_t *a, const kb_hev_t *b)
 {
@@ -496,7 +496,7 @@ static void kb_lev_run(kb_hq_t *q, kb_hev_t *ev, bool run)
     kb_lev_free(e);
 }
 
-/* ---- registration -------------------------------------------------------------------------------- */
+/* ---- registration ---------------------------------------------------------------------------- */
 
 static int32_t kb_kbx_listen(kbx_host_t *host, int kind, const void *ops, void *plugin_ctx,
                              kbx_listener_t **out)
@@ -505,8 +505,8 @@ static int32_t kb_kbx_listen(kbx_host_t *host, int kind, const void *ops, void *
     struct kbx_listener *l;
     kb_lev_t *snap;
 
-    if (!kb_host_from(host, kind == KB_LS_MD ? "metadata_listen" : "leadership_listen") ||
-        !ops || !out)
+    if (!kb_host_from(host, kind == KB_LS_MD ? "metadata_listen" : "leadership_listen") || !ops ||
+        !out)
         return KBX_ERR_INVALID;
     h = host->h;
     l = calloc(1, sizeof(*l));

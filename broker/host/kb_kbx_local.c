@@ -97,8 +97,10 @@ static int32_t kb_lreq_dispatch(kb_host_t *h, kb_lreq_t *lr, uint8_t **resp_out,
     size_t flen;
 
     if (kb_lreq_may_defer(lr->api_key)) {
-        kb_hlog(KB_HLOG_WARN, "plugin %s: local request for API %d refused: its handler waits, "
-                "and deferred handlers need a connection", lr->ev.owner->name, (int)lr->api_key);
+        kb_hlog(KB_HLOG_WARN,
+                "plugin %s: local request for API %d refused: its handler waits, "
+                "and deferred handlers need a connection",
+                lr->ev.owner->name, (int)lr->api_key);
         return KBX_ERR_UNSUPPORTED;
     }
     if (kb_api_get(reg, lr->api_key, &range) != 0 || lr->api_version < range.min_ver ||
@@ -174,9 +176,10 @@ static int32_t kb_lreq_dispatch(kb_host_t *h, kb_lreq_t *lr, uint8_t **resp_out,
         int exp = KB_RS_DEFERRED;
         kb_resp_free(resp);
         resp = NULL;
-        kb_hlog(KB_HLOG_WARN, "plugin %s: the handler of API %d deferred a local request; "
-                "cancelled (deferred local requests are not supported yet)", lr->ev.owner->name,
-                (int)lr->api_key);
+        kb_hlog(KB_HLOG_WARN,
+                "plugin %s: the handler of API %d deferred a local request; "
+                "cancelled (deferred local requests are not supported yet)",
+                lr->ev.owner->name, (int)lr->api_key);
         if (atomic_compare_exchange_strong(&req->state, &exp, KB_RS_CANCELLED)) {
             if (req->cancel) {
                 req->cancel(req->cancel_opaque, req);

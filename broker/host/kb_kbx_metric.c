@@ -16,13 +16,11 @@
 
 #include "kb_host_int.h"
 
-static const double kb_kbx_histo_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                             0.05,   0.1,   0.25,   0.5,   1,    2.5,
-                                             5,      10,    25,     50,    100,  250,
-                                             500,    1000,  1e4,    1e5,   1e6,  1e7};
+static const double kb_kbx_histo_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                             0.25,   0.5,   1,      2.5,   5,    10,    25,   50,
+                                             100,    250,   500,    1000,  1e4,  1e5,   1e6,  1e7};
 
-_Static_assert(sizeof(kb_kbx_histo_bounds) / sizeof(kb_kbx_histo_bounds[0]) <=
-                   KB_HISTO_MAX_BUCKETS,
+_Static_assert(sizeof(kb_kbx_histo_bounds) / sizeof(kb_kbx_histo_bounds[0]) <= KB_HISTO_MAX_BUCKETS,
                "histogram buckets fit the registry");
 
 struct kbx_metric {

@@ -189,8 +189,7 @@ static int32_t kb_kbx_log_append(kbx_host_t *host, kbx_partition_t *p, const uin
 }
 
 static int32_t kb_kbx_log_append_control(kbx_host_t *host, kbx_partition_t *p,
-                                         const kbx_control_batch_t *batch,
-                                         kbx_append_result_t *out)
+                                         const kbx_control_batch_t *batch, kbx_append_result_t *out)
 {
     kbx_control_batch_t c;
     kb_append_info_t info;
@@ -213,9 +212,9 @@ static int32_t kb_kbx_log_append_control(kbx_host_t *host, kbx_partition_t *p,
         return rc;
     memset(&info, 0, sizeof(info));
     /* The storage engine stamps its own clock: timestamp_ms is not used (docs/abi.md). */
-    rc = kb_kbx_sto_err(kb_part_append_control(part, c.control_type, c.producer_id,
-                                               c.producer_epoch, c.coordinator_epoch,
-                                               c.leader_epoch, &info));
+    rc =
+        kb_kbx_sto_err(kb_part_append_control(part, c.control_type, c.producer_id, c.producer_epoch,
+                                              c.coordinator_epoch, c.leader_epoch, &info));
     if (rc == KBX_OK)
         kb_kbx_append_result(out, &info, kb_log_leo(part->log));
     kb_part_release(part);
@@ -280,8 +279,7 @@ static int32_t kb_kbx_log_set_start(kbx_host_t *host, kbx_partition_t *p, int64_
     return rc;
 }
 
-static int32_t kb_kbx_partition_set_write_mode(kbx_host_t *host, kbx_partition_t *p,
-                                               int32_t mode)
+static int32_t kb_kbx_partition_set_write_mode(kbx_host_t *host, kbx_partition_t *p, int32_t mode)
 {
     kb_part_t *part;
     int32_t rc;
@@ -299,7 +297,7 @@ static int32_t kb_kbx_partition_set_write_mode(kbx_host_t *host, kbx_partition_t
     return KBX_OK;
 }
 
-/* ---- asynchronous operations ------------------------------------------------------------------ */
+/* ---- asynchronous operations ----------------------------------------------------------------- */
 
 static int32_t kb_kbx_wait_isr_truncation(kbx_host_t *host, kbx_partition_t *p, int64_t offset,
                                           uint32_t flags, int64_t timeout_ms, kbx_done_fn done,
@@ -359,8 +357,8 @@ static void kb_kbx_bump_run(kb_hq_t *q, kb_hev_t *ev, bool run)
                 kb_part_set_write_mode(part, KB_WRITE_PENDING);
             kb_part_release(part);
         }
-        kb_hlog(KB_HLOG_INFO, "plugin %s raised the leader epoch of partition %d to %d",
-                host->name, (int)b->partition, (int)ne);
+        kb_hlog(KB_HLOG_INFO, "plugin %s raised the leader epoch of partition %d to %d", host->name,
+                (int)b->partition, (int)ne);
         /* After the leadership event this change queued: the plugin sees the new epoch from
          * its listener no later than the completion. */
         if (kb_host_post_done(host, b->done, b->arg, KBX_OK) == KBX_OK) {

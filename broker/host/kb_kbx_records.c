@@ -116,9 +116,10 @@ static int kb_rec_load(kb_hrecords_t *r, char *errstr, size_t errstr_size)
     int rc = -1;
 
     if (!f)
-        return errno == ENOENT ? 0 : (snprintf(errstr, errstr_size, "cannot open %s: %s",
-                                               r->path, strerror(errno)),
-                                      -1);
+        return errno == ENOENT
+                   ? 0
+                   : (snprintf(errstr, errstr_size, "cannot open %s: %s", r->path, strerror(errno)),
+                      -1);
     if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 16 || size > KB_REC_MAX_BYTES ||
         fseek(f, 0, SEEK_SET) != 0)
         goto bad;
@@ -168,8 +169,10 @@ static int kb_rec_load(kb_hrecords_t *r, char *errstr, size_t errstr_size)
     rc = 0;
 bad:
     if (rc != 0) {
-        snprintf(errstr, errstr_size, "%s is corrupt or unreadable (remove it to start without "
-                 "plugin records)", r->path);
+        snprintf(errstr, errstr_size,
+                 "%s is corrupt or unreadable (remove it to start without "
+                 "plugin records)",
+                 r->path);
         kb_hrec_free_array(r->v, r->n);
         r->v = NULL;
         r->n = r->cap = 0;

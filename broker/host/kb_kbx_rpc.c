@@ -204,8 +204,10 @@ static kb_api_result_t kb_kbx_rpc_handler(void *opaque, kb_req_t *req, kb_resp_t
                                "closing the connection",
                                (int)ctx->api_key);
             else
-                kb_hlog(KB_HLOG_DEBUG, "plugin %s: handler of API %d failed (%d): closing the "
-                        "connection", r->host->name, (int)ctx->api_key, (int)rc);
+                kb_hlog(KB_HLOG_DEBUG,
+                        "plugin %s: handler of API %d failed (%d): closing the "
+                        "connection",
+                        r->host->name, (int)ctx->api_key, (int)rc);
             kb_req_complete_close(req);
             tok->state = KB_TK_CLOSED;
         }
@@ -319,9 +321,11 @@ static int32_t kb_kbx_rpc_register(kbx_host_t *host, const kbx_rpc_ops_t *ops, v
             return KBX_ERR_EXISTS;
         if (rc == KB_E_NOMEM)
             return KBX_ERR_NOMEM;
-        kb_host_misuse(host, "rpc_register: %s versions %d..%d are outside what kbroker's codec "
-                       "knows (%d..%d)", info->name, (int)o.min_version, (int)o.max_version,
-                       (int)info->min_ver, (int)info->max_ver);
+        kb_host_misuse(host,
+                       "rpc_register: %s versions %d..%d are outside what kbroker's codec "
+                       "knows (%d..%d)",
+                       info->name, (int)o.min_version, (int)o.max_version, (int)info->min_ver,
+                       (int)info->max_ver);
         return KBX_ERR_INVALID;
     }
     atomic_fetch_add(&host->n_rpcs, 1);

@@ -7,8 +7,8 @@
 
 #include "kbx.h"
 
-static int32_t kbh_bad_init(const kbx_api_t *api, kbx_host_t *host, void **plugin_ctx,
-                            char *errbuf, size_t errbuf_size)
+static int32_t kbh_bad_init(const kbx_api_t *api, kbx_host_t *host, void **plugin_ctx, char *errbuf,
+                            size_t errbuf_size)
 {
     (void)api;
     (void)host;

@@ -98,7 +98,7 @@ static int log_contains(const char *needle)
     return r;
 }
 
-/* ---- the broker process ------------------------------------------------------------------------ */
+/* ---- the broker process ---------------------------------------------------------------------- */
 
 typedef struct broker {
     pid_t pid;
@@ -119,8 +119,9 @@ static int broker_start(broker_t *b, const char *extra)
     f = fopen(cfg, "w");
     if (!f)
         return -1;
-    fprintf(f, "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs=%s\n"
-               "metrics.listener=http://127.0.0.1:0\nnum.partitions=1\n%s\n",
+    fprintf(f,
+            "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs=%s\n"
+            "metrics.listener=http://127.0.0.1:0\nnum.partitions=1\n%s\n",
             datadir, extra);
     fclose(f);
     if (pipe2(p, O_CLOEXEC) != 0)
@@ -193,7 +194,7 @@ static int broker_stop(broker_t *b)
     return rc;
 }
 
-/* ---- requests ------------------------------------------------------------------------------------ */
+/* ---- requests -------------------------------------------------------------------------------- */
 
 /* Send @p req (message of API @p key at @p ver) with @p client_id on a new connection and decode
  * the response into @p resp (arrays in @p ar). 0, or -1 (connection closed, bad response). */
@@ -271,8 +272,8 @@ static kp_ListMirrorsResponse_t *cmd(int port, const char *command, kp_arena_t *
     return resp;
 }
 
-static const kp_ListMirrorsResponse_ListedMirror_t *
-result(const kp_ListMirrorsResponse_t *r, const char *name)
+static const kp_ListMirrorsResponse_ListedMirror_t *result(const kp_ListMirrorsResponse_t *r,
+                                                           const char *name)
 {
     for (int32_t i = 0; r && i < r->Mirrors.cnt; i++)
         if (r->Mirrors.v[i].MirrorName.len == (int32_t)strlen(name) &&
@@ -556,7 +557,7 @@ static int control_types(const uint8_t *buf, size_t len, int *types, int max)
     return n;
 }
 
-/* ---- the kbx test --------------------------------------------------------------------------------- */
+/* ---- the kbx test ---------------------------------------------------------------------------- */
 
 static void test_kbx(const char *plugin)
 {
@@ -602,9 +603,11 @@ static void test_kbx(const char *plugin)
 
     r = cmd(b.port, "append:kbh-m1", &ar, false);
     rc = produce(b.port, "kbh-m1", 9);
-    CHECK(rc == KP_ERR_READ_ONLY_TOPIC, "Produce to a read-only topic: %d, want READ_ONLY_TOPIC", rc);
+    CHECK(rc == KP_ERR_READ_ONLY_TOPIC, "Produce to a read-only topic: %d, want READ_ONLY_TOPIC",
+          rc);
     rc = produce(b.port, "kbh-m1", 3);
-    CHECK(rc == KP_ERR_READ_ONLY_TOPIC, "Produce v3 to a read-only topic: %d, want READ_ONLY_TOPIC", rc);
+    CHECK(rc == KP_ERR_READ_ONLY_TOPIC, "Produce v3 to a read-only topic: %d, want READ_ONLY_TOPIC",
+          rc);
     rc = delete_records(b.port, "kbh-m1", 1);
     CHECK(rc == KP_ERR_READ_ONLY_TOPIC, "DeleteRecords read-only: %d, want READ_ONLY_TOPIC", rc);
     m = result(r, "log_append");
@@ -736,7 +739,7 @@ static void test_kbx(const char *plugin)
     kp_arena_free(&ar);
 }
 
-/* ---- the smoke test -------------------------------------------------------------------------------- */
+/* ---- the smoke test -------------------------------------------------------------------------- */
 
 static void test_smoke(const char *kmirror, const char *bad)
 {

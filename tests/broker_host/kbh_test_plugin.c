@@ -110,9 +110,10 @@ typedef struct kbh {
     atomic_int aux_count;
 } kbh_t;
 
-/* ---- helpers ----------------------------------------------------------------------------------- */
+/* ---- helpers --------------------------------------------------------------------------------- */
 
-static void kbh_log(kbh_t *p, int32_t lvl, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void kbh_log(kbh_t *p, int32_t lvl, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static void kbh_log(kbh_t *p, int32_t lvl, const char *fmt, ...)
 {
@@ -185,7 +186,7 @@ static kbh_lead_t *kbh_lead_find(kbh_t *p, const kbx_uuid_t *id, int32_t partiti
     return NULL;
 }
 
-/* ---- asynchronous operations: started by the worker, awaited on oplatch ------------------------- */
+/* ---- asynchronous operations: started by the worker, awaited on oplatch ---------------------- */
 
 static void kbh_op_begin(kbh_t *p)
 {
@@ -249,7 +250,7 @@ static int32_t kbh_op_wait(kbh_t *p)
     return p->op_status;
 }
 
-/* ---- timers and the aux thread ------------------------------------------------------------------ */
+/* ---- timers and the aux thread --------------------------------------------------------------- */
 
 static void kbh_oneshot_cb(void *arg)
 {
@@ -287,7 +288,7 @@ static void kbh_config_cb(void *arg, const char *key, const char *value)
         (*seen) |= 2;
 }
 
-/* ---- commands ------------------------------------------------------------------------------------ */
+/* ---- commands -------------------------------------------------------------------------------- */
 
 static void kbh_cmd_basic(kbh_t *p, kbh_results_t *R)
 {
@@ -305,15 +306,16 @@ static void kbh_cmd_basic(kbh_t *p, kbh_results_t *R)
     memset(&info, 0, sizeof(info));
     info.struct_size = sizeof(info);
     rc = api->host_info(p->host, &info);
-    CHECK(R, "host_info", rc == KBX_OK && info.broker_id == 1 && info.cluster_id[0] &&
-                              !strncmp(info.software, "kbroker ", 8),
+    CHECK(R, "host_info",
+          rc == KBX_OK && info.broker_id == 1 && info.cluster_id[0] &&
+              !strncmp(info.software, "kbroker ", 8),
           "rc %d id %d cluster '%s' software '%s'", rc, info.broker_id, info.cluster_id,
           info.software);
     memset(&small, 0xab, sizeof(small));
     small.struct_size = (uint32_t)offsetof(kbx_host_info_t, cluster_id);
     rc = api->host_info(p->host, &small);
-    CHECK(R, "host_info_short", rc == KBX_OK && small.broker_id == 1 &&
-                                    (uint8_t)small.cluster_id[0] == 0xab,
+    CHECK(R, "host_info_short",
+          rc == KBX_OK && small.broker_id == 1 && (uint8_t)small.cluster_id[0] == 0xab,
           "a short struct_size was overwritten");
 
     CHECK(R, "log_enabled", api->log_enabled(p->host, KBX_LOG_INFO, "kbh.test") != 0,
@@ -327,8 +329,8 @@ static void kbh_cmd_basic(kbh_t *p, kbh_results_t *R)
     if (a)
         memset(a, 1, 100);
     a = api->mem_realloc(p->host, a, 1000);
-    CHECK(R, "memory", a && b && zero && a[99] == 1 &&
-                           api->mem_calloc(p->host, SIZE_MAX, 2) == NULL,
+    CHECK(R, "memory",
+          a && b && zero && a[99] == 1 && api->mem_calloc(p->host, SIZE_MAX, 2) == NULL,
           "alloc/calloc/realloc");
     api->mem_free(p->host, a);
     api->mem_free(p->host, b);
@@ -337,13 +339,13 @@ static void kbh_cmd_basic(kbh_t *p, kbh_results_t *R)
     m1 = api->clock_monotonic_ns(p->host);
     m2 = api->clock_monotonic_ns(p->host);
     wall = api->clock_wall_ms(p->host);
-    CHECK(R, "clocks", m2 >= m1 && wall / 1000 - (int64_t)time(NULL) < 5 &&
-                           (int64_t)time(NULL) - wall / 1000 < 5,
+    CHECK(R, "clocks",
+          m2 >= m1 && wall / 1000 - (int64_t)time(NULL) < 5 &&
+              (int64_t)time(NULL) - wall / 1000 < 5,
           "monotonic %" PRId64 " %" PRId64 " wall %" PRId64, m1, m2, wall);
 
     n = api->config_get(p->host, "mirror.enable", buf, sizeof(buf));
-    CHECK(R, "config_get_flag", n == 4 && !strcmp(buf, "true"), "mirror.enable -> %d '%s'", n,
-          buf);
+    CHECK(R, "config_get_flag", n == 4 && !strcmp(buf, "true"), "mirror.enable -> %d '%s'", n, buf);
     n = api->config_get(p->host, "mirror.test.key", buf, sizeof(buf));
     CHECK(R, "config_get_mirror_key", n == 2 && !strcmp(buf, "v1"), "-> %d '%s'", n, buf);
     n = api->config_get(p->host, "mirror.test.key", buf, 2);
@@ -413,8 +415,8 @@ static void kbh_cmd_basic(kbh_t *p, kbh_results_t *R)
     kbh_op_started(p);
     if (rc == KBX_OK)
         rc = kbh_op_wait(p);
-    CHECK(R, "broker_request_self", rc == KBX_OK && p->op_resp_len >= 2 && p->op_resp[0] == 0 &&
-                                        p->op_resp[1] == 0,
+    CHECK(R, "broker_request_self",
+          rc == KBX_OK && p->op_resp_len >= 2 && p->op_resp[0] == 0 && p->op_resp[1] == 0,
           "ApiVersions v0 to self -> %d (%zu bytes)", rc, p->op_resp_len);
     kbh_op_begin(p);
     rc = api->local_request(p->host, 18, 99, NULL, 0, 5000, kbh_resp_cb, p);
@@ -545,7 +547,8 @@ static int kbh_batch(kp_writer_t *out, int64_t base, int32_t epoch, int64_t pid,
         char k[32], v[64];
         snprintf(k, sizeof(k), "k%d", i);
         snprintf(v, sizeof(v), "%s-value-%d", tag, i);
-        rc = kp_batch_builder_add(&bb, 1700000000000 + i, (kp_bytes_t){(const uint8_t *)k, (int32_t)strlen(k)},
+        rc = kp_batch_builder_add(&bb, 1700000000000 + i,
+                                  (kp_bytes_t){(const uint8_t *)k, (int32_t)strlen(k)},
                                   (kp_bytes_t){(const uint8_t *)v, (int32_t)strlen(v)}, NULL, 0);
     }
     if (!rc)
@@ -603,13 +606,15 @@ static void kbh_cmd_append(kbh_t *p, kbh_results_t *R, const char *name)
     kbh_batch(&wa, L + 10, 5, -1, -1, false, 2, "b");
     rc = api->log_append(p->host, part, wa.buf, wa.len, &ar);
     kbh_hex(wa.buf, wa.len, hex, sizeof(hex));
-    kbh_check(R, "log_append", rc == KBX_OK && ar.batch_count == 2 && ar.first_offset == L &&
-                                   ar.last_offset == L + 11 && ar.log_end_offset == L + 12,
+    kbh_check(R, "log_append",
+              rc == KBX_OK && ar.batch_count == 2 && ar.first_offset == L &&
+                  ar.last_offset == L + 11 && ar.log_end_offset == L + 12,
               (int32_t)L, hex, "rc %d count %d first %" PRId64 " last %" PRId64 " leo %" PRId64, rc,
               ar.batch_count, ar.first_offset, ar.last_offset, ar.log_end_offset);
     kbh_leo(p, part, &o);
-    CHECK(R, "log_offsets", o.log_end_offset == L + 12 && o.high_watermark == L + 12 &&
-                                o.latest_cached_epoch == 5 && o.leader_epoch >= 0,
+    CHECK(R, "log_offsets",
+          o.log_end_offset == L + 12 && o.high_watermark == L + 12 && o.latest_cached_epoch == 5 &&
+              o.leader_epoch >= 0,
           "leo %" PRId64 " hw %" PRId64 " cached %d epoch %d", o.log_end_offset, o.high_watermark,
           o.latest_cached_epoch, o.leader_epoch);
     rc = api->log_append(p->host, part, wa.buf, wa.len, NULL);
@@ -677,8 +682,9 @@ static void kbh_cmd_control(kbh_t *p, kbh_results_t *R, const char *name)
     cb.timestamp_ms = -1;
     rc = api->log_append_control(p->host, part, &cb, &ar);
     kbh_leo(p, part, &o);
-    CHECK(R, "abort_marker", rc == KBX_OK && ar.first_offset == L + 2 && ar.batch_count == 1 &&
-                                 o.last_stable_offset == L + 3 && o.log_end_offset == L + 3,
+    CHECK(R, "abort_marker",
+          rc == KBX_OK && ar.first_offset == L + 2 && ar.batch_count == 1 &&
+              o.last_stable_offset == L + 3 && o.log_end_offset == L + 3,
           "rc %d at %" PRId64 " lso %" PRId64 " leo %" PRId64, rc, ar.first_offset,
           o.last_stable_offset, o.log_end_offset);
     kp_writer_reset(&w);
@@ -690,9 +696,9 @@ static void kbh_cmd_control(kbh_t *p, kbh_results_t *R, const char *name)
     rc = rc == KBX_OK ? api->log_append_control(p->host, part, &cb, &ar) : rc;
     kbh_leo(p, part, &o);
     snprintf(info, sizeof(info), "%" PRId64 " %" PRId64, L + 2, ar.first_offset);
-    kbh_check(R, "mirror_pid_reset", rc == KBX_OK && ar.first_offset == L + 4 &&
-                                         o.log_end_offset == L + 5,
-              (int32_t)L, info, "rc %d at %" PRId64, rc, ar.first_offset);
+    kbh_check(R, "mirror_pid_reset",
+              rc == KBX_OK && ar.first_offset == L + 4 && o.log_end_offset == L + 5, (int32_t)L,
+              info, "rc %d at %" PRId64, rc, ar.first_offset);
     cb.control_type = 5;
     rc = api->log_append_control(p->host, part, &cb, NULL);
     CHECK(R, "control_bad_type", rc == KBX_ERR_INVALID, "-> %d", rc);
@@ -720,8 +726,7 @@ static void kbh_cmd_truncate(kbh_t *p, kbh_results_t *R, const char *name, int64
     CHECK(R, "log_truncate", rc == KBX_OK && o.log_end_offset == off && o.high_watermark == off,
           "rc %d leo %" PRId64 " hw %" PRId64, rc, o.log_end_offset, o.high_watermark);
     rc = api->log_truncate(p->host, part, off + 100);
-    CHECK(R, "truncate_beyond_leo_noop", rc == KBX_OK && kbh_leo(p, part, &o) == off, "-> %d",
-          rc);
+    CHECK(R, "truncate_beyond_leo_noop", rc == KBX_OK && kbh_leo(p, part, &o) == off, "-> %d", rc);
     rc = api->log_truncate(p->host, part, -1);
     CHECK(R, "truncate_below_start", rc == KBX_ERR_OFFSET, "-> %d", rc);
     rc = api->log_set_start(p->host, part, off + 100);
@@ -742,8 +747,8 @@ static void kbh_cmd_setstart(kbh_t *p, kbh_results_t *R, const char *name)
         return;
     rc = p->api->log_set_start(p->host, part, 100);
     kbh_leo(p, part, &o);
-    CHECK(R, "set_start_empty", rc == KBX_OK && o.log_start_offset == 100 &&
-                                    o.log_end_offset == 100,
+    CHECK(R, "set_start_empty",
+          rc == KBX_OK && o.log_start_offset == 100 && o.log_end_offset == 100,
           "rc %d start %" PRId64 " leo %" PRId64, rc, o.log_start_offset, o.log_end_offset);
     p->api->partition_release(p->host, part);
 }
@@ -813,14 +818,22 @@ static void kbh_cmd_mode(kbh_t *p, kbh_results_t *R, const char *name, int32_t m
 
 static void kbh_cmd_records(kbh_t *p, kbh_results_t *R)
 {
-    kbx_record_t r1 = {.struct_size = sizeof(r1), .record_type = KBH_REC_TYPE,
-                       .key = (const uint8_t *)"k1", .key_len = 2,
-                       .value = (const uint8_t *)"v1", .value_len = 2};
-    kbx_record_t r2 = {.struct_size = sizeof(r2), .record_type = KBH_REC_TYPE,
-                       .key = (const uint8_t *)"k2", .key_len = 2,
-                       .value = (const uint8_t *)"v2", .value_len = 2};
-    kbx_record_t d2 = {.struct_size = sizeof(d2), .record_type = KBH_REC_TYPE,
-                       .key = (const uint8_t *)"k2", .key_len = 2};
+    kbx_record_t r1 = {.struct_size = sizeof(r1),
+                       .record_type = KBH_REC_TYPE,
+                       .key = (const uint8_t *)"k1",
+                       .key_len = 2,
+                       .value = (const uint8_t *)"v1",
+                       .value_len = 2};
+    kbx_record_t r2 = {.struct_size = sizeof(r2),
+                       .record_type = KBH_REC_TYPE,
+                       .key = (const uint8_t *)"k2",
+                       .key_len = 2,
+                       .value = (const uint8_t *)"v2",
+                       .value_len = 2};
+    kbx_record_t d2 = {.struct_size = sizeof(d2),
+                       .record_type = KBH_REC_TYPE,
+                       .key = (const uint8_t *)"k2",
+                       .key_len = 2};
     const kbx_record_t *w1[] = {&r1, &r2}, *w2[] = {&d2};
     int32_t rc;
     bool k1 = false, k2 = false;
@@ -844,8 +857,8 @@ static void kbh_cmd_records(kbh_t *p, kbh_results_t *R)
         if (!strcmp(p->recs[i].key, "k2"))
             k2 = p->recs[i].present;
     }
-    CHECK(R, "records_in_listener", k1 && !k2 && p->rec_deltas >= 2,
-          "k1 %d k2 %d deltas %d", k1, k2, p->rec_deltas);
+    CHECK(R, "records_in_listener", k1 && !k2 && p->rec_deltas >= 2, "k1 %d k2 %d deltas %d", k1,
+          k2, p->rec_deltas);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -895,7 +908,7 @@ static void kbh_run(kbh_t *p, const char *cmd, kbh_results_t *R)
         CHECK(R, "command", false, "unknown command '%s'", cmd);
 }
 
-/* ---- RPC -------------------------------------------------------------------------------------------- */
+/* ---- RPC ------------------------------------------------------------------------------------- */
 
 static void kbh_reply(kbh_t *p, kbh_cmd_t *c, const kbh_results_t *R)
 {
@@ -1011,7 +1024,7 @@ static const kbx_rpc_ops_t kbh_rpc_ops = {
     .cancel = kbh_cancel,
 };
 
-/* ---- listeners: copy under the plugin's lock and return ------------------------------------------ */
+/* ---- listeners: copy under the plugin's lock and return -------------------------------------- */
 
 static void kbh_on_delta(void *plugin_ctx, const kbx_metadata_delta_t *d)
 {
@@ -1098,7 +1111,7 @@ static const kbx_leadership_ops_t kbh_lead_ops = {
     .on_change = kbh_on_leadership,
 };
 
-/* ---- init / fini ------------------------------------------------------------------------------------ */
+/* ---- init / fini ----------------------------------------------------------------------------- */
 
 static int32_t kbh_metric(kbh_t *p, int32_t type, const char *name, kbx_metric_t **out)
 {
