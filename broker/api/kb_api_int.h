@@ -58,6 +58,10 @@ kb_api_result_t kb_h_respond(kb_reqctx_t *ctx, const kp_msg_desc_t *desc, const 
  *  the handler returns KB_API_CLOSE as Kafka closes on unparsable requests). */
 int kb_h_decode(kb_reqctx_t *ctx, const kp_msg_desc_t *desc, void *msg);
 
+/** For @p n keys (name, number), a flag per key that is set when the same key appears more
+ *  than once (O(n log n)); @p nums may be NULL. NULL on no memory (treat as "no duplicates"). */
+bool *kb_h_dups(kp_arena_t *ar, const kp_str_t *names, const int32_t *nums, size_t n);
+
 /** Kafka error code for a storage error. */
 int16_t kb_h_sto_err(int sto_err);
 

@@ -121,6 +121,43 @@ int kb_h_decode(kb_reqctx_t *ctx, const kp_msg_desc_t *desc, void *msg)
     return 0;
 }
 
+typedef struct kb_h_key_s {
+    kp_str_t name;
+    int32_t num;
+    size_t idx;
+} kb_h_key_t;
+
+static int kb_h_key_cmp(const void *a, const void *b)
+{
+    const kb_h_key_t *x = a, *y = b;
+    int32_t n = x->name.len < y->name.len ? x->name.len : y->name.len;
+    int c = n > 0 ? memcmp(x->name.ptr, y->name.ptr, (size_t)n) : 0;
+    if (c)
+        return c;
+    if (x->name.len != y->name.len)
+        return x->name.len < y->name.len ? -1 : 1;
+    return x->num < y->num ? -1 : x->num > y->num;
+}
+
+bool *kb_h_dups(kp_arena_t *ar, const kp_str_t *names, const int32_t *nums, size_t n)
+{
+    bool *dup = kp_arena_calloc(ar, n + 1, sizeof(*dup));
+    kb_h_key_t *k = kp_arena_calloc(ar, n + 1, sizeof(*k));
+    if (!dup || !k)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        k[i].name = names[i];
+        k[i].num = nums ? nums[i] : 0;
+        k[i].idx = i;
+    }
+    qsort(k, n, sizeof(*k), kb_h_key_cmp);
+    for (size_t i = 1; i < n; i++) {
+        if (!kb_h_key_cmp(&k[i - 1], &k[i]))
+            dup[k[i - 1].idx] = dup[k[i].idx] = true;
+    }
+    return dup;
+}
+
 int16_t kb_h_sto_err(int sto_err)
 {
     switch (sto_err) {

@@ -18,23 +18,6 @@
 #include "kb_apilog.h"
 #include "kp_errcode.h"
 
-static bool kb_offsets_dup(const kp_ListOffsetsRequest_t *rq, int32_t ti, int32_t pi)
-{
-    const kp_ListOffsetsRequest_ListOffsetsTopic_t *t = &rq->Topics.v[ti];
-    int32_t part = t->Partitions.v[pi].PartitionIndex;
-    for (int32_t i = 0; i < rq->Topics.cnt; i++) {
-        const kp_ListOffsetsRequest_ListOffsetsTopic_t *o = &rq->Topics.v[i];
-        if (o->Name.len != t->Name.len ||
-            (t->Name.len > 0 && memcmp(o->Name.ptr, t->Name.ptr, (size_t)t->Name.len)))
-            continue;
-        for (int32_t k = 0; k < o->Partitions.cnt; k++) {
-            if ((i != ti || k != pi) && o->Partitions.v[k].PartitionIndex == part)
-                return true;
-        }
-    }
-    return false;
-}
-
 static void kb_offsets_one(kb_part_t *part, int8_t isolation, int32_t replica_id, int64_t ts,
                            kp_ListOffsetsResponse_ListOffsetsPartitionResponse_t *pr)
 {
@@ -82,9 +65,27 @@ static kb_api_result_t kb_list_offsets_handle(void *opaque, kb_req_t *req, kb_re
     kb_reqctx_t *ctx = kb_req_ctx(req);
     kp_ListOffsetsRequest_t rq;
     kp_ListOffsetsResponse_t resp;
+    kp_str_t *keys;
+    int32_t *nums;
+    bool *dup = NULL;
+    size_t nk = 0, at = 0;
 
     if (kb_h_decode(ctx, &kp_ListOffsetsRequest_desc, &rq) != 0)
         return KB_API_CLOSE;
+    /* Partitions asked for twice get INVALID_REQUEST, as in Kafka. */
+    for (int32_t i = 0; i < rq.Topics.cnt; i++)
+        nk += rq.Topics.v[i].Partitions.cnt > 0 ? (size_t)rq.Topics.v[i].Partitions.cnt : 0;
+    keys = kp_arena_calloc(ctx->arena, nk + 1, sizeof(*keys));
+    nums = kp_arena_calloc(ctx->arena, nk + 1, sizeof(*nums));
+    if (keys && nums) {
+        for (int32_t i = 0; i < rq.Topics.cnt; i++)
+            for (int32_t k = 0; k < rq.Topics.v[i].Partitions.cnt; k++, at++) {
+                keys[at] = rq.Topics.v[i].Name;
+                nums[at] = rq.Topics.v[i].Partitions.v[k].PartitionIndex;
+            }
+        dup = kb_h_dups(ctx->arena, keys, nums, nk);
+    }
+    at = 0;
     kp_ListOffsetsResponse_init(&resp);
     resp.Topics.cnt = rq.Topics.cnt > 0 ? rq.Topics.cnt : 0;
     resp.Topics.v =
@@ -109,10 +110,12 @@ static kb_api_result_t kb_list_offsets_handle(void *opaque, kb_req_t *req, kb_re
             int rc;
             kp_ListOffsetsResponse_ListOffsetsPartitionResponse_init(pr);
             pr->PartitionIndex = p->PartitionIndex;
-            if (kb_offsets_dup(&rq, i, k)) {
+            if (dup && dup[at]) {
+                at++;
                 pr->ErrorCode = KP_ERR_INVALID_REQUEST;
                 continue;
             }
+            at++;
             rc = kb_meta_part(svc->meta, name ? name : "", p->PartitionIndex, &part);
             if (rc != KB_META_OK) {
                 pr->ErrorCode = kb_h_lookup_err(rc, false);

@@ -27,11 +27,6 @@
 /* ---- CreateTopics -----------------------------------------------------------------------------
  */
 
-static bool kb_str_eq(kp_str_t a, kp_str_t b)
-{
-    return a.len == b.len && (a.len <= 0 || !memcmp(a.ptr, b.ptr, (size_t)a.len));
-}
-
 /* The resulting configs (v5+): every visible topic key with its value and source. */
 static int kb_ct_configs(kb_apisvc_t *svc, kb_reqctx_t *ctx, const kb_kv_t *kv, size_t cnt,
                          kp_CreateTopicsResponse_CreatableTopicResult_t *r)
@@ -237,9 +232,19 @@ static kb_api_result_t kb_create_topics_handle(void *opaque, kb_req_t *req, kb_r
     kp_CreateTopicsRequest_t rq;
     kp_CreateTopicsResponse_t resp;
     int32_t n = 0;
+    kp_str_t *names;
+    bool *dups = NULL;
 
     if (kb_h_decode(ctx, &kp_CreateTopicsRequest_desc, &rq) != 0)
         return KB_API_CLOSE;
+    names = kp_arena_calloc(ctx->arena, (size_t)(rq.Topics.cnt > 0 ? rq.Topics.cnt : 0) + 1,
+                            sizeof(*names));
+    if (!names)
+        return KB_API_CLOSE;
+    for (int32_t i = 0; i < rq.Topics.cnt; i++)
+        names[i] = rq.Topics.v[i].Name;
+    if (rq.Topics.cnt > 0)
+        dups = kb_h_dups(ctx->arena, names, NULL, (size_t)rq.Topics.cnt);
     kp_CreateTopicsResponse_init(&resp);
     resp.Topics.v = kp_arena_calloc(ctx->arena, (size_t)(rq.Topics.cnt > 0 ? rq.Topics.cnt : 0) + 1,
                                     sizeof(*resp.Topics.v));
@@ -248,16 +253,7 @@ static kb_api_result_t kb_create_topics_handle(void *opaque, kb_req_t *req, kb_r
     for (int32_t i = 0; i < rq.Topics.cnt; i++) {
         const kp_CreateTopicsRequest_CreatableTopic_t *t = &rq.Topics.v[i];
         kp_CreateTopicsResponse_CreatableTopicResult_t *r;
-        bool dup = false, first = true;
-        for (int32_t k = 0; k < rq.Topics.cnt; k++) {
-            if (k != i && kb_str_eq(rq.Topics.v[k].Name, t->Name)) {
-                dup = true;
-                if (k < i)
-                    first = false;
-            }
-        }
-        if (!first)
-            continue; /* one result per name */
+        bool dup = dups && dups[i];
         r = &resp.Topics.v[n++];
         kp_CreateTopicsResponse_CreatableTopicResult_init(r);
         r->Name = t->Name;
@@ -375,11 +371,19 @@ static kb_api_result_t kb_create_partitions_handle(void *opaque, kb_req_t *req, 
     kp_CreatePartitionsRequest_t rq;
     kp_CreatePartitionsResponse_t resp;
     int32_t n, node = kb_meta_node_id(svc->meta);
+    kp_str_t *names;
+    bool *dups = NULL;
 
     if (kb_h_decode(ctx, &kp_CreatePartitionsRequest_desc, &rq) != 0)
         return KB_API_CLOSE;
     kp_CreatePartitionsResponse_init(&resp);
     n = rq.Topics.cnt > 0 ? rq.Topics.cnt : 0;
+    names = kp_arena_calloc(ctx->arena, (size_t)n + 1, sizeof(*names));
+    if (!names)
+        return KB_API_CLOSE;
+    for (int32_t i = 0; i < n; i++)
+        names[i] = rq.Topics.v[i].Name;
+    dups = kb_h_dups(ctx->arena, names, NULL, (size_t)n);
     resp.Results.v = kp_arena_calloc(ctx->arena, (size_t)n + 1, sizeof(*resp.Results.v));
     if (!resp.Results.v)
         return KB_API_CLOSE;
@@ -390,12 +394,9 @@ static kb_api_result_t kb_create_partitions_handle(void *opaque, kb_req_t *req, 
         char *name = kb_h_str(ctx->arena, t->Name);
         kb_topic_info_t ti;
         char msg[512];
-        bool dup = false;
+        bool dup = dups && dups[i];
         kp_CreatePartitionsResponse_CreatePartitionsTopicResult_init(r);
         r->Name = t->Name;
-        for (int32_t k = 0; k < n; k++)
-            if (k != i && kb_str_eq(rq.Topics.v[k].Name, t->Name))
-                dup = true;
         if (dup || !name) {
             r->ErrorCode = KP_ERR_INVALID_REQUEST;
             r->ErrorMessage = kb_h_view("Duplicate topic in request.");

@@ -1514,6 +1514,30 @@ fail:
     return ec;
 }
 
+static int kb_meta_key_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Whether two operations name the same key (sorting a copy of the keys). */
+static bool kb_meta_dup_keys(const kb_cfg_op_t *ops, size_t n)
+{
+    const char **k;
+    bool dup = false;
+    if (n < 2)
+        return false;
+    k = malloc(n * sizeof(*k));
+    if (!k)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        k[i] = ops[i].key;
+    qsort(k, n, sizeof(*k), kb_meta_key_cmp);
+    for (size_t i = 1; i < n && !dup; i++)
+        dup = !strcmp(k[i - 1], k[i]);
+    free(k);
+    return dup;
+}
+
 static void kb_meta_reconfigure_topic(kb_meta_t *meta, kb_mtopic_t *t)
 {
     kb_log_config_t lc;
@@ -1539,14 +1563,12 @@ int16_t kb_meta_alter_topic_configs(kb_meta_t *meta, const char *topic, const kb
 
     msg[0] = '\0';
     /* Keys and values first: nothing about them depends on the topic. */
+    if (kb_meta_dup_keys(ops, n)) {
+        snprintf(msg, msg_size, "Error due to duplicate config keys");
+        return KP_ERR_INVALID_REQUEST;
+    }
     for (size_t i = 0; i < n; i++) {
         const kb_tconf_def_t *d = kb_tconf_def(ops[i].key);
-        for (size_t k = 0; k < i; k++) {
-            if (!strcmp(ops[k].key, ops[i].key)) {
-                snprintf(msg, msg_size, "Error due to duplicate config keys");
-                return KP_ERR_INVALID_REQUEST;
-            }
-        }
         if (!d) {
             snprintf(msg, msg_size, "Unknown topic config name: %s", ops[i].key);
             return KP_ERR_INVALID_CONFIG;
@@ -1618,13 +1640,11 @@ int16_t kb_meta_alter_broker_configs(kb_meta_t *meta, const char *scope, const k
                  meta->node_id_str, scope);
         return KP_ERR_INVALID_REQUEST;
     }
+    if (kb_meta_dup_keys(ops, n)) {
+        snprintf(msg, msg_size, "Error due to duplicate config keys");
+        return KP_ERR_INVALID_REQUEST;
+    }
     for (size_t i = 0; i < n; i++) {
-        for (size_t k = 0; k < i; k++) {
-            if (!strcmp(ops[k].key, ops[i].key)) {
-                snprintf(msg, msg_size, "Error due to duplicate config keys");
-                return KP_ERR_INVALID_REQUEST;
-            }
-        }
         ec = kb_tconf_broker_validate(
             ops[i].key, ops[i].op == KB_CFGOP_DELETE ? NULL : ops[i].value, msg, msg_size);
         if (ec)

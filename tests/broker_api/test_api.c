@@ -425,9 +425,10 @@ static void t_create_topics(void)
         rq.Topics.cnt = 3;
         kp_CreateTopicsResponse_init(&resp);
         CU_ASSERT_EQUAL_FATAL(kbat_call(g_fd, KP_APIKEY_CreateTopics, 8, &rq, &resp, &g_ar), 0);
-        CU_ASSERT_EQUAL(resp.Topics.cnt, 2);
+        CU_ASSERT_EQUAL(resp.Topics.cnt, 3);
         CU_ASSERT_EQUAL(resp.Topics.v[0].ErrorCode, KP_ERR_INVALID_REQUEST);
         CU_ASSERT_EQUAL(resp.Topics.v[1].ErrorCode, KP_ERR_INVALID_REQUEST);
+        CU_ASSERT_EQUAL(resp.Topics.v[2].ErrorCode, KP_ERR_INVALID_REQUEST);
         kp_CreateTopicsRequest_CreatableReplicaAssignment_init(&as[0]);
         kp_CreateTopicsRequest_CreatableReplicaAssignment_init(&as[1]);
         as[0].PartitionIndex = 0;
@@ -1217,6 +1218,36 @@ static void t_list_offsets(void)
     CU_ASSERT_EQUAL(err, KP_ERR_UNKNOWN_TOPIC_OR_PARTITION);
     list_offset("x", 0, -1, 0, 5, NULL, &err);
     CU_ASSERT_EQUAL(err, KP_ERR_UNKNOWN_TOPIC_OR_PARTITION);
+    /* the same partition twice: INVALID_REQUEST for both, the others answered */
+    {
+        kp_ListOffsetsRequest_t rq;
+        kp_ListOffsetsResponse_t resp;
+        kp_ListOffsetsRequest_ListOffsetsTopic_t t[2];
+        kp_ListOffsetsRequest_ListOffsetsPartition_t p[3];
+        kp_ListOffsetsRequest_init(&rq);
+        for (int i = 0; i < 2; i++) {
+            kp_ListOffsetsRequest_ListOffsetsTopic_init(&t[i]);
+            t[i].Name = S("lo");
+        }
+        for (int i = 0; i < 3; i++) {
+            kp_ListOffsetsRequest_ListOffsetsPartition_init(&p[i]);
+            p[i].Timestamp = -1;
+        }
+        p[1].PartitionIndex = 5;
+        t[0].Partitions.v = p;
+        t[0].Partitions.cnt = 2;
+        t[1].Partitions.v = &p[2];
+        t[1].Partitions.cnt = 1;
+        rq.Topics.v = t;
+        rq.Topics.cnt = 2;
+        rq.ReplicaId = -1;
+        kp_ListOffsetsResponse_init(&resp);
+        CU_ASSERT_EQUAL_FATAL(kbat_call(g_fd, KP_APIKEY_ListOffsets, 7, &rq, &resp, &g_ar), 0);
+        CU_ASSERT_EQUAL(resp.Topics.v[0].Partitions.v[0].ErrorCode, KP_ERR_INVALID_REQUEST);
+        CU_ASSERT_EQUAL(resp.Topics.v[0].Partitions.v[1].ErrorCode,
+                        KP_ERR_UNKNOWN_TOPIC_OR_PARTITION);
+        CU_ASSERT_EQUAL(resp.Topics.v[1].Partitions.v[0].ErrorCode, KP_ERR_INVALID_REQUEST);
+    }
     down();
 }
 
