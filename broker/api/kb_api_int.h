@@ -62,6 +62,9 @@ int kb_h_decode(kb_reqctx_t *ctx, const kp_msg_desc_t *desc, void *msg);
  *  than once (O(n log n)); @p nums may be NULL. NULL on no memory (treat as "no duplicates"). */
 bool *kb_h_dups(kp_arena_t *ar, const kp_str_t *names, const int32_t *nums, size_t n);
 
+/** As kb_h_dups(), but only the later occurrences of a key are flagged (the first is kept). */
+bool *kb_h_dups_later(kp_arena_t *ar, const kp_str_t *names, const int32_t *nums, size_t n);
+
 /** Kafka error code for a storage error. */
 int16_t kb_h_sto_err(int sto_err);
 

@@ -139,7 +139,8 @@ static int kb_h_key_cmp(const void *a, const void *b)
     return x->num < y->num ? -1 : x->num > y->num;
 }
 
-bool *kb_h_dups(kp_arena_t *ar, const kp_str_t *names, const int32_t *nums, size_t n)
+static bool *kb_h_dups_impl(kp_arena_t *ar, const kp_str_t *names, const int32_t *nums, size_t n,
+                            bool later)
 {
     bool *dup = kp_arena_calloc(ar, n + 1, sizeof(*dup));
     kb_h_key_t *k = kp_arena_calloc(ar, n + 1, sizeof(*k));
@@ -151,11 +152,28 @@ bool *kb_h_dups(kp_arena_t *ar, const kp_str_t *names, const int32_t *nums, size
         k[i].idx = i;
     }
     qsort(k, n, sizeof(*k), kb_h_key_cmp);
-    for (size_t i = 1; i < n; i++) {
-        if (!kb_h_key_cmp(&k[i - 1], &k[i]))
-            dup[k[i - 1].idx] = dup[k[i].idx] = true;
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1, first = k[i].idx;
+        while (j < n && !kb_h_key_cmp(&k[i], &k[j])) {
+            if (k[j].idx < first)
+                first = k[j].idx;
+            j++;
+        }
+        for (size_t m = i; j - i > 1 && m < j; m++)
+            dup[k[m].idx] = !later || k[m].idx != first;
+        i = j;
     }
     return dup;
+}
+
+bool *kb_h_dups(kp_arena_t *ar, const kp_str_t *names, const int32_t *nums, size_t n)
+{
+    return kb_h_dups_impl(ar, names, nums, n, false);
+}
+
+bool *kb_h_dups_later(kp_arena_t *ar, const kp_str_t *names, const int32_t *nums, size_t n)
+{
+    return kb_h_dups_impl(ar, names, nums, n, true);
 }
 
 int16_t kb_h_sto_err(int sto_err)

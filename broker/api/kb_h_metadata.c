@@ -145,10 +145,18 @@ static kb_api_result_t kb_metadata_handle(void *opaque, kb_req_t *req, kb_resp_t
         }
         free(list);
     } else {
+        kp_str_t *names = kp_arena_calloc(ctx->arena, (size_t)rq.Topics.cnt + 1, sizeof(*names));
+        bool *later;
         resp.Topics.v =
             kp_arena_calloc(ctx->arena, (size_t)rq.Topics.cnt + 1, sizeof(*resp.Topics.v));
-        if (!resp.Topics.v)
+        if (!resp.Topics.v || !names)
             return KB_API_CLOSE;
+        /* Kafka answers each named topic once (by-id entries are keyed apart). */
+        for (int32_t i = 0; i < rq.Topics.cnt; i++)
+            names[i] = ver >= 10 && !kb_uuid_is_zero(&rq.Topics.v[i].TopicId)
+                           ? (kp_str_t){(const char *)rq.Topics.v[i].TopicId.b, 16}
+                           : rq.Topics.v[i].Name;
+        later = kb_h_dups_later(ctx->arena, names, NULL, (size_t)rq.Topics.cnt);
         for (int32_t i = 0; i < rq.Topics.cnt; i++) {
             const kp_MetadataRequest_MetadataRequestTopic_t *t = &rq.Topics.v[i];
             kp_MetadataResponse_MetadataResponseTopic_t *mt;
@@ -158,15 +166,8 @@ static kb_api_result_t kb_metadata_handle(void *opaque, kb_req_t *req, kb_resp_t
             bool by_id = ver >= 10 && !kb_uuid_is_zero(&t->TopicId);
             char *name = by_id ? NULL : kb_h_str(ctx->arena, t->Name);
             char msg[512];
-            bool dup = false;
 
-            /* Kafka answers each topic once. */
-            for (size_t k = 0; k < nt && name; k++)
-                if (resp.Topics.v[k].Name.len >= 0 &&
-                    (size_t)resp.Topics.v[k].Name.len == strlen(name) &&
-                    !memcmp(resp.Topics.v[k].Name.ptr, name, strlen(name)))
-                    dup = true;
-            if (dup)
+            if (later && later[i])
                 continue;
             mt = &resp.Topics.v[nt++];
             kp_MetadataResponse_MetadataResponseTopic_init(mt);

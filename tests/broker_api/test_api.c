@@ -268,6 +268,11 @@ static void t_metadata(void)
     }
     r = metadata(12, NULL, false);
     CU_ASSERT_EQUAL(r->Topics.cnt, 1);
+    {
+        const char *twice[] = {"a", "nope", "a", NULL};
+        r = metadata(12, twice, false);
+        CU_ASSERT_EQUAL(r->Topics.cnt, 2);
+    }
     r = metadata(12, bad, true);
     CU_ASSERT_EQUAL(r->Topics.v[0].ErrorCode, KP_ERR_INVALID_TOPIC_EXCEPTION);
     r = metadata(12, nope, false);
