@@ -295,6 +295,7 @@ static void kb_host_free(kb_host_t *h)
     kb_hq_destroy(&h->local);
     pthread_rwlock_destroy(&h->authz_rw);
     pthread_mutex_destroy(&h->tok_mu);
+    pthread_mutex_destroy(&h->met_mu);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }
@@ -320,6 +321,7 @@ static int kb_module_host_init(kb_broker_t *kb, void **statep, char *errstr, siz
     h->meta = api->meta;
     pthread_mutex_init(&h->mu, NULL);
     pthread_mutex_init(&h->tok_mu, NULL);
+    pthread_mutex_init(&h->met_mu, NULL);
     pthread_rwlock_init(&h->authz_rw, NULL);
     atomic_init(&h->local_corr, 1);
     kb_hq_init(&h->ev, "kb-kbx-event");

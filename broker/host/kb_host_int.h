@@ -174,7 +174,8 @@ struct kb_host_s {
     kb_hq_t local;            /**< "kb-kbx-local" */
     kb_htimers_t timers;      /**< "kb-kbx-timer" */
     kb_hrecords_t rec;
-    struct kbx_metric *metrics;     /**< registered kbx metrics (under mu) */
+    pthread_mutex_t met_mu;         /**< metrics list; taken before the registry's mutex */
+    struct kbx_metric *metrics;     /**< registered kbx metrics (under met_mu) */
     struct kbx_listener *listeners; /**< every kbx listener (under mu) */
     pthread_rwlock_t authz_rw;
     kb_host_authz_fn *authz;

@@ -98,10 +98,10 @@ static int32_t kb_kbx_metric_register(kbx_host_t *host, const kbx_metric_desc_t 
             o += (size_t)snprintf(id + o, idlen - o, "\x1f%s\x1e%s", labels[2 * i],
                                   labels[2 * i + 1]);
     }
-    pthread_mutex_lock(&h->mu);
+    pthread_mutex_lock(&h->met_mu);
     for (struct kbx_metric *x = h->metrics; x; x = x->next) {
         if (!strcmp(x->id, id)) {
-            pthread_mutex_unlock(&h->mu);
+            pthread_mutex_unlock(&h->met_mu);
             rc = KBX_ERR_EXISTS;
             goto out;
         }
@@ -121,7 +121,7 @@ static int32_t kb_kbx_metric_register(kbx_host_t *host, const kbx_metric_desc_t 
     }
     if (!m->series) {
         /* Another type or other label keys under that name (logged by the registry). */
-        pthread_mutex_unlock(&h->mu);
+        pthread_mutex_unlock(&h->met_mu);
         goto out;
     }
     m->magic = KB_METRIC_MAGIC;
@@ -131,7 +131,7 @@ static int32_t kb_kbx_metric_register(kbx_host_t *host, const kbx_metric_desc_t 
     id = NULL;
     m->next = h->metrics;
     h->metrics = m;
-    pthread_mutex_unlock(&h->mu);
+    pthread_mutex_unlock(&h->met_mu);
     atomic_fetch_add(&host->n_metrics, 1);
     *out = m;
     m = NULL;
@@ -173,7 +173,8 @@ static void kb_kbx_metric_record(kbx_host_t *host, kbx_metric_t *m, double v)
     }
 }
 
-/* h->mu held; m unlinked by the caller. */
+/* h->met_mu held (never h->mu: a scrape holds the registry's mutex and then takes h->mu in
+ * the host's collector); m unlinked by the caller. */
 static void kb_kbx_metric_free(kb_host_t *h, struct kbx_metric *m)
 {
     kb_metrics_remove(h->kb->metrics, m->series);
@@ -190,20 +191,20 @@ static void kb_kbx_metric_unregister(kbx_host_t *host, kbx_metric_t *m)
     if (!m || !kb_host_check(host, m, KB_METRIC_MAGIC, "metric"))
         return;
     h = host->h;
-    pthread_mutex_lock(&h->mu);
+    pthread_mutex_lock(&h->met_mu);
     for (pp = &h->metrics; *pp && *pp != m; pp = &(*pp)->next)
         ;
     if (*pp) {
         *pp = m->next;
         kb_kbx_metric_free(h, m);
     }
-    pthread_mutex_unlock(&h->mu);
+    pthread_mutex_unlock(&h->met_mu);
 }
 
 void kb_kbx_metric_drop_all(kb_host_t *h, kbx_host_t *host)
 {
     struct kbx_metric **pp;
-    pthread_mutex_lock(&h->mu);
+    pthread_mutex_lock(&h->met_mu);
     for (pp = &h->metrics; *pp;) {
         struct kbx_metric *m = *pp;
         if (m->host == host) {
@@ -213,7 +214,7 @@ void kb_kbx_metric_drop_all(kb_host_t *h, kbx_host_t *host)
             pp = &m->next;
         }
     }
-    pthread_mutex_unlock(&h->mu);
+    pthread_mutex_unlock(&h->met_mu);
 }
 
 void kb_kbx_metric_fill(kbx_api_t *t)
