@@ -13,6 +13,12 @@
 #include "kb_apimod.h"
 #endif
 
+/* broker/group: the classic group coordinator; after "api", whose metadata and partitions it
+ * uses for __consumer_offsets. */
+#ifdef KB_HAVE_GROUP
+#include "kb_grpmod.h"
+#endif
+
 /* broker/host: the kbx plugin host (plugin.paths); after the api module, whose metadata and
  * partitions it serves to plugins. */
 #ifdef KB_HAVE_HOST
@@ -36,6 +42,9 @@ const kb_module_t *const kb_modules[] = {
     &kb_module_net,
 #ifdef KB_HAVE_API
     &kb_module_api,
+#endif
+#ifdef KB_HAVE_GROUP
+    &kb_module_group,
 #endif
 #ifdef KB_HAVE_HOST
     &kb_module_host,
