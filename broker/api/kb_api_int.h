@@ -54,6 +54,18 @@ kp_str_t kb_h_fmt(kp_arena_t *ar, const char *fmt, ...) __attribute__((format(pr
 kb_api_result_t kb_h_respond(kb_reqctx_t *ctx, const kp_msg_desc_t *desc, const void *msg,
                              kb_resp_t **respp);
 
+typedef kb_api_result_t(kb_h_build_fn)(kb_apisvc_t *svc, kb_reqctx_t *ctx, const void *rq,
+                                       kb_resp_t **respp);
+
+/**
+ * Build the response of the decoded request @p rq with @p fn, with ctx->arena replaced by an
+ * unlimited arena for the call: responses that can be far larger than their request (Metadata
+ * of every topic, config listings) would not fit the request arena, which the network layer
+ * caps at a multiple of the request size. The request was decoded in the capped arena.
+ */
+kb_api_result_t kb_h_big_response(void *opaque, kb_reqctx_t *ctx, const void *rq, kb_resp_t **respp,
+                                  kb_h_build_fn *fn);
+
 /** Decode the request body with @p desc into @p msg (in the request arena). 0, or -1 (logged;
  *  the handler returns KB_API_CLOSE as Kafka closes on unparsable requests). */
 int kb_h_decode(kb_reqctx_t *ctx, const kp_msg_desc_t *desc, void *msg);

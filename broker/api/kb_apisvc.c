@@ -110,6 +110,19 @@ kb_api_result_t kb_h_respond(kb_reqctx_t *ctx, const kp_msg_desc_t *desc, const 
     return *respp ? KB_API_RESPOND : KB_API_CLOSE;
 }
 
+kb_api_result_t kb_h_big_response(void *opaque, kb_reqctx_t *ctx, const void *rq, kb_resp_t **respp,
+                                  kb_h_build_fn *fn)
+{
+    kp_arena_t big, *req_ar = ctx->arena;
+    kb_api_result_t res;
+    kp_arena_init(&big, 0);
+    ctx->arena = &big;
+    res = fn(opaque, ctx, rq, respp);
+    ctx->arena = req_ar;
+    kp_arena_free(&big); /* the response was encoded into its own buffer */
+    return res;
+}
+
 int kb_h_decode(kb_reqctx_t *ctx, const kp_msg_desc_t *desc, void *msg)
 {
     kp_msg_init(desc, msg);

@@ -226,19 +226,16 @@ static int16_t kb_cfg_describe_broker(kb_apisvc_t *svc, kb_reqctx_t *ctx,
     return 0;
 }
 
-static kb_api_result_t kb_describe_configs_handle(void *opaque, kb_req_t *req, kb_resp_t **respp)
+static kb_api_result_t kb_describe_configs_build(kb_apisvc_t *svc, kb_reqctx_t *ctx,
+                                                 const void *rqp, kb_resp_t **respp)
 {
-    kb_apisvc_t *svc = opaque;
-    kb_reqctx_t *ctx = kb_req_ctx(req);
-    kp_DescribeConfigsRequest_t rq;
+    const kp_DescribeConfigsRequest_t rq = *(const kp_DescribeConfigsRequest_t *)rqp;
     kp_DescribeConfigsResponse_t resp;
     kb_kv_t *dn = NULL, *dd = NULL;
     size_t dnc = 0, ddc = 0;
     kb_dyncfg_t dyn;
     int32_t n;
 
-    if (kb_h_decode(ctx, &kp_DescribeConfigsRequest_desc, &rq) != 0)
-        return KB_API_CLOSE;
     if (kb_meta_broker_dyncfg(svc->meta, &dn, &dnc, &dd, &ddc) != 0)
         return KB_API_CLOSE;
     dyn = (kb_dyncfg_t){dn, dnc, dd, ddc};
@@ -288,6 +285,15 @@ fail:
     kb_kv_free(dn, dnc);
     kb_kv_free(dd, ddc);
     return KB_API_CLOSE;
+}
+
+static kb_api_result_t kb_describe_configs_handle(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    kp_DescribeConfigsRequest_t rq;
+    if (kb_h_decode(ctx, &kp_DescribeConfigsRequest_desc, &rq) != 0)
+        return KB_API_CLOSE;
+    return kb_h_big_response(opaque, ctx, &rq, respp, kb_describe_configs_build);
 }
 
 /* ---- alter ------------------------------------------------------------------------------------

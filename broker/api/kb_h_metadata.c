@@ -94,12 +94,11 @@ static int16_t kb_metadata_autocreate(kb_apisvc_t *svc, const char *name)
     return ec;
 }
 
-static kb_api_result_t kb_metadata_handle(void *opaque, kb_req_t *req, kb_resp_t **respp)
+static kb_api_result_t kb_metadata_build(kb_apisvc_t *svc, kb_reqctx_t *ctx,
+                                         const kp_MetadataRequest_t *rqp, kb_resp_t **respp)
 {
-    kb_apisvc_t *svc = opaque;
-    kb_reqctx_t *ctx = kb_req_ctx(req);
     int16_t ver = ctx->api_version;
-    kp_MetadataRequest_t rq;
+    kp_MetadataRequest_t rq = *rqp;
     kp_MetadataResponse_t resp;
     const char *host;
     int32_t port;
@@ -107,8 +106,6 @@ static kb_api_result_t kb_metadata_handle(void *opaque, kb_req_t *req, kb_resp_t
     kb_topic_info_t *list = NULL;
     size_t nlist = 0, nt = 0;
 
-    if (kb_h_decode(ctx, &kp_MetadataRequest_desc, &rq) != 0)
-        return KB_API_CLOSE;
     kp_MetadataResponse_init(&resp);
     resp.Brokers.v = kp_arena_calloc(ctx->arena, 1, sizeof(*resp.Brokers.v));
     if (!resp.Brokers.v)
@@ -207,6 +204,21 @@ static kb_api_result_t kb_metadata_handle(void *opaque, kb_req_t *req, kb_resp_t
     }
     resp.Topics.cnt = (int32_t)nt;
     return kb_h_respond(ctx, &kp_MetadataResponse_desc, &resp, respp);
+}
+
+static kb_api_result_t kb_metadata_build_v(kb_apisvc_t *svc, kb_reqctx_t *ctx, const void *rq,
+                                           kb_resp_t **respp)
+{
+    return kb_metadata_build(svc, ctx, rq, respp);
+}
+
+static kb_api_result_t kb_metadata_handle(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    kp_MetadataRequest_t rq;
+    if (kb_h_decode(ctx, &kp_MetadataRequest_desc, &rq) != 0)
+        return KB_API_CLOSE;
+    return kb_h_big_response(opaque, ctx, &rq, respp, kb_metadata_build_v);
 }
 
 static kb_api_result_t kb_describe_cluster_handle(void *opaque, kb_req_t *req, kb_resp_t **respp)

@@ -225,18 +225,15 @@ static void kb_ct_one(kb_apisvc_t *svc, kb_reqctx_t *ctx, const kp_CreateTopicsR
         r->Configs.cnt = -1;
 }
 
-static kb_api_result_t kb_create_topics_handle(void *opaque, kb_req_t *req, kb_resp_t **respp)
+static kb_api_result_t kb_create_topics_build(kb_apisvc_t *svc, kb_reqctx_t *ctx, const void *rqp,
+                                              kb_resp_t **respp)
 {
-    kb_apisvc_t *svc = opaque;
-    kb_reqctx_t *ctx = kb_req_ctx(req);
-    kp_CreateTopicsRequest_t rq;
+    const kp_CreateTopicsRequest_t rq = *(const kp_CreateTopicsRequest_t *)rqp;
     kp_CreateTopicsResponse_t resp;
     int32_t n = 0;
     kp_str_t *names;
     bool *dups = NULL;
 
-    if (kb_h_decode(ctx, &kp_CreateTopicsRequest_desc, &rq) != 0)
-        return KB_API_CLOSE;
     names = kp_arena_calloc(ctx->arena, (size_t)(rq.Topics.cnt > 0 ? rq.Topics.cnt : 0) + 1,
                             sizeof(*names));
     if (!names)
@@ -275,6 +272,15 @@ static kb_api_result_t kb_create_topics_handle(void *opaque, kb_req_t *req, kb_r
     }
     resp.Topics.cnt = n;
     return kb_h_respond(ctx, &kp_CreateTopicsResponse_desc, &resp, respp);
+}
+
+static kb_api_result_t kb_create_topics_handle(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    kp_CreateTopicsRequest_t rq;
+    if (kb_h_decode(ctx, &kp_CreateTopicsRequest_desc, &rq) != 0)
+        return KB_API_CLOSE;
+    return kb_h_big_response(opaque, ctx, &rq, respp, kb_create_topics_build);
 }
 
 /* ---- DeleteTopics -----------------------------------------------------------------------------
