@@ -529,6 +529,17 @@ static void t_produce_fetch(void)
             CU_ASSERT(streq(r->Responses.v[0].Topic, "pf"));
         }
     }
+    /* v19's MirrorLeaderEpoch (provisional tag) is accepted and ignored */
+    {
+        kp_FetchRequest_t rq;
+        kp_FetchResponse_t resp;
+        fetch_req(&rq, 19, &fp, 1, 0, 1, 1 << 20, 0, 0, -1);
+        rq.Topics.v[0].Partitions.v[0].MirrorLeaderEpoch = 5;
+        kp_FetchResponse_init(&resp);
+        CU_ASSERT_EQUAL_FATAL(kbat_call(g_fd, KP_APIKEY_Fetch, 19, &rq, &resp, &g_ar), 0);
+        CU_ASSERT_EQUAL(fr_part(&resp, 0, 0)->ErrorCode, 0);
+        CU_ASSERT_EQUAL(kbat_count_records(fr_part(&resp, 0, 0)->Records, NULL, NULL), 70);
+    }
     /* from the middle of a batch: the whole batch comes back (clients skip) */
     fp.offset = 15;
     {
