@@ -8,6 +8,7 @@
  * restart persistence. Label: unit. Waiting is by poll() with deadlines only.
  */
 #include <CUnit/Basic.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1639,6 +1640,127 @@ static void t_restart(void)
     down();
 }
 
+/* ---- concurrency: producers and long-polling fetchers on the same partitions ------------- */
+
+#define CC_PRODUCERS 4
+#define CC_REQS      100
+#define CC_RECS      5
+
+typedef struct cc_arg_s {
+    int port;
+    int id;
+    int errors;
+    int64_t got; /* fetchers: records read */
+} cc_arg_t;
+
+static void *cc_producer(void *arg)
+{
+    cc_arg_t *a = arg;
+    int fd = kbat_connect(a->port);
+    kp_writer_t wr;
+    kp_writer_init(&wr);
+    kbat_batch(&wr, a->id % 2 ? KP_CODEC_LZ4 : KP_CODEC_NONE, CC_RECS, "cc", -1, -1, -1, false,
+               false);
+    for (int i = 0; i < CC_REQS && fd >= 0; i++)
+        if (kbat_produce(fd, 9, "cc", i % 2, -1, &wr, NULL, NULL) != 0)
+            a->errors++;
+    kp_writer_free(&wr);
+    if (fd >= 0)
+        close(fd);
+    else
+        a->errors++;
+    return NULL;
+}
+
+static void *cc_fetcher(void *arg)
+{
+    cc_arg_t *a = arg;
+    int fd = kbat_connect(a->port);
+    kp_arena_t ar;
+    int64_t want = (int64_t)CC_PRODUCERS * CC_REQS / 2 * CC_RECS, deadline = kbat_now_ms() + 60000;
+    int64_t offset = 0;
+    int32_t sid = 0, epoch = 0;
+    kp_arena_init(&ar, 0);
+    while (fd >= 0 && a->got < want && kbat_now_ms() < deadline) {
+        kp_FetchRequest_t rq;
+        kp_FetchResponse_t resp;
+        kp_FetchRequest_FetchTopic_t t;
+        kp_FetchRequest_FetchPartition_t p;
+        kp_FetchRequest_init(&rq);
+        kp_FetchRequest_FetchTopic_init(&t);
+        kp_FetchRequest_FetchPartition_init(&p);
+        rq.ReplicaId = -1;
+        rq.MaxWaitMs = 500;
+        rq.MinBytes = 1;
+        rq.MaxBytes = 1 << 20;
+        rq.SessionId = sid;
+        rq.SessionEpoch = epoch;
+        t.Topic = S("cc");
+        p.Partition = a->id;
+        p.FetchOffset = offset;
+        p.PartitionMaxBytes = 4096; /* several rounds */
+        t.Partitions.v = &p;
+        t.Partitions.cnt = 1;
+        rq.Topics.v = &t;
+        rq.Topics.cnt = 1;
+        kp_FetchResponse_init(&resp);
+        if (kbat_call(fd, KP_APIKEY_Fetch, 12, &rq, &resp, &ar) != 0 || resp.ErrorCode) {
+            a->errors++;
+            break;
+        }
+        sid = resp.SessionId;
+        epoch = kb_fsess_next_epoch(epoch);
+        for (int32_t i = 0; i < resp.Responses.cnt; i++)
+            for (int32_t k = 0; k < resp.Responses.v[i].Partitions.cnt; k++) {
+                int64_t first, last;
+                int n =
+                    kbat_count_records(resp.Responses.v[i].Partitions.v[k].Records, &first, &last);
+                if (n < 0 || (n > 0 && first != offset)) {
+                    a->errors++;
+                    continue;
+                }
+                if (n > 0) {
+                    a->got += n;
+                    offset = last + 1;
+                }
+            }
+        kp_arena_free(&ar);
+        kp_arena_init(&ar, 0);
+    }
+    kp_arena_free(&ar);
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+static void t_concurrency(void)
+{
+    pthread_t pt[CC_PRODUCERS], ft[2];
+    cc_arg_t pa[CC_PRODUCERS], fa[2];
+    up(NULL);
+    CU_ASSERT_EQUAL(kbat_create_topic(g_fd, "cc", 2, NULL), 0);
+    for (int i = 0; i < 2; i++) {
+        fa[i] = (cc_arg_t){.port = B.port, .id = i};
+        pthread_create(&ft[i], NULL, cc_fetcher, &fa[i]);
+    }
+    for (int i = 0; i < CC_PRODUCERS; i++) {
+        pa[i] = (cc_arg_t){.port = B.port, .id = i};
+        pthread_create(&pt[i], NULL, cc_producer, &pa[i]);
+    }
+    for (int i = 0; i < CC_PRODUCERS; i++) {
+        pthread_join(pt[i], NULL);
+        CU_ASSERT_EQUAL(pa[i].errors, 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(ft[i], NULL);
+        CU_ASSERT_EQUAL(fa[i].errors, 0);
+        CU_ASSERT_EQUAL(fa[i].got, (int64_t)CC_PRODUCERS * CC_REQS / 2 * CC_RECS);
+    }
+    CU_ASSERT_EQUAL(list_offset("cc", 0, -1, 0, 5, NULL, NULL),
+                    (int64_t)CC_PRODUCERS * CC_REQS / 2 * CC_RECS);
+    down();
+}
+
 int main(void)
 {
     CU_pSuite s;
@@ -1663,6 +1785,7 @@ int main(void)
     CU_add_test(s, "configs", t_configs);
     CU_add_test(s, "DescribeCluster", t_describe_cluster);
     CU_add_test(s, "restart", t_restart);
+    CU_add_test(s, "concurrent producers and long-polling fetchers", t_concurrency);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     fails = CU_get_number_of_failures();
