@@ -6,10 +6,13 @@
 #      commit/resume, simple commits, DeleteGroups, ListGroups);
 #   3. kbroker restarted (SIGTERM, exit 0, same log dir): it must load the groups back;
 #   4. e2e_groups.py --phase after (committed offsets, groups, resuming after the restart);
-#   5. the client conformance suites' group tests against it: rdkafka_group.py (eager and
+#   5. transactional offsets (e2e_txn_offsets.py: sendOffsetsToTransaction, commit/abort,
+#      UNSTABLE_OFFSET_COMMIT) when the broker serves TxnOffsetCommit (the transaction
+#      coordinator, broker/txn, calls this coordinator through kb_txn_group_hook.h);
+#   6. the client conformance suites' group tests against it: rdkafka_group.py (eager and
 #      cooperative, the full suite), kafka_python.py and the Java 4.x suite (tests/clients/java.sh),
 #      both --only "consumer group";
-#   6. kbroker stopped: exit 0 within a deadline.
+#   7. kbroker stopped: exit 0 within a deadline.
 #
 # Python clients come from tests/clients/setup-venv.sh (confluent-kafka, kafka-python); Java from
 # tests/peers/mvn-build.sh (Maven offline once cached). Closing line "N passed, N failed" over the
@@ -94,6 +97,13 @@ else
 fi
 run "groups after the restart" timeout 600 "$PY" "$HERE/e2e_groups.py" --bootstrap "$BOOT" \
   --phase after --state "$W/state.json"
+"$PY" "$HERE/e2e_txn_offsets.py" --bootstrap "$BOOT" --probe
+case $? in
+  0) run "transactional offsets (sendOffsetsToTransaction)" timeout 300 "$PY" \
+       "$HERE/e2e_txn_offsets.py" --bootstrap "$BOOT" ;;
+  3) echo "(transactional offsets not run: this kbroker has no transaction coordinator)" ;;
+  *) fail "probe for TxnOffsetCommit" ;;
+esac
 run "librdkafka group suite (tests/clients/rdkafka_group.py)" timeout 600 "$PY" \
   "$CLIENTS/rdkafka_group.py" --bootstrap "$BOOT"
 run "kafka-python group test (tests/clients/kafka_python.py)" timeout 600 "$PY" \
