@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kb_log.h"
@@ -51,6 +52,19 @@ static void kb_netrec_be32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)v;
 }
 
+static void kb_netrec_be64(uint8_t *p, int64_t v)
+{
+    kb_netrec_be32(p, (uint32_t)((uint64_t)v >> 32));
+    kb_netrec_be32(p + 4, (uint32_t)v);
+}
+
+static int64_t kb_netrec_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* writev all of @p iov; false on a short or failed write. */
 static bool kb_netrec_write(kb_netrec_t *rec, struct iovec *iov, int cnt, size_t total)
 {
@@ -88,10 +102,11 @@ void kb_netrec_frame(kb_netrec_t *rec, const char *dir, uint64_t limit, uint64_t
             goto fail;
     }
     if (len > INT32_MAX || rec->bytes + KB_NETREC_REC_HDR_LEN + len > limit) {
-        /* the end marker may go past the limit by its 8 bytes */
+        /* the end marker may go past the limit by its 16 bytes */
         kb_netrec_be16(hdr, KB_NETREC_END);
         kb_netrec_be16(hdr + 2, 0);
         kb_netrec_be32(hdr + 4, 0);
+        kb_netrec_be64(hdr + 8, kb_netrec_now_ms());
         iov[0].iov_base = hdr;
         iov[0].iov_len = sizeof(hdr);
         kb_netrec_write(rec, iov, 1, sizeof(hdr));
@@ -105,6 +120,7 @@ void kb_netrec_frame(kb_netrec_t *rec, const char *dir, uint64_t limit, uint64_t
     kb_netrec_be16(hdr, len >= 4 ? (int16_t)((frame[0] << 8) | frame[1]) : -1);
     kb_netrec_be16(hdr + 2, len >= 4 ? (int16_t)((frame[2] << 8) | frame[3]) : -1);
     kb_netrec_be32(hdr + 4, (uint32_t)len);
+    kb_netrec_be64(hdr + 8, kb_netrec_now_ms());
     iov[0].iov_base = hdr;
     iov[0].iov_len = sizeof(hdr);
     iov[1].iov_base = (void *)(uintptr_t)frame;

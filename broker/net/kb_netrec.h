@@ -5,11 +5,13 @@
  * is off unless the variable is set. docs/broker.md, "Request recorder".
  *
  * File <dir>/kbroker-<pid>-conn-<conn id>.rec, big-endian:
- *   magic   8 bytes  "KBREC" 0 0 1 (format version 1)
+ *   magic   8 bytes  "KBREC" 0 0 2 (format version 2)
  *   records, one per received frame:
  *     api_key     int16   from the frame (-1 if the frame is shorter than 4 bytes)
  *     api_version int16   from the frame (-1 likewise)
- *     length      int32   bytes that follow
+ *     length      int32   bytes of the frame
+ *     time_ms     int64   wall clock (ms since the epoch) when the frame was complete, so that
+ *                         frames can be attributed to the test that sent them
  *     frame       length bytes: the request exactly as received after its size prefix
  *                 (request header + body), before any validation
  *   a record with api_key KB_NETREC_END (-2) and length 0 closes a file whose size limit
@@ -26,9 +28,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KB_NETREC_MAGIC         "KBREC\0\0\1"
+#define KB_NETREC_MAGIC         "KBREC\0\0\2"
 #define KB_NETREC_MAGIC_LEN     8
-#define KB_NETREC_REC_HDR_LEN   8 /**< api_key + api_version + length */
+#define KB_NETREC_REC_HDR_LEN   16 /**< api_key + api_version + length + time_ms */
 #define KB_NETREC_END           (-2)
 #define KB_NETREC_DEFAULT_LIMIT (64u * 1024 * 1024)
 

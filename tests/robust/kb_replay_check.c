@@ -2,13 +2,17 @@
  * kb_replay_check.c -- decode every request frame that kbroker recorded under KM_RECORD_DIR
  * (format: broker/net/kb_netrec.h) with the generated codec.
  *
- *   kb_replay_check [-v] DIR|FILE...
+ *   kb_replay_check [-v] [--suites FILE] DIR|FILE...
  *
  * For each record: the API key must be known to the codec and the version within the codec's
  * range; the request header (v1/v2 as the codec says) must decode and repeat the key and the
  * version; the body must decode with all bytes consumed. An ApiVersions request newer than the
  * codec passes on its header alone (the broker answers it without reading the body), and is
  * counted separately. One FAIL line per bad record, then "N passed, N failed".
+ * Suites: with --suites FILE, or when a directory holds suites.log, lines "<suite> start <ms>"
+ * and "<suite> end <ms>" (wall clock, ms since the epoch; tests/clients/run-all.sh writes them)
+ * attribute every frame by its receive time to the suite running then, and a per-suite
+ * "suite <name>: N passed, N failed" line comes before the total ("(none)" for the rest).
  * Exit status: 0 when nothing failed, 1 when something did, 2 on usage or I/O errors (an
  * unreadable directory or file, a file that is not a recording).
  */
@@ -20,16 +24,67 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "kb_netrec.h"
 #include "kp_msgs.h"
 #include "kr_util.h"
 
+#define MAX_SUITES 64
+
+typedef struct suite_s {
+    char name[64];
+    int64_t start, end; /* end INT64_MAX while open */
+    unsigned long passed, failed;
+} suite_t;
+
 static struct {
     bool verbose;
     unsigned long passed, failed, apiv_newer, files, truncated;
     int io_errors;
+    suite_t suites[MAX_SUITES + 1]; /* the last slot: frames outside every suite */
+    int nsuites;
+    bool have_suites;
 } st;
+
+/* Read "<suite> start|end <ms>" lines. Returns 0, or -1 if the file cannot be read. */
+static int load_suites(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char line[256], name[64], what[16];
+    long long ms;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f)) {
+        suite_t *su = NULL;
+        if (sscanf(line, "%63s %15s %lld", name, what, &ms) != 3)
+            continue;
+        for (int i = st.nsuites - 1; i >= 0 && !su; i--)
+            if (strcmp(st.suites[i].name, name) == 0 && st.suites[i].end == INT64_MAX)
+                su = &st.suites[i];
+        if (strcmp(what, "start") == 0 && st.nsuites < MAX_SUITES) {
+            su = &st.suites[st.nsuites++];
+            snprintf(su->name, sizeof(su->name), "%s", name);
+            su->start = ms;
+            su->end = INT64_MAX;
+        } else if (strcmp(what, "end") == 0 && su) {
+            su->end = ms;
+        }
+    }
+    fclose(f);
+    snprintf(st.suites[MAX_SUITES].name, sizeof(st.suites[MAX_SUITES].name), "(none)");
+    st.have_suites = true;
+    return 0;
+}
+
+/* The suite running at @p ms (the last one started, if they overlap). */
+static suite_t *suite_at(int64_t ms)
+{
+    for (int i = st.nsuites - 1; i >= 0; i--)
+        if (ms >= st.suites[i].start && ms <= st.suites[i].end)
+            return &st.suites[i];
+    return &st.suites[MAX_SUITES];
+}
 
 static int16_t rd16(const uint8_t *p)
 {
@@ -40,6 +95,11 @@ static int32_t rd32(const uint8_t *p)
 {
     return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
                      (uint32_t)p[3]);
+}
+
+static int64_t rd64(const uint8_t *p)
+{
+    return (int64_t)(((uint64_t)(uint32_t)rd32(p) << 32) | (uint32_t)rd32(p + 4));
 }
 
 /* Check one recorded frame. Returns NULL if it decodes, else a static/buffered reason. */
@@ -131,6 +191,7 @@ static void check_file(const char *path)
     for (pos = KB_NETREC_MAGIC_LEN; pos < len; idx++) {
         int16_t key, ver;
         int32_t flen, corr;
+        int64_t ms;
         const char *why;
         char tmp[256];
         const kp_api_info_t *api;
@@ -144,6 +205,7 @@ static void check_file(const char *path)
         key = rd16(p + pos);
         ver = rd16(p + pos + 2);
         flen = rd32(p + pos + 4);
+        ms = rd64(p + pos + 8);
         pos += KB_NETREC_REC_HDR_LEN;
         if (key == KB_NETREC_END) {
             st.truncated++;
@@ -160,11 +222,16 @@ static void check_file(const char *path)
         why = check_frame(key, ver, p + pos, (size_t)flen, &corr, tmp, sizeof(tmp));
         api = kp_api_lookup(key);
         if (why) {
-            printf("FAIL %s #%lu: %s(%d) v%d correlation id %d, %d bytes: %s\n", path, idx,
-                   api ? api->name : "?", key, ver, corr, flen, why);
+            printf("FAIL %s #%lu: %s(%d) v%d correlation id %d, %d bytes, at %lld%s%s: %s\n", path,
+                   idx, api ? api->name : "?", key, ver, corr, flen, (long long)ms,
+                   st.have_suites ? " in " : "", st.have_suites ? suite_at(ms)->name : "", why);
             st.failed++;
+            if (st.have_suites)
+                suite_at(ms)->failed++;
         } else {
             st.passed++;
+            if (st.have_suites)
+                suite_at(ms)->passed++;
         }
         pos += (size_t)flen;
     }
@@ -182,6 +249,11 @@ static void check_dir(const char *dir)
     struct dirent *de;
     char **names = NULL;
     size_t n = 0, cap = 0;
+    char slog[4096];
+
+    snprintf(slog, sizeof(slog), "%s/suites.log", dir);
+    if (!st.have_suites && access(slog, R_OK) == 0 && load_suites(slog) != 0)
+        st.io_errors++;
 
     if (!d) {
         fprintf(stderr, "kb_replay_check: cannot open %s: %s\n", dir, strerror(errno));
@@ -221,8 +293,15 @@ int main(int argc, char **argv)
             st.verbose = true;
             continue;
         }
+        if (strcmp(argv[i], "--suites") == 0 && i + 1 < argc) {
+            if (load_suites(argv[++i]) != 0) {
+                fprintf(stderr, "kb_replay_check: cannot read %s: %s\n", argv[i], strerror(errno));
+                return 2;
+            }
+            continue;
+        }
         if (argv[i][0] == '-') {
-            fprintf(stderr, "usage: kb_replay_check [-v] DIR|FILE...\n");
+            fprintf(stderr, "usage: kb_replay_check [-v] [--suites FILE] DIR|FILE...\n");
             return 2;
         }
         nargs++;
@@ -232,8 +311,16 @@ int main(int argc, char **argv)
             check_file(argv[i]);
     }
     if (nargs == 0) {
-        fprintf(stderr, "usage: kb_replay_check [-v] DIR|FILE...\n");
+        fprintf(stderr, "usage: kb_replay_check [-v] [--suites FILE] DIR|FILE...\n");
         return 2;
+    }
+    for (int i = 0; st.have_suites && i <= MAX_SUITES; i++) {
+        const suite_t *su = &st.suites[i];
+        if (i >= st.nsuites && i != MAX_SUITES)
+            continue;
+        if (i == MAX_SUITES && su->passed + su->failed == 0)
+            continue;
+        printf("suite %s: %lu passed, %lu failed\n", su->name, su->passed, su->failed);
     }
     if (st.apiv_newer)
         printf("note: %lu ApiVersions request(s) newer than the codec: header checked only\n",

@@ -10,9 +10,12 @@
  *   conn 3: ApiVersions v3 whose body is cut short             -> 1 failure
  *   conn 4: a 2-byte frame                                      -> 1 failure
  * kb_replay_check must print "4 passed, 3 failed" (exit 1) for the directory, and "4 passed,
- * 0 failed" (exit 0) for conn 1's file alone.
- * Run 2 (KM_RECORD_MAX_BYTES=100): five ApiVersions v0 requests of 21 recorded bytes each on
- * one connection; the file keeps four and an end marker, all five are answered.
+ * 0 failed" (exit 0) for conn 1's file alone; with a suites.log bracketing conn 1 as suite
+ * "good" and conns 2-4 as "bad", "suite good: 4 passed, 0 failed" and "suite bad: 0 passed,
+ * 3 failed".
+ * Run 2 (KM_RECORD_MAX_BYTES=130): five ApiVersions v0 requests of 29 recorded bytes each
+ * (16-byte record header + 13-byte frame) on one connection; the file keeps four and an end
+ * marker (8 + 4 * 29 + 16 bytes), all five are answered.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,6 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kr_util.h"
@@ -119,13 +123,33 @@ static void clean_dir(const char *dir)
     struct dirent *de;
     while (d && (de = readdir(d)) != NULL) {
         char path[1200];
-        if (strstr(de->d_name, ".rec")) {
+        if (strstr(de->d_name, ".rec") || strcmp(de->d_name, "suites.log") == 0) {
             snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
             unlink(path);
         }
     }
     if (d)
         closedir(d);
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Append "<suite> <what> <now>" to @p dir/suites.log, as tests/clients/run-all.sh does. */
+static void suite_mark(const char *dir, const char *suite, const char *what)
+{
+    char path[800];
+    FILE *f;
+    snprintf(path, sizeof(path), "%s/suites.log", dir);
+    f = fopen(path, "a");
+    if (!f)
+        return;
+    fprintf(f, "%s %s %lld\n", suite, what, (long long)wall_ms());
+    fclose(f);
 }
 
 /* The recording file of connection @p conn_id of broker @p pid. */
@@ -171,12 +195,22 @@ int main(int argc, char **argv)
         return 1;
     }
     pid = b.pid;
+    suite_mark(recdir, "good", "start");
     wr.len = 0;
     apiv_frame(&wr, 0, 10, 0);
     apiv_frame(&wr, 3, 11, 0);
     apiv_frame(&wr, 4, 12, 0);
     apiv_frame(&wr, 9, 13, 0);
     exchange(b.port, &wr, 4, 10, 0, "conn 1 (valid ApiVersions)");
+    suite_mark(recdir, "good", "end");
+    {
+        /* suites.log has millisecond resolution: let the clock move on so that the two
+         * suites do not share a millisecond */
+        int64_t t = wall_ms();
+        while (wall_ms() <= t + 1)
+            poll(NULL, 0, 1);
+    }
+    suite_mark(recdir, "bad", "start");
     wr.len = 0;
     {
         size_t at = kr_req_begin(&wr, 9999, 0, 20, "rec");
@@ -191,6 +225,7 @@ int main(int argc, char **argv)
     kp_write_int32(&wr, 2);
     kp_write_int16(&wr, 18);
     exchange(b.port, &wr, 0, 0, 1, "conn 4 (2-byte frame)");
+    suite_mark(recdir, "bad", "end");
     stop_broker(&b);
 
     st = run_checker(argv[2], recdir, out, sizeof(out));
@@ -202,6 +237,9 @@ int main(int argc, char **argv)
     CHECK(strstr(out, "frame shorter than an API key and version") != NULL,
           "2-byte frame not reported");
     CHECK(strstr(out, "header checked only") != NULL, "ApiVersions v9 note missing");
+    CHECK(strstr(out, "\nsuite good: 4 passed, 0 failed\n") != NULL &&
+              strstr(out, "\nsuite bad: 0 passed, 3 failed\n") != NULL,
+          "per-suite totals from suites.log");
     rec_path(path, sizeof(path), recdir, pid, 1);
     st = run_checker(argv[2], path, out, sizeof(out));
     printf("--- kb_replay_check %s (exit %d):\n%s", path, st, out);
@@ -209,7 +247,7 @@ int main(int argc, char **argv)
 
     /* ---- run 2: size limit */
     clean_dir(recdir);
-    setenv("KM_RECORD_MAX_BYTES", "100", 1);
+    setenv("KM_RECORD_MAX_BYTES", "130", 1);
     snprintf(path, sizeof(path), "%s/run2", dir);
     if (kr_broker_start(&b, argv[1], path, NULL, 60000, err, sizeof(err)) != 0) {
         fprintf(stderr, "FAIL: %s\n", err);
@@ -219,13 +257,13 @@ int main(int argc, char **argv)
     wr.len = 0;
     for (int i = 0; i < 5; i++)
         apiv_frame(&wr, 0, 40 + i, 0);
-    exchange(b.port, &wr, 5, 40, 0, "run 2 (5 requests, limit 100 bytes)");
+    exchange(b.port, &wr, 5, 40, 0, "run 2 (5 requests, limit 130 bytes)");
     stop_broker(&b);
     rec_path(path, sizeof(path), recdir, pid, 1);
     {
         struct stat sb;
-        CHECK(stat(path, &sb) == 0 && sb.st_size == 8 + 4 * 21 + 8, "run 2 file size %lld, want %d",
-              (long long)sb.st_size, 8 + 4 * 21 + 8);
+        CHECK(stat(path, &sb) == 0 && sb.st_size == 8 + 4 * 29 + 16,
+              "run 2 file size %lld, want %d", (long long)sb.st_size, 8 + 4 * 29 + 16);
     }
     st = run_checker(argv[2], recdir, out, sizeof(out));
     printf("--- kb_replay_check %s (exit %d):\n%s", recdir, st, out);
