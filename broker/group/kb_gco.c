@@ -603,6 +603,36 @@ static const kb_txn_group_hook_t kb_gco_txn_hook = {
 };
 #endif
 
+/* ---- metrics ------------------------------------------------------------------------------------
+ */
+
+/* Runs at every scrape under the registry mutex: it must not block, so it reads the state
+ * machine only when the coordinator mutex is free and repeats its last figures otherwise. */
+static void kb_gco_collect(void *opaque, kb_metrics_emit_t *em)
+{
+    kb_gco_t *co = opaque;
+    static const char *const states[] = {"Empty", "PreparingRebalance", "CompletingRebalance",
+                                         "Stable"};
+    if (pthread_mutex_trylock(&co->mu) == 0) {
+        if (co->gsm)
+            kb_gsm_stats(co->gsm, &co->last);
+        pthread_mutex_unlock(&co->mu);
+    }
+    for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
+        const char *const labels[] = {"state", states[i], NULL};
+        kb_metrics_emit(em, "kbroker_groups", "Classic consumer groups by state", KB_METRIC_GAUGE,
+                        labels, (double)co->last.by_state[i]);
+    }
+    kb_metrics_emit(em, "kbroker_group_members", "Members of all classic groups", KB_METRIC_GAUGE,
+                    NULL, (double)co->last.members);
+    kb_metrics_emit(em, "kbroker_group_committed_offsets",
+                    "Committed offsets held by the group coordinator", KB_METRIC_GAUGE, NULL,
+                    (double)co->last.offsets);
+    kb_metrics_emit(em, "kbroker_group_rebalances_total",
+                    "Join phases completed (generations started) since the broker started",
+                    KB_METRIC_COUNTER, NULL, (double)co->last.rebalances);
+}
+
 /* ---- life cycle ------------------------------------------------------------------------------ */
 
 kb_gco_t *kb_gco_new(const kb_gco_opts_t *o, char *errstr, size_t errstr_size)
@@ -649,6 +679,11 @@ kb_gco_t *kb_gco_new(const kb_gco_opts_t *o, char *errstr, size_t errstr_size)
         goto fail;
     }
     pthread_mutex_unlock(&co->mu);
+    co->metrics = o->metrics;
+    if (co->metrics) {
+        kb_gsm_stats(co->gsm, &co->last);
+        co->collector = kb_metrics_collector_add(co->metrics, kb_gco_collect, co);
+    }
     co->ml = kb_meta_listen(co->meta, kb_gco_meta_event, co, false);
     if (!co->ml) {
         snprintf(errstr, errstr_size, "out of memory");
@@ -708,6 +743,10 @@ void kb_gco_stop(kb_gco_t *co)
     if (co->ml) {
         kb_meta_unlisten(co->meta, co->ml);
         co->ml = NULL;
+    }
+    if (co->collector) {
+        kb_metrics_collector_remove(co->metrics, co->collector);
+        co->collector = NULL;
     }
 }
 
@@ -769,7 +808,7 @@ static void kb_gco_reg_set(const kb_broker_t *kb, kb_gco_t *co)
 static int kb_module_group_init(kb_broker_t *kb, void **statep, char *errstr, size_t errstr_size)
 {
     kb_apisvc_t *svc = kb_apisvc_of(kb);
-    kb_gco_opts_t o = {.svc = svc, .reg = kb->reg, .kb = kb};
+    kb_gco_opts_t o = {.svc = svc, .reg = kb->reg, .kb = kb, .metrics = kb->metrics};
     kb_gco_t *co;
     if (!svc) {
         snprintf(errstr, errstr_size, "the group coordinator needs the api module");

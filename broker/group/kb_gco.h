@@ -33,6 +33,7 @@
 #include "kb_apisvc.h"
 #include "kb_broker.h"
 #include "kb_gsm.h"
+#include "kb_metrics.h"
 
 typedef struct kb_gco_s kb_gco_t;
 
@@ -40,6 +41,7 @@ typedef struct kb_gco_opts_s {
     kb_apisvc_t *svc;       /**< required: configuration, metadata, partitions */
     kb_api_registry_t *reg; /**< where to register the handlers (NULL: none) */
     const kb_broker_t *kb;  /**< key of the transaction hook (may be NULL) */
+    kb_metrics_t *metrics;  /**< where to publish the group gauges (may be NULL) */
 } kb_gco_opts_t;
 
 /** Create the coordinator, load __consumer_offsets if it exists, register the handlers.

@@ -40,6 +40,9 @@ struct kb_gco_s {
     size_t cap_deleted;
     kb_meta_listener_t *ml;
     bool hook_installed;
+    kb_metrics_t *metrics;
+    void *collector;
+    kb_gsm_stats_t last; /**< the metrics collector's copy (its own: it never blocks on mu) */
     int16_t registered[16];
     size_t nregistered;
 };

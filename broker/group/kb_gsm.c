@@ -340,8 +340,13 @@ void kb_gsm_stats(const kb_gsm_t *gsm, kb_gsm_stats_t *st)
     kb_group_t *g;
     memset(st, 0, sizeof(*st));
     st->groups = kb_ghash_count(&gsm->groups);
-    while ((g = kb_ghash_next(&gsm->groups, &it, NULL, NULL)))
+    while ((g = kb_ghash_next(&gsm->groups, &it, NULL, NULL))) {
         st->offsets += kb_ghash_count(&g->offsets);
+        st->members += g->nmembers;
+        if (g->state >= 0 && g->state <= KB_GS_DEAD)
+            st->by_state[g->state]++;
+    }
+    st->rebalances = gsm->rebalances;
     st->records_loaded = gsm->records_loaded;
     st->records_skipped = gsm->records_skipped;
 }
@@ -669,6 +674,7 @@ static void kb_gsm_complete_join(kb_gsm_t *gsm, kb_group_t *g)
         return;
     }
     g->generation++;
+    gsm->rebalances++;
     if (!g->nmembers) {
         int16_t err;
         free(g->protocol_name);

@@ -357,10 +357,13 @@ int kb_gsm_load(kb_gsm_t *gsm, int32_t partition, const uint8_t *buf, size_t len
 /** After loading: start the session timers of loaded members and the expiry timer. */
 void kb_gsm_load_done(kb_gsm_t *gsm);
 
-/** Counters (tests, logs). */
+/** Counters (tests, logs, metrics). */
 typedef struct kb_gsm_stats_s {
     size_t groups;
+    size_t by_state[KB_GS_DEAD + 1]; /**< groups per state */
+    size_t members;
     size_t offsets;
+    uint64_t rebalances; /**< join phases completed since start */
     size_t records_loaded;
     size_t records_skipped;
 } kb_gsm_stats_t;

@@ -32,6 +32,7 @@ struct kb_gsm_s {
     kb_gtimer_t expiry_timer;
     size_t records_loaded;
     size_t records_skipped;
+    uint64_t rebalances;
 };
 
 static inline int64_t kb_gsm_now(kb_gsm_t *gsm)

@@ -44,6 +44,7 @@ listeners=PLAINTEXT://127.0.0.1:0
 log.dirs=$W/data
 offsets.topic.num.partitions=10
 group.initial.rebalance.delay.ms=300
+metrics.listener=http://127.0.0.1:0
 EOF
 
 BOOT=
@@ -111,6 +112,15 @@ run "kafka-python group test (tests/clients/kafka_python.py)" timeout 600 "$PY" 
 if [ "$JAVA" = 1 ]; then
   run "Java 4.x group test (tests/clients/java.sh)" timeout 600 "$CLIENTS/java.sh" \
     --bootstrap "$BOOT" --only "bootstrap" --only "consumer group"
+fi
+MPORT=$(grep -o 'metrics on http://127\.0\.0\.1:[0-9]*' "$W/broker.log" | tail -1 | grep -o '[0-9]*$')
+if curl -s --max-time 10 "http://127.0.0.1:$MPORT/metrics" >"$W/metrics.txt" &&
+   grep -q '^kbroker_groups{state="Empty"} [1-9]' "$W/metrics.txt" &&
+   grep -q '^kbroker_group_rebalances_total [1-9]' "$W/metrics.txt" &&
+   grep -q '^kbroker_group_committed_offsets [1-9]' "$W/metrics.txt"; then
+  pass "group metrics on /metrics"
+else
+  fail "group metrics on /metrics" "$(grep kbroker_group "$W/metrics.txt" 2>/dev/null | tr '\n' ' ')"
 fi
 if stop_broker; then pass "kbroker stops on SIGTERM with status 0"; else fail "kbroker stops"; fi
 if grep -E 'ERROR|AddressSanitizer|runtime error' "$W/broker.log" >/dev/null; then
