@@ -59,6 +59,107 @@ static int kb_produce_recompress(const uint8_t *in, size_t len, int codec, uint8
     return *out ? 0 : -1;
 }
 
+/* Decompressed records of one batch may take at most this many times max.message.bytes (at
+ * least KB_PRODUCE_INFLATE_MIN): more is refused with MESSAGE_TOO_LARGE, which makes a Java
+ * producer split the batch. Kafka validates compressed batches record by record; kbroker
+ * decompresses a batch at once, so without a bound a small "decompression bomb" would make a
+ * handler thread allocate gigabytes. */
+#define KB_PRODUCE_INFLATE_FACTOR 64
+#define KB_PRODUCE_INFLATE_MIN    (16u << 20)
+
+static bool kb_produce_ts_bad(const kb_log_config_t *lc, int64_t ts, int64_t now)
+{
+    if (lc->message_timestamp_type != KB_TS_CREATE_TIME || ts < 0)
+        return false; /* LogAppendTime overwrites it; -1 is "no timestamp" */
+    if (lc->message_ts_before_max_ms != INT64_MAX && now - ts > lc->message_ts_before_max_ms)
+        return true;
+    return lc->message_ts_after_max_ms != INT64_MAX && ts - now > lc->message_ts_after_max_ms;
+}
+
+/*
+ * Kafka's leader-side validation of the one batch of a partition, in one pass with a bounded
+ * decompression (the storage engine's kb_log_validate_produce() does the same checks but
+ * inflates without a bound): CRC and framing, size against max.message.bytes, no control
+ * batches, record count vs lastOffsetDelta, a sequence with a producer id, a producer id with
+ * transactions, timestamps, record offset deltas 0..n-1, keys on compacted topics.
+ */
+static int16_t kb_produce_validate(const kb_log_config_t *lc, const uint8_t *buf, size_t len,
+                                   int64_t now, const char **why)
+{
+    kp_batch_t b;
+    kp_record_iter_t it;
+    kp_record_t rec;
+    kp_writer_t scratch;
+    size_t cap = (size_t)lc->max_message_bytes * KB_PRODUCE_INFLATE_FACTOR;
+    int32_t expect = 0;
+    int r = kp_batch_parse(buf, len, 0, 0, &b, why);
+    int16_t ec = 0;
+
+    if (r == KP_E_UNSUPPORTED) {
+        *why = "Produce requests with version 3 and above must use magic 2";
+        return KP_ERR_INVALID_RECORD;
+    }
+    if (r)
+        return KP_ERR_CORRUPT_MESSAGE;
+    if (b.size != len) {
+        *why = "bytes after the record batch";
+        return KP_ERR_CORRUPT_MESSAGE;
+    }
+    if (b.size > (size_t)lc->max_message_bytes) {
+        *why = "batch larger than max.message.bytes";
+        return KP_ERR_MESSAGE_TOO_LARGE;
+    }
+    if (kp_batch_hdr_is_control(&b.hdr)) {
+        *why = "control batches are not accepted from clients";
+        return KP_ERR_INVALID_RECORD;
+    }
+    if (b.hdr.recordCount <= 0 || b.hdr.lastOffsetDelta != b.hdr.recordCount - 1) {
+        *why = "record count does not match lastOffsetDelta";
+        return KP_ERR_INVALID_RECORD;
+    }
+    if (b.hdr.producerId >= 0 && b.hdr.baseSequence < 0) {
+        *why = "idempotent batch without a sequence";
+        return KP_ERR_INVALID_RECORD;
+    }
+    if (kp_batch_hdr_is_transactional(&b.hdr) && b.hdr.producerId < 0) {
+        *why = "transactional batch without a producer id";
+        return KP_ERR_INVALID_RECORD;
+    }
+    if (kb_produce_ts_bad(lc, b.hdr.maxTimestamp, now)) {
+        *why = "timestamp out of range (message.timestamp.*.max.ms)";
+        return KP_ERR_INVALID_TIMESTAMP;
+    }
+    if (cap < KB_PRODUCE_INFLATE_MIN)
+        cap = KB_PRODUCE_INFLATE_MIN;
+    kp_writer_init(&scratch);
+    r = kp_record_iter_init(&it, &b, &scratch, cap);
+    if (r == KP_E_TOO_LARGE) {
+        *why = "the records decompress to more than the broker accepts for one batch";
+        ec = KP_ERR_MESSAGE_TOO_LARGE;
+    } else if (r) {
+        *why = "cannot decompress the records";
+        ec = KP_ERR_CORRUPT_MESSAGE;
+    }
+    while (!ec && (r = kp_record_iter_next(&it, &rec)) == 1) {
+        if (rec.offsetDelta != expect++) {
+            *why = "record offsets are not contiguous";
+            ec = KP_ERR_INVALID_RECORD;
+        } else if ((lc->cleanup_policy & KB_CLEANUP_COMPACT) && rec.key.len < 0) {
+            *why = "compacted topic cannot accept a record without a key";
+            ec = KP_ERR_INVALID_RECORD;
+        } else if (kb_produce_ts_bad(lc, rec.timestamp, now)) {
+            *why = "timestamp out of range (message.timestamp.*.max.ms)";
+            ec = KP_ERR_INVALID_TIMESTAMP;
+        }
+    }
+    if (!ec && r < 0) {
+        *why = it.errstr ? it.errstr : "corrupt records";
+        ec = KP_ERR_CORRUPT_MESSAGE;
+    }
+    kp_writer_free(&scratch);
+    return ec;
+}
+
 typedef struct kb_produce_res_s {
     int16_t err;
     const char *msg;
@@ -152,9 +253,8 @@ static void kb_produce_one(kb_apisvc_t *svc, kb_reqctx_t *ctx, const kp_ProduceR
             return;
     }
     kb_log_get_config(part->log, &lc);
-    rc = kb_log_validate_produce(&lc, records.ptr, (size_t)records.len, now, &why);
-    if (rc != 0) {
-        res->err = kb_h_sto_err(rc);
+    res->err = kb_produce_validate(&lc, records.ptr, (size_t)records.len, now, &why);
+    if (res->err) {
         res->msg = why;
         return;
     }

@@ -586,12 +586,14 @@ static void t_produce_errors(void)
     int64_t base;
     const char *compact[] = {"cleanup.policy", "compact", NULL};
     const char *small[] = {"max.message.bytes", "200", NULL};
+    const char *mid[] = {"max.message.bytes", "100000", NULL};
     const char *isr2[] = {"min.insync.replicas", "2", NULL};
     const char *lat[] = {"message.timestamp.type", "LogAppendTime", NULL};
     up(NULL);
     CU_ASSERT_EQUAL(kbat_create_topic(g_fd, "e", 1, NULL), 0);
     CU_ASSERT_EQUAL(kbat_create_topic(g_fd, "cmp", 1, compact), 0);
     CU_ASSERT_EQUAL(kbat_create_topic(g_fd, "small", 1, small), 0);
+    CU_ASSERT_EQUAL(kbat_create_topic(g_fd, "mid", 1, mid), 0);
     CU_ASSERT_EQUAL(kbat_create_topic(g_fd, "isr2", 1, isr2), 0);
     CU_ASSERT_EQUAL(kbat_create_topic(g_fd, "lat", 1, lat), 0);
     kp_writer_init(&wr);
@@ -648,6 +650,26 @@ static void t_produce_errors(void)
     kbat_batch(&wr, KP_CODEC_NONE, 30, "a-long-value-for-the-size-limit", -1, -1, -1, false, false);
     CU_ASSERT_EQUAL(kbat_produce(g_fd, 9, "small", 0, 1, &wr, &base, NULL),
                     KP_ERR_MESSAGE_TOO_LARGE);
+    /* a decompression bomb (32 MiB of zeros in a few KiB of zstd): refused, not inflated */
+    {
+        kp_writer_t bomb;
+        kp_batch_opts_t o;
+        kp_batch_builder_t bb;
+        size_t big = 32u << 20;
+        uint8_t *zeros = calloc(1, big);
+        kp_writer_init(&bomb);
+        kp_batch_opts_init(&o);
+        o.codec = KP_CODEC_ZSTD;
+        kp_batch_builder_init(&bb, &o);
+        kp_batch_builder_add(&bb, 1, KP_BYTES_NULL, (kp_bytes_t){zeros, (int32_t)big}, NULL, 0);
+        CU_ASSERT_EQUAL(kp_batch_builder_finish(&bb, &bomb), 0);
+        kp_batch_builder_free(&bb);
+        free(zeros);
+        CU_ASSERT(bomb.len < 100000); /* fits max.message.bytes; its records do not fit 16 MiB */
+        CU_ASSERT_EQUAL(kbat_produce(g_fd, 9, "mid", 0, 1, &bomb, &base, NULL),
+                        KP_ERR_MESSAGE_TOO_LARGE);
+        kp_writer_free(&bomb);
+    }
     /* bad CRC */
     wr.buf[wr.len - 1] ^= 0x55;
     CU_ASSERT_EQUAL(kbat_produce(g_fd, 9, "e", 0, 1, &wr, &base, NULL), KP_ERR_CORRUPT_MESSAGE);
