@@ -13,6 +13,11 @@
 #include "kb_apimod.h"
 #endif
 
+/* broker/txn: the transaction coordinator; listed after "api", whose service it uses. */
+#ifdef KB_HAVE_TXN
+#include "kb_txnmod.h"
+#endif
+
 /* broker/group: the classic group coordinator; after "api", whose metadata and partitions it
  * uses for __consumer_offsets. */
 #ifdef KB_HAVE_GROUP
@@ -42,6 +47,9 @@ const kb_module_t *const kb_modules[] = {
     &kb_module_net,
 #ifdef KB_HAVE_API
     &kb_module_api,
+#endif
+#ifdef KB_HAVE_TXN
+    &kb_module_txn,
 #endif
 #ifdef KB_HAVE_GROUP
     &kb_module_group,

@@ -1,0 +1,65 @@
+/*
+ * kb_txn_int.h -- what kb_txn.c and the handler file kb_txn_h.c share. Internal to kb_txn.
+ */
+#ifndef KB_TXN_INT_H
+#define KB_TXN_INT_H
+
+#include <pthread.h>
+
+#include "kb_txn.h"
+
+typedef struct kb_txn_entry_s kb_txn_entry_t;
+
+/** One transactional id. */
+struct kb_txn_entry_s {
+    kb_txn_entry_t *next; /**< bucket chain (c->mu) */
+    int refcnt;           /**< c->mu */
+    bool linked;          /**< in the table (c->mu to change; readable under mu) */
+    pthread_mutex_t mu;   /**< serialises transitions of this id, held across log appends */
+    char *id;
+    size_t id_len;
+    int32_t partition; /**< of __transaction_state */
+    kb_txnmeta_t m;    /**< under mu */
+    bool pending;      /**< under mu: Prepare* written, markers or Complete still to write */
+    uint8_t *done;     /**< under mu: per m.tps entry, marker written (while pending) */
+};
+
+struct kb_txn_s {
+    kb_apisvc_t *svc;
+    kb_meta_t *meta;
+    const kb_config_t *cfg;
+    const kb_broker_t *kb;
+    kb_clock_fn clock;
+    void *clock_opaque;
+    int64_t tick_ms;
+    bool no_threads;
+
+    pthread_mutex_t mu; /**< table, nparts */
+    kb_txn_entry_t **buckets;
+    size_t nbuckets;
+    size_t count;
+    int32_t nparts; /**< partitions of __transaction_state, 0 while it does not exist */
+
+    pthread_mutex_t thr_mu; /**< timer thread state */
+    pthread_cond_t thr_cv;
+    pthread_t thr;
+    bool thr_started;
+    bool thr_stop;
+
+    kb_api_registry_t *reg;
+    int16_t registered[12];
+    size_t registered_cnt;
+    bool verify_installed;
+};
+
+int64_t kb_txn_now(kb_txn_t *c);
+
+/** The handlers' registration (kb_txn_h.c). */
+int kb_txn_h_register(kb_txn_t *c, kb_api_registry_t *reg);
+int kb_txn_h_register_find_coordinator(kb_txn_t *c, kb_api_registry_t *reg);
+
+/** Produce's verification hook (kb_txn_verify_fn). */
+int16_t kb_txn_produce_verify(void *opaque, const char *transactional_id, int64_t pid,
+                              int16_t epoch, const char *topic, int32_t partition);
+
+#endif /* KB_TXN_INT_H */
