@@ -424,8 +424,8 @@ static int kb_log_load(kb_log_t *log, const kb_log_open_opts_t *opts, char *errs
         kb_seg_t *seg = kb_seg_open(log->dir, bases[i], &err);
         if (!seg || kb_log_push_seg(log, seg)) {
             kb_seg_unref(seg);
-            free(bases);
             snprintf(errstr, errsz, "%s: cannot open segment %" PRId64, log->dir, bases[i]);
+            free(bases);
             return err ? err : KB_STO_NOMEM;
         }
     }
@@ -859,6 +859,12 @@ static int kb_log_check_record_ts(const kb_log_config_t *cfg, int64_t ts, int64_
     return 0;
 }
 
+static size_t kb_log_decompress_cap(const kb_log_config_t *cfg)
+{
+    size_t cap = cfg->max_message_bytes > 0 ? (size_t)cfg->max_message_bytes * 64 : 0;
+    return cap < ((size_t)16 << 20) ? (size_t)16 << 20 : cap;
+}
+
 int kb_log_validate_produce(const kb_log_config_t *cfg, const uint8_t *buf, size_t len,
                             int64_t now_ms, const char **errstr)
 {
@@ -906,9 +912,10 @@ int kb_log_validate_produce(const kb_log_config_t *cfg, const uint8_t *buf, size
         }
         /* Record-level checks (offset deltas contiguous, keys on compacted topics, each record's
          * timestamp) need the records; compressed batches are decompressed for it, as Kafka
-         * does on the leader. */
+         * does on the leader. The decompressed size is capped (64 x max.message.bytes, at least
+         * 16 MiB) so that a decompression bomb is refused instead of inflated. */
         kp_writer_init(&scratch);
-        r = kp_record_iter_init(&ri, &b, &scratch, (size_t)INT32_MAX);
+        r = kp_record_iter_init(&ri, &b, &scratch, kb_log_decompress_cap(cfg));
         if (r) {
             kp_writer_free(&scratch);
             *errstr = "cannot decompress the records";

@@ -15,8 +15,8 @@
  *
  * Errors: functions named as actions return 0 or a negative kb_sto_err_t.
  */
-#ifndef KB_LOG_H
-#define KB_LOG_H
+#ifndef KB_STORAGE_LOG_H
+#define KB_STORAGE_LOG_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -324,4 +324,4 @@ double kb_log_dirty_ratio(kb_log_t *log, int64_t now_ms);
 int kb_log_clean(kb_log_t *log, const kb_cleaner_config_t *cc, int64_t now_ms, int force,
                  kb_clean_stats_t *stats);
 
-#endif /* KB_LOG_H */
+#endif /* KB_STORAGE_LOG_H */
