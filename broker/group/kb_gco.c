@@ -316,9 +316,10 @@ static void *kb_gco_thread(void *arg)
         kb_gsm_run_timers(co->gsm);
         next = kb_gsm_next_deadline(co->gsm);
         pthread_mutex_unlock(&co->mu);
+        /* -1: no deadline; 0: a deadline has passed, run the timers again at once. */
         wait = next == INT64_MAX ? -1 : next - kb_time_mono_ms();
-        if (wait > 0 && wait < 1)
-            wait = 1;
+        if (next != INT64_MAX && wait < 0)
+            wait = 0;
         if (wait > INT32_MAX)
             wait = INT32_MAX;
         if (wait != 0 && poll(&pfd, 1, wait < 0 ? -1 : (int)wait) > 0 &&
