@@ -67,6 +67,37 @@ static int kb_produce_recompress(const uint8_t *in, size_t len, int codec, uint8
 #define KB_PRODUCE_INFLATE_FACTOR 64
 #define KB_PRODUCE_INFLATE_MIN    (16u << 20)
 
+/*
+ * The error code of a batch that kp_batch_parse() refused, as Apache Kafka 4.x answers it:
+ * CORRUPT_MESSAGE (retriable for the Java producer) only for framing and checksum damage (a
+ * batchLength below the v2 header, an unknown magic byte, a CRC mismatch), INVALID_RECORD for
+ * everything found inside a well-framed batch (record counts, codec id, record structure).
+ */
+static int16_t kb_produce_parse_err(const uint8_t *p, size_t len)
+{
+    int32_t batch_len;
+    size_t size;
+
+    if (len < KP_BATCH_LOG_OVERHEAD)
+        return KP_ERR_INVALID_RECORD; /* no batch at all */
+    batch_len = (int32_t)(((uint32_t)p[KP_BATCH_LENGTH_OFFSET] << 24) |
+                          ((uint32_t)p[KP_BATCH_LENGTH_OFFSET + 1] << 16) |
+                          ((uint32_t)p[KP_BATCH_LENGTH_OFFSET + 2] << 8) |
+                          (uint32_t)p[KP_BATCH_LENGTH_OFFSET + 3]);
+    if (batch_len < KP_BATCH_MIN_LENGTH)
+        return KP_ERR_CORRUPT_MESSAGE;
+    if (len > KP_BATCH_MAGIC_OFFSET && p[KP_BATCH_MAGIC_OFFSET] != KP_BATCH_MAGIC)
+        return KP_ERR_CORRUPT_MESSAGE;
+    size = (size_t)batch_len + KP_BATCH_LOG_OVERHEAD;
+    if (size <= len && size >= KP_BATCH_HEADER_SIZE) {
+        kp_batch_hdr_t h;
+        kp_batch_hdr_decode(p, size, &h);
+        if (kp_batch_crc_compute(p, size) != h.crc)
+            return KP_ERR_CORRUPT_MESSAGE; /* Kafka checks the CRC before the contents */
+    }
+    return KP_ERR_INVALID_RECORD;
+}
+
 static bool kb_produce_ts_bad(const kb_log_config_t *lc, int64_t ts, int64_t now)
 {
     if (lc->message_timestamp_type != KB_TS_CREATE_TIME || ts < 0)
@@ -100,7 +131,7 @@ static int16_t kb_produce_validate(const kb_log_config_t *lc, const uint8_t *buf
         return KP_ERR_INVALID_RECORD;
     }
     if (r)
-        return KP_ERR_CORRUPT_MESSAGE;
+        return kb_produce_parse_err(buf, len);
     if (b.size != len) {
         *why = "bytes after the record batch";
         return KP_ERR_CORRUPT_MESSAGE;
@@ -138,7 +169,7 @@ static int16_t kb_produce_validate(const kb_log_config_t *lc, const uint8_t *buf
         ec = KP_ERR_MESSAGE_TOO_LARGE;
     } else if (r) {
         *why = "cannot decompress the records";
-        ec = KP_ERR_CORRUPT_MESSAGE;
+        ec = KP_ERR_INVALID_RECORD;
     }
     while (!ec && (r = kp_record_iter_next(&it, &rec)) == 1) {
         if (rec.offsetDelta != expect++) {
@@ -154,7 +185,7 @@ static int16_t kb_produce_validate(const kb_log_config_t *lc, const uint8_t *buf
     }
     if (!ec && r < 0) {
         *why = it.errstr ? it.errstr : "corrupt records";
-        ec = KP_ERR_CORRUPT_MESSAGE;
+        ec = KP_ERR_INVALID_RECORD; /* inside a batch whose CRC is right: Kafka's InvalidRecord */
     }
     kp_writer_free(&scratch);
     return ec;
@@ -215,8 +246,16 @@ static void kb_produce_one(kb_apisvc_t *svc, kb_reqctx_t *ctx, const kp_ProduceR
         res->msg = "Produce requests with version 3 and above must use magic 2";
         return;
     }
-    if (r < 0 || nb == 0) {
-        res->err = KP_ERR_CORRUPT_MESSAGE;
+    if (r == 0 && nb == 0) {
+        /* No whole batch (cut short, or a batchLength past the end): Kafka's iterator sees no
+         * batch and ProduceRequest.validateRecords answers INVALID_RECORD. */
+        res->err = KP_ERR_INVALID_RECORD;
+        res->msg = "Produce requests with version 3 and above must have at least one record "
+                   "batch per partition";
+        return;
+    }
+    if (r < 0) {
+        res->err = kb_produce_parse_err(records.ptr + it.pos, (size_t)records.len - it.pos);
         res->msg = it.errstr ? it.errstr : "corrupt record batch";
         return;
     }
