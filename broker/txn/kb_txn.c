@@ -20,7 +20,7 @@
 
 #define KB_TXN_LOAD_CHUNK (1 << 20)
 
-/* ---- group hook registry (keyed by broker, independent of module order) -------------------- */
+/* ---- group hook registry (keyed by broker, independent of module order) ---------------------- */
 
 static pthread_rwlock_t kb_txn_hook_rw = PTHREAD_RWLOCK_INITIALIZER;
 static struct {
@@ -86,7 +86,9 @@ static void kb_txn_hook_put(void)
     pthread_rwlock_unlock(&kb_txn_hook_rw);
 }
 
-/* ---- basics --------------------------------------------------------------------------------- */
+static kb_txn_entry_t **kb_txn_snapshot(kb_txn_t *c, size_t *n);
+
+/* ---- basics ---------------------------------------------------------------------------------- */
 
 int64_t kb_txn_now(kb_txn_t *c)
 {
@@ -141,7 +143,7 @@ int32_t kb_txn_offsets_partition(kb_txn_t *c, const char *group_id)
     return kb_txnlog_partition_for(group_id, strlen(group_id), n);
 }
 
-/* ---- the table ------------------------------------------------------------------------------ */
+/* ---- the table ------------------------------------------------------------------------------- */
 
 static void kb_txn_entry_destroy(kb_txn_entry_t *e)
 {
@@ -326,8 +328,7 @@ size_t kb_txn_count(kb_txn_t *c)
     return n;
 }
 
-/* ---- persistence ------------------------------------------------------------------------------
- */
+/* ---- persistence ----------------------------------------------------------------------------- */
 
 static int16_t kb_txn_append_err(int rc)
 {
@@ -406,8 +407,7 @@ static int32_t kb_txn_coord_epoch(kb_txn_t *c, const kb_txn_entry_t *e)
     return epoch < 0 ? 0 : epoch;
 }
 
-/* ---- markers ----------------------------------------------------------------------------------
- */
+/* ---- markers --------------------------------------------------------------------------------- */
 
 int16_t kb_txn_write_marker(kb_txn_t *c, const char *topic, int32_t partition, int64_t pid,
                             int16_t epoch, int32_t coord_epoch, bool commit)
@@ -552,7 +552,7 @@ static int16_t kb_txn_fence_abort(kb_txn_t *c, kb_txn_entry_t *e, int16_t epoch)
     return kb_txn_prepare_and_finish(c, e, &prep, &rpid, &repoch);
 }
 
-/* ---- operations ----------------------------------------------------------------------------- */
+/* ---- operations ------------------------------------------------------------------------------ */
 
 int16_t kb_txn_init_producer_id(kb_txn_t *c, const char *txn_id, int32_t timeout_ms,
                                 int64_t exp_pid, int16_t exp_epoch, int64_t *pid, int16_t *epoch)
@@ -739,14 +739,67 @@ int kb_txn_describe(kb_txn_t *c, const char *txn_id, kb_txnmeta_t *out, bool *pe
     if (!e)
         return KB_E_NOT_FOUND;
     rc = kb_txnmeta_copy(out, &e->m);
+    if (rc == 0 && e->pending && e->done) {
+        /* keep the partitions still waiting for their marker */
+        size_t k = 0;
+        for (size_t i = 0; i < out->tps.cnt; i++) {
+            if (e->done[i])
+                free(out->tps.v[i].topic);
+            else
+                out->tps.v[k++] = out->tps.v[i];
+        }
+        out->tps.cnt = k;
+    }
     if (pending)
         *pending = e->pending;
     kb_txn_entry_put(c, e);
     return rc;
 }
 
-/* ---- Produce verification hook ----------------------------------------------------------------
- */
+void kb_txn_listing_free(kb_txn_listing_t *v, size_t cnt)
+{
+    for (size_t i = 0; v && i < cnt; i++)
+        free(v[i].id);
+    free(v);
+}
+
+int kb_txn_list(kb_txn_t *c, kb_txn_listing_t **out, size_t *cnt)
+{
+    size_t n, k = 0;
+    kb_txn_entry_t **v = kb_txn_snapshot(c, &n);
+    kb_txn_listing_t *l = calloc(n ? n : 1, sizeof(*l));
+    int rc = 0;
+
+    if (!v || !l)
+        rc = KB_E_NOMEM;
+    for (size_t i = 0; v && i < n; i++) {
+        pthread_mutex_lock(&v[i]->mu);
+        if (!rc && v[i]->linked) {
+            l[k].id = strdup(v[i]->id);
+            if (!l[k].id) {
+                rc = KB_E_NOMEM;
+            } else {
+                l[k].producer_id = v[i]->m.producer_id;
+                l[k].producer_epoch = v[i]->m.producer_epoch;
+                l[k].state = v[i]->m.state;
+                l[k].start_ms = v[i]->m.start_ms;
+                k++;
+            }
+        }
+        pthread_mutex_unlock(&v[i]->mu);
+        kb_txn_entry_release(c, v[i]);
+    }
+    free(v);
+    if (rc) {
+        kb_txn_listing_free(l, k);
+        return rc;
+    }
+    *out = l;
+    *cnt = k;
+    return 0;
+}
+
+/* ---- Produce verification hook --------------------------------------------------------------- */
 
 int16_t kb_txn_produce_verify(void *opaque, const char *transactional_id, int64_t pid,
                               int16_t epoch, const char *topic, int32_t partition)
@@ -772,7 +825,7 @@ int16_t kb_txn_produce_verify(void *opaque, const char *transactional_id, int64_
     }
 }
 
-/* ---- loading -------------------------------------------------------------------------------- */
+/* ---- loading --------------------------------------------------------------------------------- */
 
 /* Apply one record of __transaction_state partition @p p. */
 static void kb_txn_load_record(kb_txn_t *c, int32_t p, const kp_record_t *r, int64_t *n_applied)
@@ -918,7 +971,7 @@ static int kb_txn_load(kb_txn_t *c)
     return 0;
 }
 
-/* ---- timer ---------------------------------------------------------------------------------- */
+/* ---- timer ----------------------------------------------------------------------------------- */
 
 /* Referenced entries of the table (caller releases each and frees the array). */
 static kb_txn_entry_t **kb_txn_snapshot(kb_txn_t *c, size_t *n)
@@ -1000,8 +1053,7 @@ static void *kb_txn_thread(void *arg)
     return NULL;
 }
 
-/* ---- lifecycle --------------------------------------------------------------------------------
- */
+/* ---- lifecycle ------------------------------------------------------------------------------- */
 
 kb_txn_t *kb_txn_new(const kb_txn_opts_t *o, char *errstr, size_t errstr_size)
 {

@@ -76,7 +76,7 @@ int16_t kb_txn_ensure_topic(kb_txn_t *c);
 /** Partition of __consumer_offsets that holds @p group_id's offsets. */
 int32_t kb_txn_offsets_partition(kb_txn_t *c, const char *group_id);
 
-/* ---- operations (Kafka error codes; the handlers apply the per-version mappings) ---------- */
+/* ---- operations (Kafka error codes; the handlers apply the per-version mappings) ------------- */
 
 /** InitProducerId. @p txn_id NULL: idempotent producer (a new id, epoch 0). @p exp_pid /
  *  @p exp_epoch: KIP-360 fields (-1 none). On NONE, *pid / *epoch are the answer. */
@@ -91,6 +91,14 @@ int16_t kb_txn_add_partitions(kb_txn_t *c, const char *txn_id, int64_t pid, int1
  *  unknown id, INVALID_REQUEST for an empty one). */
 int16_t kb_txn_verify(kb_txn_t *c, const char *txn_id, int64_t pid, int16_t epoch,
                       const char *topic, int32_t partition);
+
+/** The kb_txn_verify_fn that Produce calls for transactional batches (@p opaque is the
+ *  coordinator): kb_txn_verify mapped to what a Kafka 4.x partition leader answers a producer
+ *  (Produce v3-10): PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, not in the transaction ->
+ *  INVALID_TXN_STATE, CONCURRENT_TRANSACTIONS / coordinator errors -> NOT_ENOUGH_REPLICAS
+ *  (retriable for every client), INVALID_PRODUCER_ID_MAPPING as is. */
+int16_t kb_txn_produce_verify(void *opaque, const char *transactional_id, int64_t pid,
+                              int16_t epoch, const char *topic, int32_t partition);
 
 /** AddOffsetsToTxn. */
 int16_t kb_txn_add_offsets(kb_txn_t *c, const char *txn_id, int64_t pid, int16_t epoch,
@@ -116,10 +124,24 @@ int16_t kb_txn_offset_commit(kb_txn_t *c, kb_reqctx_t *ctx, const kp_TxnOffsetCo
                              kp_TxnOffsetCommitResponse_t *resp);
 
 /** A copy of the metadata of @p txn_id (free with kb_txnmeta_free). 0 or KB_E_NOT_FOUND.
- *  @p pending (may be NULL): markers still to be written. */
+ *  @p pending (may be NULL): markers still to be written; the copy's partitions are then only
+ *  those still without a marker (what DescribeTransactions shows). */
 int kb_txn_describe(kb_txn_t *c, const char *txn_id, kb_txnmeta_t *out, bool *pending);
 
 /** Number of transactional ids known. */
 size_t kb_txn_count(kb_txn_t *c);
+
+/** One transactional id, as ListTransactions shows it. */
+typedef struct kb_txn_listing_s {
+    char *id; /**< malloc'd */
+    int64_t producer_id;
+    int16_t producer_epoch;
+    int8_t state; /**< KB_TXN_* */
+    int64_t start_ms;
+} kb_txn_listing_t;
+
+/** A snapshot of every transactional id (free with kb_txn_listing_free). 0 or KB_E_NOMEM. */
+int kb_txn_list(kb_txn_t *c, kb_txn_listing_t **out, size_t *cnt);
+void kb_txn_listing_free(kb_txn_listing_t *v, size_t cnt);
 
 #endif /* KB_TXN_H */

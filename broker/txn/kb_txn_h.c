@@ -4,7 +4,8 @@
  *   InitProducerId 0-6, AddPartitionsToTxn 0-5 (v4+ batched broker form, VerifyOnly),
  *   AddOffsetsToTxn 0-4, EndTxn 0-5, WriteTxnMarkers 1-2, TxnOffsetCommit 0-6 (through the group
  *   hook), DescribeProducers 0 (partition leader), FindCoordinator 0-6 (only when no other
- *   component registered it).
+ *   component registered it), DescribeTransactions 0 and ListTransactions 0-2 (once the codec
+ *   has them: proposed schemas in broker/txn/schema/).
  *
  * Error codes follow Kafka 4.x per version: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH for
  * InitProducerId v0-3 and AddPartitionsToTxn / AddOffsetsToTxn / EndTxn v0-1.
@@ -14,6 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include "kb_apilog.h"
 #include "kb_err.h"
@@ -63,6 +67,17 @@ static char *kb_txn_h_str(kp_arena_t *ar, kp_str_t s)
     return p;
 }
 
+/* A view of a copy of @p s in the request arena. */
+__attribute__((unused)) static kp_str_t kb_txn_h_dupstr(kp_arena_t *ar, const char *s)
+{
+    size_t n = strlen(s);
+    char *p = kp_arena_alloc(ar, n + 1);
+    if (!p)
+        return (kp_str_t){"", 0};
+    memcpy(p, s, n + 1);
+    return (kp_str_t){p, (int32_t)n};
+}
+
 /* Kafka's answer to old clients that do not know PRODUCER_FENCED. */
 static int16_t kb_txn_h_fenced(int16_t ec, bool old)
 {
@@ -103,8 +118,7 @@ static int16_t kb_txn_h_part_check(kb_txn_t *c, const char *topic, int32_t parti
     return ec;
 }
 
-/* ---- InitProducerId ----------------------------------------------------------------------------
- */
+/* ---- InitProducerId -------------------------------------------------------------------------- */
 
 static kb_api_result_t kb_txn_h_initpid(void *opaque, kb_req_t *req, kb_resp_t **respp)
 {
@@ -145,8 +159,7 @@ static kb_api_result_t kb_txn_h_initpid(void *opaque, kb_req_t *req, kb_resp_t *
     return kb_txn_h_respond(ctx, &kp_InitProducerIdResponse_desc, &resp, respp);
 }
 
-/* ---- AddPartitionsToTxn ------------------------------------------------------------------------
- */
+/* ---- AddPartitionsToTxn ---------------------------------------------------------------------- */
 
 typedef kp_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_t kb_txn_h_aptopic_t;
 typedef kp_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_t kb_txn_h_aptres_t;
@@ -266,8 +279,7 @@ static kb_api_result_t kb_txn_h_addparts(void *opaque, kb_req_t *req, kb_resp_t 
     return kb_txn_h_respond(ctx, &kp_AddPartitionsToTxnResponse_desc, &resp, respp);
 }
 
-/* ---- AddOffsetsToTxn, EndTxn
- * --------------------------------------------------------------------- */
+/* ---- AddOffsetsToTxn, EndTxn ----------------------------------------------------------------- */
 
 static kb_api_result_t kb_txn_h_addoffsets(void *opaque, kb_req_t *req, kb_resp_t **respp)
 {
@@ -321,8 +333,7 @@ static kb_api_result_t kb_txn_h_endtxn(void *opaque, kb_req_t *req, kb_resp_t **
     return kb_txn_h_respond(ctx, &kp_EndTxnResponse_desc, &resp, respp);
 }
 
-/* ---- WriteTxnMarkers
- * ------------------------------------------------------------------------------ */
+/* ---- WriteTxnMarkers ------------------------------------------------------------------------- */
 
 static kb_api_result_t kb_txn_h_markers(void *opaque, kb_req_t *req, kb_resp_t **respp)
 {
@@ -380,8 +391,7 @@ static kb_api_result_t kb_txn_h_markers(void *opaque, kb_req_t *req, kb_resp_t *
     return kb_txn_h_respond(ctx, &kp_WriteTxnMarkersResponse_desc, &resp, respp);
 }
 
-/* ---- TxnOffsetCommit --------------------------------------------------------------------------
- */
+/* ---- TxnOffsetCommit ------------------------------------------------------------------------- */
 
 /* The error a Kafka 4.x group coordinator answers when the transaction check of a
  * TxnOffsetCommit fails (verification through AddPartitionsToTxnManager, then the group
@@ -448,8 +458,7 @@ static kb_api_result_t kb_txn_h_txnoffsets(void *opaque, kb_req_t *req, kb_resp_
     return kb_txn_h_respond(ctx, &kp_TxnOffsetCommitResponse_desc, &resp, respp);
 }
 
-/* ---- DescribeProducers
- * ----------------------------------------------------------------------------- */
+/* ---- DescribeProducers ----------------------------------------------------------------------- */
 
 static kb_api_result_t kb_txn_h_descproducers(void *opaque, kb_req_t *req, kb_resp_t **respp)
 {
@@ -521,8 +530,170 @@ static kb_api_result_t kb_txn_h_descproducers(void *opaque, kb_req_t *req, kb_re
     return kb_txn_h_respond(ctx, &kp_DescribeProducersResponse_desc, &resp, respp);
 }
 
-/* ---- FindCoordinator
- * ------------------------------------------------------------------------------- */
+/* ---- DescribeTransactions, ListTransactions -------------------------------------------------- */
+
+/* Compiled once the codec knows them (proposed schemas: broker/txn/schema/). */
+#ifdef KP_APIKEY_DescribeTransactions
+static kb_api_result_t kb_txn_h_desctxns(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_txn_t *c = opaque;
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    kp_arena_t *ar = ctx->arena;
+    kp_DescribeTransactionsRequest_t rq;
+    kp_DescribeTransactionsResponse_t resp;
+    int32_t n;
+
+    if (kb_txn_h_decode(ctx, &kp_DescribeTransactionsRequest_desc, &rq) != 0)
+        return KB_API_CLOSE;
+    kp_DescribeTransactionsResponse_init(&resp);
+    n = rq.TransactionalIds.cnt > 0 ? rq.TransactionalIds.cnt : 0;
+    resp.TransactionStates.cnt = n;
+    resp.TransactionStates.v =
+        kp_arena_calloc(ar, (size_t)n + 1, sizeof(*resp.TransactionStates.v));
+    if (!resp.TransactionStates.v)
+        return KB_API_CLOSE;
+    for (int32_t i = 0; i < n; i++) {
+        kp_DescribeTransactionsResponse_TransactionState_t *ts = &resp.TransactionStates.v[i];
+        char *id = kb_txn_h_str(ar, rq.TransactionalIds.v[i]);
+        const char *st;
+        kb_txnmeta_t m;
+        size_t ntop = 0;
+        kp_DescribeTransactionsResponse_TransactionState_init(ts);
+        ts->TransactionalId = rq.TransactionalIds.v[i];
+        ts->TransactionState = (kp_str_t){"", 0};
+        ts->ProducerId = -1;
+        ts->ProducerEpoch = -1;
+        ts->TransactionStartTimeMs = -1;
+        if (!id || !*id) {
+            ts->ErrorCode = KP_ERR_INVALID_REQUEST;
+            continue;
+        }
+        if (kb_txn_describe(c, id, &m, NULL) != 0) {
+            ts->ErrorCode = KP_ERR_TRANSACTIONAL_ID_NOT_FOUND;
+            continue;
+        }
+        st = kb_txnlog_state_name(m.state);
+        ts->TransactionState = (kp_str_t){st, (int32_t)strlen(st)};
+        ts->TransactionTimeoutMs = m.timeout_ms;
+        ts->TransactionStartTimeMs = m.start_ms;
+        ts->ProducerId = m.producer_id;
+        ts->ProducerEpoch = m.producer_epoch;
+        for (size_t k = 0; k < m.tps.cnt; k++)
+            if (k == 0 || strcmp(m.tps.v[k].topic, m.tps.v[k - 1].topic))
+                ntop++;
+        ts->Topics.v = kp_arena_calloc(ar, ntop + 1, sizeof(*ts->Topics.v));
+        if (!ts->Topics.v) {
+            kb_txnmeta_free(&m);
+            return KB_API_CLOSE;
+        }
+        for (size_t k = 0, j; k < m.tps.cnt; k = j) {
+            kp_DescribeTransactionsResponse_TopicData_t *td = &ts->Topics.v[ts->Topics.cnt++];
+            for (j = k; j < m.tps.cnt && !strcmp(m.tps.v[j].topic, m.tps.v[k].topic); j++)
+                ;
+            kp_DescribeTransactionsResponse_TopicData_init(td);
+            td->Topic = kb_txn_h_dupstr(ar, m.tps.v[k].topic);
+            td->Partitions.v = kp_arena_calloc(ar, j - k + 1, sizeof(int32_t));
+            if (!td->Partitions.v) {
+                kb_txnmeta_free(&m);
+                return KB_API_CLOSE;
+            }
+            for (size_t x = k; x < j; x++)
+                td->Partitions.v[td->Partitions.cnt++] = m.tps.v[x].partition;
+        }
+        kb_txnmeta_free(&m);
+    }
+    return kb_txn_h_respond(ctx, &kp_DescribeTransactionsResponse_desc, &resp, respp);
+}
+#endif
+
+#ifdef KP_APIKEY_ListTransactions
+static int kb_txn_h_state_by_name(kp_str_t name)
+{
+    for (int st = KB_TXN_EMPTY; st <= KB_TXN_PREPARE_EPOCH_FENCE; st++) {
+        const char *n = kb_txnlog_state_name(st);
+        if ((size_t)name.len == strlen(n) && !memcmp(name.ptr, n, (size_t)name.len))
+            return st;
+    }
+    return -1;
+}
+
+static kb_api_result_t kb_txn_h_listtxns(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_txn_t *c = opaque;
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    kp_arena_t *ar = ctx->arena;
+    kp_ListTransactionsRequest_t rq;
+    kp_ListTransactionsResponse_t resp;
+    kb_txn_listing_t *l = NULL;
+    size_t n = 0;
+    uint32_t states = 0;
+    pcre2_code *re = NULL;
+    pcre2_match_data *md = NULL;
+    int64_t now = kb_txn_now(c);
+    int32_t nsf;
+
+    if (kb_txn_h_decode(ctx, &kp_ListTransactionsRequest_desc, &rq) != 0)
+        return KB_API_CLOSE;
+    kp_ListTransactionsResponse_init(&resp);
+    nsf = rq.StateFilters.cnt > 0 ? rq.StateFilters.cnt : 0;
+    resp.UnknownStateFilters.v = kp_arena_calloc(ar, (size_t)nsf + 1, sizeof(kp_str_t));
+    if (!resp.UnknownStateFilters.v)
+        return KB_API_CLOSE;
+    for (int32_t i = 0; i < nsf; i++) {
+        int st = kb_txn_h_state_by_name(rq.StateFilters.v[i]);
+        if (st < 0)
+            resp.UnknownStateFilters.v[resp.UnknownStateFilters.cnt++] = rq.StateFilters.v[i];
+        else
+            states |= 1u << st;
+    }
+    if (rq.TransactionalIdPattern.len > 0) {
+        /* Java's Pattern.matches(): the whole id must match. */
+        int errc;
+        PCRE2_SIZE erro;
+        re = pcre2_compile((PCRE2_SPTR)rq.TransactionalIdPattern.ptr,
+                           (PCRE2_SIZE)rq.TransactionalIdPattern.len,
+                           PCRE2_ANCHORED | PCRE2_ENDANCHORED | PCRE2_UTF, &errc, &erro, NULL);
+        if (!re) {
+            resp.ErrorCode = KP_ERR_INVALID_REGULAR_EXPRESSION;
+            return kb_txn_h_respond(ctx, &kp_ListTransactionsResponse_desc, &resp, respp);
+        }
+        md = pcre2_match_data_create_from_pattern(re, NULL);
+    }
+    if (kb_txn_list(c, &l, &n) != 0) {
+        resp.ErrorCode = KP_ERR_UNKNOWN_SERVER_ERROR;
+        n = 0;
+    }
+    resp.TransactionStates.v = kp_arena_calloc(ar, n + 1, sizeof(*resp.TransactionStates.v));
+    for (size_t i = 0; resp.TransactionStates.v && i < n; i++) {
+        kp_ListTransactionsResponse_TransactionState_t *ts;
+        bool pid_ok = rq.ProducerIdFilters.cnt <= 0;
+        const char *st;
+        for (int32_t k = 0; !pid_ok && k < rq.ProducerIdFilters.cnt; k++)
+            pid_ok = rq.ProducerIdFilters.v[k] == l[i].producer_id;
+        if (l[i].state == KB_TXN_DEAD || !pid_ok || (states && !(states & (1u << l[i].state))))
+            continue;
+        if (rq.DurationFilter >= 0 && now - l[i].start_ms <= rq.DurationFilter)
+            continue;
+        if (re &&
+            (!md || pcre2_match(re, (PCRE2_SPTR)l[i].id, strlen(l[i].id), 0, 0, md, NULL) < 0))
+            continue;
+        ts = &resp.TransactionStates.v[resp.TransactionStates.cnt++];
+        kp_ListTransactionsResponse_TransactionState_init(ts);
+        ts->TransactionalId = kb_txn_h_dupstr(ar, l[i].id);
+        ts->ProducerId = l[i].producer_id;
+        st = kb_txnlog_state_name(l[i].state);
+        ts->TransactionState = (kp_str_t){st, (int32_t)strlen(st)};
+    }
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    kb_txn_listing_free(l, n);
+    if (!resp.TransactionStates.v)
+        return KB_API_CLOSE;
+    return kb_txn_h_respond(ctx, &kp_ListTransactionsResponse_desc, &resp, respp);
+}
+#endif
+
+/* ---- FindCoordinator ------------------------------------------------------------------------- */
 
 #define KB_TXN_KEY_GROUP       0
 #define KB_TXN_KEY_TRANSACTION 1
@@ -645,8 +816,7 @@ static kb_api_result_t kb_txn_h_findcoord(void *opaque, kb_req_t *req, kb_resp_t
     return kb_txn_h_respond(ctx, &kp_FindCoordinatorResponse_desc, &resp, respp);
 }
 
-/* ---- registration
- * ------------------------------------------------------------------------------------ */
+/* ---- registration ---------------------------------------------------------------------------- */
 
 int kb_txn_h_register(kb_txn_t *c, kb_api_registry_t *reg)
 {
@@ -672,14 +842,27 @@ int kb_txn_h_register(kb_txn_t *c, kb_api_registry_t *reg)
     if (!rc && kb_api_get(reg, KP_APIKEY_DescribeProducers, &r) == KB_E_NOT_FOUND)
         rc = kb_txn_h_reg(c, reg, KP_APIKEY_DescribeProducers, 0, 0, kb_txn_h_descproducers,
                           KB_API_CONCURRENT);
+#ifdef KP_APIKEY_DescribeTransactions
+    if (!rc)
+        rc = kb_txn_h_reg(c, reg, KP_APIKEY_DescribeTransactions, 0, 0, kb_txn_h_desctxns,
+                          KB_API_CONCURRENT);
+#endif
+#ifdef KP_APIKEY_ListTransactions
+    if (!rc)
+        rc = kb_txn_h_reg(c, reg, KP_APIKEY_ListTransactions, 0, 2, kb_txn_h_listtxns,
+                          KB_API_CONCURRENT);
+#endif
     return rc;
 }
 
 int kb_txn_h_register_find_coordinator(kb_txn_t *c, kb_api_registry_t *reg)
 {
     kb_api_range_t r;
-    if (kb_api_get(reg, KP_APIKEY_FindCoordinator, &r) != KB_E_NOT_FOUND)
+    if (kb_api_get(reg, KP_APIKEY_FindCoordinator, &r) != KB_E_NOT_FOUND) {
+        kb_log_info("txn", "FindCoordinator is served by another component (transaction keys "
+                           "included)");
         return 0;
+    }
     return kb_txn_h_reg(c, reg, KP_APIKEY_FindCoordinator, 0, 6, kb_txn_h_findcoord,
                         KB_API_CONCURRENT);
 }

@@ -58,8 +58,4 @@ int64_t kb_txn_now(kb_txn_t *c);
 int kb_txn_h_register(kb_txn_t *c, kb_api_registry_t *reg);
 int kb_txn_h_register_find_coordinator(kb_txn_t *c, kb_api_registry_t *reg);
 
-/** Produce's verification hook (kb_txn_verify_fn). */
-int16_t kb_txn_produce_verify(void *opaque, const char *transactional_id, int64_t pid,
-                              int16_t epoch, const char *topic, int32_t partition);
-
 #endif /* KB_TXN_INT_H */

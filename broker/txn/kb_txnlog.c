@@ -19,11 +19,13 @@ const char *kb_txnlog_state_name(int state)
     return names[state];
 }
 
-/* ---- Java String.hashCode over the UTF-16 form of UTF-8 input ----------------------------- */
+/* ---- Java String.hashCode over the UTF-16 form of UTF-8 input -------------------------------- */
 
-/* Decode one code point at @p p (@p n bytes left) following the Unicode "maximal subpart"
- * rule that Java's UTF-8 decoder applies: an ill-formed sequence becomes one U+FFFD covering
- * the longest prefix of a well-formed sequence (at least one byte). Returns bytes consumed. */
+/* Decode one code point at @p p (@p n bytes left) as Java's UTF-8 decoder does (String's
+ * constructor): an ill-formed sequence becomes one U+FFFD covering the longest prefix of a
+ * well-formed sequence (at least one byte; Unicode's "maximal subpart"), except that Java
+ * takes ED A0..BF as the start of a three-byte sequence and replaces an encoded surrogate
+ * (ED A0..BF 80..BF) with a single U+FFFD. Returns the bytes consumed. */
 static size_t kb_txnlog_utf8_next(const uint8_t *p, size_t n, uint32_t *cp)
 {
     uint8_t b0 = p[0], lo = 0x80, hi = 0xBF;
@@ -42,8 +44,6 @@ static size_t kb_txnlog_utf8_next(const uint8_t *p, size_t n, uint32_t *cp)
         c = b0 & 0x0F;
         if (b0 == 0xE0)
             lo = 0xA0;
-        else if (b0 == 0xED)
-            hi = 0x9F; /* no surrogates */
     } else if (b0 >= 0xF0 && b0 <= 0xF4) {
         need = 3;
         c = b0 & 0x07;
@@ -64,7 +64,7 @@ static size_t kb_txnlog_utf8_next(const uint8_t *p, size_t n, uint32_t *cp)
         lo = 0x80;
         hi = 0xBF;
     }
-    *cp = c;
+    *cp = c >= 0xD800 && c <= 0xDFFF ? 0xFFFD : c;
     return need + 1;
 }
 
@@ -100,7 +100,7 @@ int32_t kb_txnlog_partition_for(const char *id, size_t len, int32_t partitions)
     return h % partitions;
 }
 
-/* ---- key ------------------------------------------------------------------------------------ */
+/* ---- key ------------------------------------------------------------------------------------- */
 
 int kb_txnlog_key_encode(kp_writer_t *wr, const char *txn_id, size_t len)
 {
@@ -133,7 +133,7 @@ int kb_txnlog_key_decode(const uint8_t *buf, size_t len, char **id)
     return 0;
 }
 
-/* ---- value ---------------------------------------------------------------------------------- */
+/* ---- value ----------------------------------------------------------------------------------- */
 
 int kb_txnlog_value_encode(kp_writer_t *wr, const kb_txnlog_value_t *v, int16_t version)
 {

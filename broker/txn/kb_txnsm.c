@@ -9,7 +9,7 @@
 #include "kb_err.h"
 #include "kp_errcode.h"
 
-/* ---- partition sets ------------------------------------------------------------------------ */
+/* ---- partition sets -------------------------------------------------------------------------- */
 
 static int kb_txn_tp_cmp(const char *topic, int32_t partition, const kb_txn_tp_t *tp)
 {
@@ -93,7 +93,7 @@ int kb_txn_tpset_copy(kb_txn_tpset_t *dst, const kb_txn_tpset_t *src)
     return 0;
 }
 
-/* ---- metadata ------------------------------------------------------------------------------ */
+/* ---- metadata -------------------------------------------------------------------------------- */
 
 void kb_txnmeta_init(kb_txnmeta_t *m, int64_t pid, int32_t timeout_ms, int64_t now_ms)
 {
@@ -183,7 +183,7 @@ bool kb_txnsm_expirable(const kb_txnmeta_t *m)
            m->state == KB_TXN_COMPLETE_ABORT;
 }
 
-/* ---- InitProducerId ------------------------------------------------------------------------ */
+/* ---- InitProducerId -------------------------------------------------------------------------- */
 
 kb_txnsm_act_t kb_txnsm_init_pid(const kb_txnmeta_t *cur, const kb_txnsm_initpid_t *rq,
                                  kb_txnsm_alloc_fn alloc, void *alloc_opaque, kb_txnmeta_t *next,
@@ -323,7 +323,7 @@ int16_t kb_txnsm_verify(const kb_txnmeta_t *cur, int64_t pid, int16_t epoch, con
                                                          : KP_ERR_TRANSACTION_ABORTABLE;
 }
 
-/* ---- EndTxn -------------------------------------------------------------------------------- */
+/* ---- EndTxn ---------------------------------------------------------------------------------- */
 
 /* The Prepare transition (Kafka's prepareAbortOrCommit). */
 static kb_txnsm_act_t kb_txnsm_prepare(const kb_txnmeta_t *cur, const kb_txnsm_end_t *rq,

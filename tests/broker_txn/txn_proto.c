@@ -8,7 +8,9 @@
  *   txn_proto --port P        any broker on 127.0.0.1:P (kbroker, or Apache Kafka 4.x to check
  *                             that the expectations here are Kafka's)
  *   txn_proto --port P --kafka  the same against Apache Kafka: the few checks where kbroker
- *                             differs on purpose are adjusted (see KAFKA() below)
+ *                             differs are adjusted (g_kafka)
+ *   --skip-find-coordinator   leave FindCoordinator out (kbroker serves it from broker/group
+ *                             when that component is linked; its answers are checked there)
  *
  * Every wait polls with a deadline. Closing line: "N passed, N failed"; exit 1 on failure.
  */
@@ -26,7 +28,8 @@
 #include "kb_txn.h"
 
 static int g_pass, g_fail;
-static bool g_kafka; /* the peer is Apache Kafka */
+static bool g_kafka;   /* the peer is Apache Kafka */
+static bool g_skip_fc; /* FindCoordinator is served by another component (broker/group) */
 static int g_port;
 static char g_sfx[64];
 
@@ -60,7 +63,7 @@ static const char *uniq(char *buf, size_t size, const char *base)
     return buf;
 }
 
-/* ---- request helpers ------------------------------------------------------------------------ */
+/* ---- request helpers ------------------------------------------------------------------------- */
 
 static int64_t latest(int fd, const char *topic, int32_t part, int8_t isolation);
 
@@ -539,7 +542,7 @@ static void create_topic(int fd, const char *name, int32_t parts)
     }
 }
 
-/* ---- scenarios ------------------------------------------------------------------------------ */
+/* ---- scenarios ------------------------------------------------------------------------------- */
 
 static void scen_find_coordinator(int fd)
 {
@@ -892,7 +895,147 @@ static void scen_timeout(int fd)
           epoch);
 }
 
-/* ---- main ----------------------------------------------------------------------------------- */
+#if defined(KP_APIKEY_DescribeTransactions) && defined(KP_APIKEY_ListTransactions)
+/* DescribeTransactions / ListTransactions (compiled once the codec knows them). */
+typedef struct desc_s {
+    int16_t err;
+    char state[32];
+    int64_t pid, start;
+    int32_t timeout, ntopics, nparts;
+} desc_t;
+
+static void describe_txn(int fd, const char *txn, desc_t *d)
+{
+    kp_DescribeTransactionsRequest_t rq;
+    kp_DescribeTransactionsResponse_t resp;
+    kp_arena_t ar;
+    kp_str_t ids[1] = {S(txn)};
+    memset(d, 0, sizeof(*d));
+    d->err = -100;
+    kp_DescribeTransactionsRequest_init(&rq);
+    rq.TransactionalIds.v = ids;
+    rq.TransactionalIds.cnt = 1;
+    kp_arena_init(&ar, 0);
+    kp_DescribeTransactionsResponse_init(&resp);
+    if (kbat_call(fd, KP_APIKEY_DescribeTransactions, 0, &rq, &resp, &ar) == 0 &&
+        resp.TransactionStates.cnt == 1) {
+        kp_DescribeTransactionsResponse_TransactionState_t *t = &resp.TransactionStates.v[0];
+        d->err = t->ErrorCode;
+        snprintf(d->state, sizeof(d->state), "%.*s", (int)t->TransactionState.len,
+                 t->TransactionState.ptr);
+        d->pid = t->ProducerId;
+        d->start = t->TransactionStartTimeMs;
+        d->timeout = t->TransactionTimeoutMs;
+        d->ntopics = t->Topics.cnt;
+        for (int32_t i = 0; i < t->Topics.cnt; i++)
+            d->nparts += t->Topics.v[i].Partitions.cnt;
+    }
+    kp_arena_free(&ar);
+}
+
+/* ListTransactions: whether @p txn is listed (with @p state), unknown filters count. */
+static int16_t list_txns(int fd, int16_t ver, const char *state_filter, int64_t pid_filter,
+                         const char *pattern, const char *txn, bool *found, char *state,
+                         int32_t *unknown)
+{
+    kp_ListTransactionsRequest_t rq;
+    kp_ListTransactionsResponse_t resp;
+    kp_arena_t ar;
+    kp_str_t sf[1] = {S(state_filter)};
+    int64_t pf[1] = {pid_filter};
+    int16_t ec = -100;
+    *found = false;
+    kp_ListTransactionsRequest_init(&rq);
+    if (state_filter) {
+        rq.StateFilters.v = sf;
+        rq.StateFilters.cnt = 1;
+    }
+    if (pid_filter >= 0) {
+        rq.ProducerIdFilters.v = pf;
+        rq.ProducerIdFilters.cnt = 1;
+    }
+    if (pattern)
+        rq.TransactionalIdPattern = S(pattern);
+    kp_arena_init(&ar, 0);
+    kp_ListTransactionsResponse_init(&resp);
+    if (kbat_call(fd, KP_APIKEY_ListTransactions, ver, &rq, &resp, &ar) == 0) {
+        ec = resp.ErrorCode;
+        *unknown = resp.UnknownStateFilters.cnt;
+        for (int32_t i = 0; i < resp.TransactionStates.cnt; i++) {
+            kp_ListTransactionsResponse_TransactionState_t *t = &resp.TransactionStates.v[i];
+            if (t->TransactionalId.len == (int32_t)strlen(txn) &&
+                !memcmp(t->TransactionalId.ptr, txn, strlen(txn))) {
+                *found = true;
+                snprintf(state, 32, "%.*s", (int)t->TransactionState.len, t->TransactionState.ptr);
+            }
+        }
+    }
+    kp_arena_free(&ar);
+    return ec;
+}
+
+static void scen_describe_list(int fd)
+{
+    char txn[128], topic[128], state[32] = "", pat[160];
+    int64_t pid;
+    int16_t epoch, ec;
+    int32_t unknown = -1;
+    bool found;
+    desc_t d;
+
+    uniq(txn, sizeof(txn), "tp-desc");
+    uniq(topic, sizeof(topic), "tp-desc-topic");
+    create_topic(fd, topic, 2);
+    CHECK_EC(initpid_retry(fd, 4, txn, 45000, -1, -1, &pid, &epoch, NULL), KP_ERR_NONE,
+             "InitProducerId");
+    describe_txn(fd, txn, &d);
+    CHECK(d.err == 0 && !strcmp(d.state, "Empty") && d.pid == pid && d.timeout == 45000 &&
+              d.start == -1 && d.ntopics == 0,
+          "Empty: err %d state %s start %" PRId64, d.err, d.state, d.start);
+    CHECK_EC(add_part1(fd, 3, txn, pid, epoch, topic, 0), KP_ERR_NONE, "add 0");
+    CHECK_EC(add_part1(fd, 3, txn, pid, epoch, topic, 1), KP_ERR_NONE, "add 1");
+    describe_txn(fd, txn, &d);
+    CHECK(d.err == 0 && !strcmp(d.state, "Ongoing") && d.ntopics == 1 && d.nparts == 2 &&
+              d.start > 0,
+          "Ongoing: err %d state %s topics %d partitions %d", d.err, d.state, d.ntopics, d.nparts);
+    ec = list_txns(fd, 0, "Ongoing", -1, NULL, txn, &found, state, &unknown);
+    CHECK(ec == 0 && found && !strcmp(state, "Ongoing") && unknown == 0,
+          "ListTransactions Ongoing: err %d found %d", ec, found);
+    ec = list_txns(fd, 0, "CompleteAbort", -1, NULL, txn, &found, state, &unknown);
+    CHECK(ec == 0 && !found, "ListTransactions CompleteAbort filter lists it: %d", found);
+    ec = list_txns(fd, 0, "Bogus", -1, NULL, txn, &found, state, &unknown);
+    CHECK(ec == 0 && unknown == 1, "unknown state filter: err %d unknown %d", ec, unknown);
+    ec = list_txns(fd, 0, NULL, pid, NULL, txn, &found, state, &unknown);
+    CHECK(ec == 0 && found, "producer id filter");
+    ec = list_txns(fd, 0, NULL, pid + 100000, NULL, txn, &found, state, &unknown);
+    CHECK(ec == 0 && !found, "other producer id filter");
+    snprintf(pat, sizeof(pat), "tp-desc-.*");
+    ec = list_txns(fd, 2, NULL, -1, pat, txn, &found, state, &unknown);
+    CHECK(ec == 0 && found, "v2 pattern %s: err %d found %d", pat, ec, found);
+    ec = list_txns(fd, 2, NULL, -1, "desc", txn, &found, state, &unknown);
+    CHECK(ec == 0 && !found, "v2 pattern must match the whole id");
+    ec = list_txns(fd, 2, NULL, -1, "(", txn, &found, state, &unknown);
+    CHECK_EC(ec, KP_ERR_INVALID_REGULAR_EXPRESSION, "v2 invalid pattern");
+    CHECK_EC(end_txn_retry(fd, 4, txn, pid, epoch, true, NULL, NULL), KP_ERR_NONE, "commit");
+    {
+        int64_t deadline = kbat_now_ms() + 30000;
+        for (;;) {
+            describe_txn(fd, txn, &d);
+            if (!strcmp(d.state, "CompleteCommit") || kbat_now_ms() > deadline)
+                break;
+            kbat_silent(fd, 50);
+        }
+    }
+    CHECK(d.err == 0 && !strcmp(d.state, "CompleteCommit") && d.ntopics == 0,
+          "CompleteCommit: state %s topics %d", d.state, d.ntopics);
+    describe_txn(fd, "tp-never-initialised-id", &d);
+    CHECK_EC(d.err, KP_ERR_TRANSACTIONAL_ID_NOT_FOUND, "DescribeTransactions unknown id");
+    describe_txn(fd, "", &d);
+    CHECK_EC(d.err, KP_ERR_INVALID_REQUEST, "DescribeTransactions empty id");
+}
+#endif
+
+/* ---- main ------------------------------------------------------------------------------------ */
 
 static void run_one(void (*fn)(int fd))
 {
@@ -906,13 +1049,17 @@ static void run_one(void (*fn)(int fd))
 
 static void run_all(void)
 {
-    run_one(scen_find_coordinator);
+    if (!g_skip_fc)
+        run_one(scen_find_coordinator);
     run_one(scen_init_pid);
     run_one(scen_txn_tv1);
     run_one(scen_fencing);
     run_one(scen_tv2);
     run_one(scen_markers);
     run_one(scen_timeout);
+#if defined(KP_APIKEY_DescribeTransactions) && defined(KP_APIKEY_ListTransactions)
+    run_one(scen_describe_list);
+#endif
 }
 
 int main(int argc, char **argv)
@@ -923,6 +1070,8 @@ int main(int argc, char **argv)
             g_port = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--kafka"))
             g_kafka = true;
+        else if (!strcmp(argv[i], "--skip-find-coordinator"))
+            g_skip_fc = true;
     }
     if (g_port) {
         run_all();
