@@ -4,8 +4,7 @@
  *   InitProducerId 0-6, AddPartitionsToTxn 0-5 (v4+ batched broker form, VerifyOnly),
  *   AddOffsetsToTxn 0-4, EndTxn 0-5, WriteTxnMarkers 1-2, TxnOffsetCommit 0-6 (through the group
  *   hook), DescribeProducers 0 (partition leader), FindCoordinator 0-6 (only when no other
- *   component registered it), DescribeTransactions 0 and ListTransactions 0-2 (once the codec
- *   has them: proposed schemas in broker/txn/schema/).
+ *   component registered it), DescribeTransactions 0, ListTransactions 0-2.
  *
  * Error codes follow Kafka 4.x per version: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH for
  * InitProducerId v0-3 and AddPartitionsToTxn / AddOffsetsToTxn / EndTxn v0-1.
@@ -68,7 +67,7 @@ static char *kb_txn_h_str(kp_arena_t *ar, kp_str_t s)
 }
 
 /* A view of a copy of @p s in the request arena. */
-__attribute__((unused)) static kp_str_t kb_txn_h_dupstr(kp_arena_t *ar, const char *s)
+static kp_str_t kb_txn_h_dupstr(kp_arena_t *ar, const char *s)
 {
     size_t n = strlen(s);
     char *p = kp_arena_alloc(ar, n + 1);
@@ -532,8 +531,6 @@ static kb_api_result_t kb_txn_h_descproducers(void *opaque, kb_req_t *req, kb_re
 
 /* ---- DescribeTransactions, ListTransactions -------------------------------------------------- */
 
-/* Compiled once the codec knows them (proposed schemas: broker/txn/schema/). */
-#ifdef KP_APIKEY_DescribeTransactions
 static kb_api_result_t kb_txn_h_desctxns(void *opaque, kb_req_t *req, kb_resp_t **respp)
 {
     kb_txn_t *c = opaque;
@@ -604,9 +601,7 @@ static kb_api_result_t kb_txn_h_desctxns(void *opaque, kb_req_t *req, kb_resp_t 
     }
     return kb_txn_h_respond(ctx, &kp_DescribeTransactionsResponse_desc, &resp, respp);
 }
-#endif
 
-#ifdef KP_APIKEY_ListTransactions
 static int kb_txn_h_state_by_name(kp_str_t name)
 {
     for (int st = KB_TXN_EMPTY; st <= KB_TXN_PREPARE_EPOCH_FENCE; st++) {
@@ -691,7 +686,6 @@ static kb_api_result_t kb_txn_h_listtxns(void *opaque, kb_req_t *req, kb_resp_t 
         return KB_API_CLOSE;
     return kb_txn_h_respond(ctx, &kp_ListTransactionsResponse_desc, &resp, respp);
 }
-#endif
 
 /* ---- FindCoordinator ------------------------------------------------------------------------- */
 
@@ -842,16 +836,12 @@ int kb_txn_h_register(kb_txn_t *c, kb_api_registry_t *reg)
     if (!rc && kb_api_get(reg, KP_APIKEY_DescribeProducers, &r) == KB_E_NOT_FOUND)
         rc = kb_txn_h_reg(c, reg, KP_APIKEY_DescribeProducers, 0, 0, kb_txn_h_descproducers,
                           KB_API_CONCURRENT);
-#ifdef KP_APIKEY_DescribeTransactions
     if (!rc)
         rc = kb_txn_h_reg(c, reg, KP_APIKEY_DescribeTransactions, 0, 0, kb_txn_h_desctxns,
                           KB_API_CONCURRENT);
-#endif
-#ifdef KP_APIKEY_ListTransactions
     if (!rc)
         rc = kb_txn_h_reg(c, reg, KP_APIKEY_ListTransactions, 0, 2, kb_txn_h_listtxns,
                           KB_API_CONCURRENT);
-#endif
     return rc;
 }
 

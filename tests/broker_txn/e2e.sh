@@ -5,7 +5,8 @@
 #   1. the transaction tests of the Java 4.x client suite (tests/java/client-tests via
 #      tests/clients/java.sh): 9 interleaved transactions over 2 partitions with 3 aborted, a
 #      read_committed consumer seeing only committed records in order, a read_uncommitted one
-#      seeing all, the LSO held by an open transaction, fencing;
+#      seeing all, describeTransactions/listTransactions, the LSO held by an open transaction,
+#      fencing;
 #   2. txn_proto (raw protocol, every transaction API version by version) against the process;
 #   3. tests/broker_txn/java (Java 4.x producer): transaction timeout, fencing, and a broker
 #      killed (SIGKILL) and restarted on the same port in the middle of two transactions: one
@@ -73,8 +74,9 @@ echo "e2e: kbroker pid $KPID on $BOOT (log $OUT/kbroker.log)"
 # 1. the client suite's transaction tests
 if "$REPO/tests/clients/java.sh" --bootstrap "$BOOT" --only "transactional producer:" \
     --only "read_committed consumer" --only "read_uncommitted consumer" \
-    --only "open transaction holds" --only "fences the first" >"$OUT/client-suite.log" 2>&1 &&
-   grep -q "^5 passed, 0 failed" "$OUT/client-suite.log"; then
+    --only "open transaction holds" --only "fences the first" \
+    --only "describeTransactions/listTransactions" >"$OUT/client-suite.log" 2>&1 &&
+   grep -q "^6 passed, 0 failed" "$OUT/client-suite.log"; then
   ok "client suite: $(tail -1 "$OUT/client-suite.log")"
 else
   cat "$OUT/client-suite.log"

@@ -1,8 +1,9 @@
 /*
  * txn_proto.c -- transaction protocol conformance: raw requests (InitProducerId,
  * AddPartitionsToTxn v3/v4 verify-only, AddOffsetsToTxn, transactional Produce, EndTxn v1/v4/v5,
- * WriteTxnMarkers, FindCoordinator, DescribeProducers, ListOffsets/Fetch in both isolation
- * levels) with the error codes and epochs Apache Kafka 4.x answers, version by version.
+ * WriteTxnMarkers, FindCoordinator, DescribeProducers, DescribeTransactions, ListTransactions,
+ * ListOffsets/Fetch in both isolation levels) with the error codes and epochs Apache Kafka 4.x
+ * answers, version by version.
  *
  *   txn_proto                 in-process broker (kbat harness + the transaction coordinator)
  *   txn_proto --port P        any broker on 127.0.0.1:P (kbroker, or Apache Kafka 4.x to check
@@ -895,8 +896,7 @@ static void scen_timeout(int fd)
           epoch);
 }
 
-#if defined(KP_APIKEY_DescribeTransactions) && defined(KP_APIKEY_ListTransactions)
-/* DescribeTransactions / ListTransactions (compiled once the codec knows them). */
+/* DescribeTransactions / ListTransactions. */
 typedef struct desc_s {
     int16_t err;
     char state[32];
@@ -1033,7 +1033,6 @@ static void scen_describe_list(int fd)
     describe_txn(fd, "", &d);
     CHECK_EC(d.err, KP_ERR_INVALID_REQUEST, "DescribeTransactions empty id");
 }
-#endif
 
 /* ---- main ------------------------------------------------------------------------------------ */
 
@@ -1057,9 +1056,7 @@ static void run_all(void)
     run_one(scen_tv2);
     run_one(scen_markers);
     run_one(scen_timeout);
-#if defined(KP_APIKEY_DescribeTransactions) && defined(KP_APIKEY_ListTransactions)
     run_one(scen_describe_list);
-#endif
 }
 
 int main(int argc, char **argv)
