@@ -8,16 +8,18 @@
 #        [--kafka-port PORT] [--run-timeout S] [--max-minutes M] [--wait-quiet S]
 #        [--max-noise PCT] [--no-doc]
 #
-# Defaults: 300,000 records of 1 KiB per run, 6 partitions RF 1, one warm-up run per case
-# (discarded) + 3 measured runs (median reported), both brokers, Java ProducerPerformance /
-# ConsumerPerformance and (if installed) kcat. --quick: 100,000 records, 1 measured run.
-# Cases per broker and client: produce {none,zstd} x {acks=1,acks=all}; consume {none,zstd}.
+# Defaults: 300,000 records of 1 KiB per run, 6 partitions RF 1, 3 rounds, both brokers, Java
+# ProducerPerformance / ConsumerPerformance and (if installed) kcat. A round starts each broker
+# fresh, one after the other (never both at once; the order alternates between rounds), creates
+# the topics and runs every case once after a warm-up run of that case (discarded); medians over
+# the rounds are reported (--reps N = N rounds). --quick: 100,000 records, 1 round.
+# Cases per broker and client: produce {none,zstd} x {acks=1,acks=all}; consume {none,zstd} (the
+# records the acks=1 case wrote in that round).
 # Measured per run: the tool's MiB/s and records/s, the broker's CPU seconds (utime+stime from
 # /proc/PID/stat), its peak RSS (VmHWM, reset before each run), the client's CPU seconds and the
-# CPU the rest of the machine used meanwhile (noise).
-# A measured run during which other processes used more than --max-noise % (default 25) of the
-# machine is recorded as noisy, left out of the medians and repeated (at most REPS times per case
-# and 2*REPS times per broker).
+# CPU the rest of the machine used meanwhile (noise). A measured run during which other processes
+# used more than --max-noise % (default 25) of the machine is recorded as noisy, left out of the
+# medians and repeated (at most twice per case, 4 times per broker and round).
 # --wait-quiet S: before each case wait up to S seconds for a 3-second window in which the
 # machine is less than 25 % busy (other sessions' builds and tests); default 0 (no waiting).
 # Output: a table with kbroker ÷ Kafka ratios on stdout; BUILD/bench/broker-throughput/
@@ -45,7 +47,7 @@ log() { echo "broker-throughput: $*" >&2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 64; }
 
 RECORDS=300000 REPS=3 PARTS=6 RSIZE=1024 BROKERS=kafka,kbroker CLIENTS= QUICK=0
-KBROKER=$REPO/build/bin/kbroker BUILD_DIR=$REPO/build KPORT=19692 RUN_TIMEOUT=150 MAX_MIN=25
+KBROKER=$REPO/build/bin/kbroker BUILD_DIR=$REPO/build KPORT=19692 RUN_TIMEOUT=150 MAX_MIN=15
 DOC=1 WAIT_QUIET=0 MAX_NOISE=25
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -102,7 +104,7 @@ DEADLINE=$((SECONDS + MAX_MIN * 60))
 OVERALL_RC=0
 
 # ------------------------------------------------------------------------------ cleanup
-KB_PID= KAFKA_STARTED=0 CLIENT_PID= BG_PIDS=()
+KB_PID= KAFKA_STARTED=0 CLIENT_PID= BG_PIDS=() ROUND=0
 stop_kbroker() {
   [ -n "$KB_PID" ] || return 0
   local pid=$KB_PID rc=0 end=$((SECONDS + 15))
@@ -114,7 +116,7 @@ stop_kbroker() {
     kill -KILL "$pid" 2>/dev/null || true
   fi
   wait "$pid" 2>/dev/null || rc=$?
-  [ "$rc" = 0 ] || log "WARNING: kbroker exited with status $rc on SIGTERM (see $LOGS/kbroker.err)"
+  [ "$rc" = 0 ] || log "WARNING: kbroker exited with status $rc on SIGTERM (see $LOGS/r$ROUND-kbroker.err)"
 }
 stop_kafka() {
   [ "$KAFKA_STARTED" = 1 ] || return 0
@@ -198,7 +200,7 @@ meta kcat "$(command -v kcat >/dev/null && kcat -V 2>&1 | sed -n 's/^Version \([
 meta disk "$(df -h --output=fstype,size "$WORK" | tail -1 | awk '{print $1 ", " $2}')"
 meta kafka_version "$KAFKA_4_VERSION"
 meta records "$RECORDS"
-meta consume_records "$(((REPS + 1) * RECORDS))"
+meta consume_records "$((2 * RECORDS))"
 meta reps "$REPS"
 meta partitions "$PARTS"
 meta record_size "$RSIZE"
@@ -336,6 +338,13 @@ fail_note() { # LOG PATTERN: "exit N: first matching line", noting a timeout
   echo "$n"
 }
 
+# Records a consume run reads: what the warm-up and the measured run of its produce case wrote in
+# this round (the same number on both brokers), or fewer if the topic holds fewer.
+consume_count() {
+  local have=${ENDOFF[$1]:-${PRODUCED[$1]:-0}} want=$((2 * RECORDS))
+  echo $((have < want ? have : want))
+}
+
 run_java_produce() { # CODEC ACKS REP LOG
   local z=$1 a=$2 t="jp-$1-a$2" parsed
   # shellcheck disable=SC2086
@@ -354,7 +363,8 @@ run_java_produce() { # CODEC ACKS REP LOG
 }
 
 run_java_consume() { # CODEC - REP LOG
-  local z=$1 t="jp-$1-a1" n=${ENDOFF[jp-$1-a1]:-${PRODUCED[jp-$1-a1]:-0}} parsed
+  local z=$1 t="jp-$1-a1" n parsed
+  n=$(consume_count "$t")
   run_measured "$4" "${JAVA_CLIENT[@]}" org.apache.kafka.tools.ConsumerPerformance \
     --bootstrap-server "$BS" --topic "$t" --num-records "$n" --group "bench-$$-$z-$3-$RANDOM" \
     --timeout 15000
@@ -382,7 +392,8 @@ run_kcat_produce() { # CODEC ACKS REP LOG
 }
 
 run_kcat_consume() { # CODEC - REP LOG
-  local z=$1 t="jp-$1-a1" n=${ENDOFF[jp-$1-a1]:-${PRODUCED[jp-$1-a1]:-0}}
+  local z=$1 t="jp-$1-a1" n
+  n=$(consume_count "$t")
   run_measured "$4" sh -c 'kcat -C -b "$1" -t "$2" -o beginning -e -q -c "$3" -f "%o\n" | wc -l >"$4"' \
     kcat-consume "$BS" "$t" "$n" "$4.count"
   R_RECS=$(cat "$4.count" 2>/dev/null || echo 0) R_MIB= R_RPS= R_ST=ok R_NOTE=
@@ -395,12 +406,12 @@ run_kcat_consume() { # CODEC - REP LOG
   fi
 }
 
-# run_case CLIENT OP CODEC ACKS: the warm-up run and REPS measured runs of one case. A measured run
-# during which other processes used more than MAX_NOISE % of the machine is recorded as "noisy"
-# (left out of the medians) and repeated, at most REPS times per case and NOISE_BUDGET times per
-# broker. A failed warm-up ends the case.
+# run_case CLIENT OP CODEC ACKS: one warm-up run (discarded) and one measured run of a case, in the
+# current round. A measured run during which other processes used more than MAX_NOISE % of the
+# machine is recorded as "noisy" (left out of the medians) and repeated, at most twice per case
+# and NOISE_BUDGET times per broker and round. A failed warm-up skips the measured run.
 run_case() {
-  local c=$1 o=$2 z=$3 a=$4 rep=0 retries=$REPS lg what noise t
+  local c=$1 o=$2 z=$3 a=$4 rep=0 retries=2 lg base what noise t
   what="$c $o $z"
   [ "$a" = - ] || what+=" acks=$a"
   if [ "$o" = produce ]; then
@@ -411,29 +422,31 @@ run_case() {
     [ "${ENDOFF[$t]:-${PRODUCED[$t]:-0}}" -gt 0 ] \
       || { skip_row "$c" "$o" "$z" "$a" skipped "topic $t holds no records (its produce case did not run)"; return 0; }
   fi
+  base=$LOGS/r$ROUND-$BNAME-$c-$o-$z
+  [ "$a" = - ] || base+=-a$a
   wait_quiet
-  while [ "$rep" -le "$REPS" ]; do
+  while :; do
     past_deadline && { skip_row "$c" "$o" "$z" "$a" skipped "global deadline (--max-minutes $MAX_MIN)"; return 0; }
-    lg=$LOGS/$BNAME-$c-$o-$z-a$a-$rep.log
-    [ "$a" = - ] && lg=$LOGS/$BNAME-$c-$o-$z-$rep.log
-    [ -e "$lg" ] && lg=$lg.retry$((REPS - retries + 1))
+    if [ "$rep" = 0 ]; then lg=$base-warmup.log; else lg=$base-run.log; fi
+    [ "$rep" = 0 ] || [ "$retries" = 2 ] || lg=$base-run.retry$((2 - retries)).log
     "run_${c}_$o" "$z" "$a" "$rep" "$lg"
     noise=$(awk -v o="$M_OCPU" -v w="$M_WALL" -v n="$NCPU" 'BEGIN {printf "%d", 100 * o / (w * n)}')
-    if [ "$R_ST" = ok ] && [ "$rep" -ge 1 ] && [ "$noise" -gt "$MAX_NOISE" ] && [ "$retries" -gt 0 ] \
+    if [ "$R_ST" = ok ] && [ "$rep" != 0 ] && [ "$noise" -gt "$MAX_NOISE" ] && [ "$retries" -gt 0 ] \
       && [ "$NOISE_BUDGET" -gt 0 ]; then
       row "$c" "$o" "$z" "$a" "$rep" "$R_RECS" "$R_BYTES" "$R_MIB" "$R_RPS" noisy \
         "other processes used ${noise}% of the machine: repeated"
-      log "$BNAME $what run $rep: ${R_MIB:-?} MiB/s but other processes used ${noise}% of the machine: repeating it"
+      log "r$ROUND $BNAME $what: ${R_MIB:-?} MiB/s but other processes used ${noise}% of the machine: repeating the run"
       retries=$((retries - 1)) NOISE_BUDGET=$((NOISE_BUDGET - 1))
       continue
     fi
     row "$c" "$o" "$z" "$a" "$rep" "$R_RECS" "$R_BYTES" "$R_MIB" "$R_RPS" "$R_ST" "$R_NOTE"
-    log "$BNAME $what run $rep: ${R_MIB:-?} MiB/s, broker CPU ${M_BCPU}s, client CPU ${M_CCPU}s, other ${M_OCPU}s (${noise}%), broker RSS peak $((${M_RSS:-0} / 1024)) MiB${R_NOTE:+ — $R_ST: $R_NOTE}"
+    log "r$ROUND $BNAME $what $([ "$rep" = 0 ] && echo warm-up || echo run): ${R_MIB:-?} MiB/s, broker CPU ${M_BCPU}s, client CPU ${M_CCPU}s, other ${M_OCPU}s (${noise}%), broker RSS peak $((${M_RSS:-0} / 1024)) MiB${R_NOTE:+ — $R_ST: $R_NOTE}"
     if [ "$R_ST" != ok ]; then
       OVERALL_RC=3
-      [ "$rep" = 0 ] && { log "$BNAME: warm-up failed, skipping the rest of this case (log: $lg)"; return 0; }
+      [ "$rep" = 0 ] && { log "$BNAME: warm-up failed, skipping the measured run of this case (log: $lg)"; return 0; }
     fi
-    rep=$((rep + 1))
+    [ "$rep" = 0 ] || return 0
+    rep=$ROUND
   done
 }
 
@@ -446,7 +459,7 @@ create_topics() { # TOPIC...: CreateTopics through kafka-tools' TopicCommand, in
   fi
   for t in "$@"; do
     timeout -k 5 90 "${JAVA_CLIENT[@]}" org.apache.kafka.tools.TopicCommand --bootstrap-server "$BS" \
-      --create --topic "$t" --partitions "$PARTS" --replication-factor 1 >"$LOGS/$BNAME-topic-$t.log" 2>&1 &
+      --create --topic "$t" --partitions "$PARTS" --replication-factor 1 >"$LOGS/r$ROUND-$BNAME-topic-$t.log" 2>&1 &
     pids+=($!)
     BG_PIDS+=($!)
   done
@@ -455,7 +468,7 @@ create_topics() { # TOPIC...: CreateTopics through kafka-tools' TopicCommand, in
       TOPIC_OK[$t]=1
     else
       TOPIC_OK[$t]=0
-      log "WARNING: $BNAME: creating topic $t failed: $(grep -m1 -E 'Exception|ERROR' "$LOGS/$BNAME-topic-$t.log" | cut -c1-200)"
+      log "WARNING: $BNAME: creating topic $t failed: $(grep -m1 -E 'Exception|ERROR' "$LOGS/r$ROUND-$BNAME-topic-$t.log" | cut -c1-200)"
     fi
     i=$((i + 1))
   done
@@ -464,12 +477,12 @@ create_topics() { # TOPIC...: CreateTopics through kafka-tools' TopicCommand, in
 
 verify_offsets() { # sums of the end offsets per topic against what the clients reported
   if ! has_api 2; then
-    meta "${BNAME}_verify" "not checked ($BNAME does not serve ListOffsets)"
+    VERIFY[$BNAME]="not checked ($BNAME does not serve ListOffsets)"
     return 0
   fi
-  local lg=$LOGS/$BNAME-offsets.log t bad=
+  local lg=$LOGS/r$ROUND-$BNAME-offsets.log t bad=
   timeout -k 5 90 "${JAVA_CLIENT[@]}" org.apache.kafka.tools.GetOffsetShell --bootstrap-server "$BS" \
-    --topic '(jp|kp)-.*' >"$lg" 2>&1 || { log "WARNING: GetOffsetShell failed ($lg)"; meta "${BNAME}_verify" "GetOffsetShell failed"; return 0; }
+    --topic '(jp|kp)-.*' >"$lg" 2>&1 || { log "WARNING: GetOffsetShell failed ($lg)"; VERIFY[$BNAME]+="round $ROUND: GetOffsetShell failed; "; return 0; }
   while IFS=: read -r t _ off; do
     [[ "$off" =~ ^[0-9]+$ ]] && ENDOFF[$t]=$((${ENDOFF[$t]:-0} + off))
   done <"$lg"
@@ -478,10 +491,8 @@ verify_offsets() { # sums of the end offsets per topic against what the clients 
   done
   if [ -n "$bad" ]; then
     log "WARNING: $BNAME: $bad"
-    meta "${BNAME}_verify" "MISMATCH $bad"
+    VERIFY[$BNAME]+="round $ROUND: MISMATCH $bad"
     OVERALL_RC=3
-  else
-    meta "${BNAME}_verify" "end offsets equal the records sent on every topic"
   fi
 }
 
@@ -490,14 +501,14 @@ start_kafka() {
   local kv
   for kv in "${KAFKA_OVR[@]}"; do args+=(--override "$kv"); done
   KAFKA_STARTED=1 # from here on the trap stops it, whatever happens
-  if ! "$PEERS/kafka-cluster.sh" "${args[@]}" >"$LOGS/kafka-start.log" 2>&1; then
-    cat "$LOGS/kafka-start.log" >&2
+  if ! "$PEERS/kafka-cluster.sh" "${args[@]}" >"$LOGS/r$ROUND-kafka-start.log" 2>&1; then
+    cat "$LOGS/r$ROUND-kafka-start.log" >&2
     die "Apache Kafka $KAFKA_4_VERSION failed to start (log above; node log in $KPEER_HOME/$KNAME/node1.log)"
   fi
   BPID=$(cat "$KPEER_HOME/$KNAME/node1.pid")
   BS=127.0.0.1:$KPORT
   meta kafka_jvm "$(tr '\0' '\n' <"/proc/$BPID/cmdline" | sed -n '2,/^-cp$/p' | grep -v -e '^-cp$' -e log4j2 | tr '\n' ' ' | sed 's/ $//')"
-  log "$(grep -m1 'ready at' "$LOGS/kafka-start.log" | sed 's/^kafka-cluster: //')"
+  log "$(grep -m1 'ready at' "$LOGS/r$ROUND-kafka-start.log" | sed 's/^kafka-cluster: //')"
 }
 
 start_kbroker() {
@@ -511,52 +522,54 @@ start_kbroker() {
     echo "log.dirs=$d/data"
     for kv in "${KB_OVR[@]}"; do echo "$kv"; done
   } >"$d/server.properties"
-  "$KBROKER" --config "$d/server.properties" >"$LOGS/kbroker.out" 2>"$LOGS/kbroker.err" </dev/null &
+  "$KBROKER" --config "$d/server.properties" >"$LOGS/r$ROUND-kbroker.out" 2>"$LOGS/r$ROUND-kbroker.err" </dev/null &
   KB_PID=$!
   BPID=$KB_PID
   end=$((SECONDS + 30))
   while :; do
-    port=$(sed -n 's/^kbroker started .*PLAINTEXT:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$LOGS/kbroker.out" | head -1)
+    port=$(sed -n 's/^kbroker started .*PLAINTEXT:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$LOGS/r$ROUND-kbroker.out" | head -1)
     [ -n "$port" ] && break
     if ! kill -0 "$KB_PID" 2>/dev/null; then
       wait "$KB_PID" || rc=$?
       KB_PID=
-      tail -n 40 "$LOGS/kbroker.err" >&2
+      tail -n 40 "$LOGS/r$ROUND-kbroker.err" >&2
       die "kbroker failed to start (exit status $rc; log above, config $d/server.properties)"
     fi
-    [ $SECONDS -lt $end ] || { tail -n 40 "$LOGS/kbroker.err" >&2; die "kbroker did not print its readiness line within 30 s"; }
+    [ $SECONDS -lt $end ] || { tail -n 40 "$LOGS/r$ROUND-kbroker.err" >&2; die "kbroker did not print its readiness line within 30 s"; }
     sleep 0.05
   done
   BS=127.0.0.1:$port
   log "kbroker ready at $BS (pid $KB_PID)"
 }
 
-run_broker() { # kafka | kbroker
-  BNAME=$1 BPEAK=0 NOISE_BUDGET=$((2 * REPS))
+declare -A PEAK=() LOADS=() VERIFY=()
+run_broker() { # kafka | kbroker: start it, run every case once (after its warm-up), stop it
+  BNAME=$1 BPEAK=0 NOISE_BUDGET=4
   TOPIC_OK=() PRODUCED=() ENDOFF=()
-  meta "${BNAME}_load_before" "$(loadavg)"
-  log "=== $BNAME (load average $(loadavg)) ==="
+  LOADS[$BNAME]+="${LOADS[$BNAME]:+; }$(loadavg)"
+  log "=== round $ROUND of $REPS: $BNAME (load average $(loadavg)) ==="
   if [ "$BNAME" = kafka ]; then start_kafka; else start_kbroker; fi
-  meta "${BNAME}_rss_start_mib" "$(($(rss_kb "$BPID") / 1024))"
+  [ "$ROUND" != 1 ] || meta "${BNAME}_rss_start_mib" "$(($(rss_kb "$BPID") / 1024))"
   BPEAK=$(hwm_kb "$BPID")
-  if ! APIS=$(python3 "$BENCHPY" apis "$BS" 2>"$LOGS/$BNAME-apis.err"); then
-    cat "$LOGS/$BNAME-apis.err" >&2
+  if ! APIS=$(python3 "$BENCHPY" apis "$BS" 2>"$LOGS/r$ROUND-$BNAME-apis.err"); then
+    cat "$LOGS/r$ROUND-$BNAME-apis.err" >&2
     die "$BNAME at $BS does not answer ApiVersions"
   fi
-  printf '%s\n' "$APIS" >"$LOGS/$BNAME-apis.txt"
+  printf '%s\n' "$APIS" >"$LOGS/r$ROUND-$BNAME-apis.txt"
   local missing
   missing=$(missing_apis 0 1 2 3 8 9 10 11 12 13 14 19 22)
-  [ -z "$missing" ] || log "NOTE: $BNAME does not advertise $missing; the cases needing them are reported as skipped"
-  meta "${BNAME}_missing_apis" "${missing:-none}"
+  if [ "$ROUND" = 1 ]; then
+    [ -z "$missing" ] || log "NOTE: $BNAME does not advertise $missing; the cases needing them are reported as skipped"
+    meta "${BNAME}_missing_apis" "${missing:-none}"
+  fi
 
-  local topics=() z a c
+  local topics=() z a c keys
   for z in none zstd; do for a in 1 all; do
     want java "$CLIENTS" && topics+=("jp-$z-a$a")
     want kcat "$CLIENTS" && topics+=("kp-$z-a$a")
   done; done
   if has_api 3; then create_topics "${topics[@]}"; fi
 
-  local keys
   for c in java kcat; do
     want "$c" "$CLIENTS" || continue
     for z in none zstd; do for a in 1 all; do
@@ -576,14 +589,14 @@ run_broker() { # kafka | kbroker
     fi
   done
   [ "$(hwm_kb "$BPID")" -gt "$BPEAK" ] && BPEAK=$(hwm_kb "$BPID")
-  meta "${BNAME}_rss_peak_kb" "$BPEAK"
+  [ "$BPEAK" -gt "${PEAK[$BNAME]:-0}" ] && PEAK[$BNAME]=$BPEAK
   if [ "$BNAME" = kafka ]; then stop_kafka; else stop_kbroker; rm -rf "$WORK/kbroker/data"; fi
   BPID=
-  log "=== $BNAME done ($((SECONDS - T_START)) s so far) ==="
+  log "=== round $ROUND: $BNAME done ($((SECONDS - T_START)) s so far) ==="
 }
 
 # ------------------------------------------------------------------------------ main
-log "records/run $RECORDS x $RSIZE B, $PARTS partitions, warm-up + $REPS runs, brokers $BROKERS, clients $CLIENTS"
+log "records/run $RECORDS x $RSIZE B, $PARTS partitions, $REPS rounds (warm-up + 1 measured run per case and broker each), brokers $BROKERS, clients $CLIENTS"
 log "load average now: $(loadavg) (2 cores: anything above ~0.5 makes the numbers noisy)"
 if want kbroker "$BROKERS"; then
   meta kbroker_version "$("$KBROKER" --version 2>&1 | head -1)"
@@ -599,13 +612,25 @@ if want kbroker "$BROKERS"; then
   meta kbroker_build "${btype:-?} build, $( [ -n "$cc" ] && "$cc" --version 2>/dev/null | head -1 || echo '?')"
 fi
 
+# Rounds: each round starts each broker fresh, one after the other (never both at once), and runs
+# every case once after its warm-up; the order alternates so that neither broker always goes first.
+for ((ROUND = 1; ROUND <= REPS; ROUND++)); do
+  order="kafka kbroker"
+  [ $((ROUND % 2)) = 0 ] && order="kbroker kafka"
+  for b in $order; do
+    want "$b" "$BROKERS" || continue
+    run_broker "$b"
+  done
+done
 for b in kafka kbroker; do
   want "$b" "$BROKERS" || continue
-  run_broker "$b"
+  meta "${b}_rss_peak_kb" "${PEAK[$b]:-0}"
+  meta "${b}_loads" "${LOADS[$b]:-}"
+  meta "${b}_verify" "${VERIFY[$b]:-end offsets equal the records sent on every topic, every round}"
 done
 
 if want kbroker "$BROKERS"; then
-  if grep -q "^kbroker	" "$RESULTS" && ! awk -F'\t' '$1 == "kbroker" && $16 != "ok" {bad = 1} END {exit bad}' "$RESULTS"; then
+  if awk -F'\t' '$1 == "kbroker" && ($16 == "failed" || $16 == "skipped") {bad = 1} END {exit !bad}' "$RESULTS"; then
     meta kbroker_status "Not every case ran on kbroker: see the table."
   else
     meta kbroker_status ""
@@ -637,7 +662,7 @@ if [ "$DOC" = 1 ]; then
   mkdir -p "$REPO/docs/img"
 fi
 echo
-echo "Broker throughput: kbroker vs Apache Kafka $KAFKA_4_VERSION — medians of $REPS runs, $RECORDS x $RSIZE B records, $PARTS partitions"
+echo "Broker throughput: kbroker vs Apache Kafka $KAFKA_4_VERSION — medians of $REPS rounds, $RECORDS x $RSIZE B records, $PARTS partitions"
 echo
 report_args=(report --results "$RESULTS" --meta "$META")
 [ "$DOC" = 1 ] && report_args+=(--doc "$REPO/docs/performance.md" --png "$PNG" --plot "$PLOT")

@@ -366,31 +366,30 @@ def render_section(rows, keys, stats, meta, png_rel):
                 meta.get("kernel", "?"), meta.get("os", "?"), meta.get("jdk", "?"),
                 meta.get("python", "?"), meta.get("kcat", "?")))
     L.append("")
+    nk = len([r for r in rows if r["status"] == "noisy" and r["broker"] == "kafka"])
+    nb = len([r for r in rows if r["status"] == "noisy" and r["broker"] == "kbroker"])
     cores = fnum(meta.get("cores")) or 2
     shares = []
     for b, name in (("kafka", "Kafka"), ("kbroker", "kbroker")):
         v = noise_share(rows, b, cores)
         if v is not None:
-            shares.append("%s half %.0f%%" % (name, 100 * v))
+            shares.append("%.0f%%%s during %s's" % (100 * v, "" if shares else " of the machine", name))
     L.append("**Noise.** Broker, client and whatever else runs on the machine share its %s cores. "
-             "Load average before the Kafka half %s, before the kbroker half %s, at the end %s. "
+             "Load average at the start of each round: Kafka %s; kbroker %s; at the end %s. "
              "*Other CPU* (second table) is the machine's busy time during a run minus the "
              "broker's and the client's: other processes (compilers, tests of other sessions) and "
-             "kernel threads (writeback, softirq). Other processes took %s of the machine during "
-             "the measured runs. A case with several seconds of other CPU per run was disturbed; "
-             "its spread (min–max) shows it."
-             % (meta.get("cores", "?"), meta.get("kafka_load_before", "—"),
-                meta.get("kbroker_load_before", "—"), meta.get("load_end", "—"),
-                ", ".join(shares) if shares else "—"))
+             "kernel threads. Other processes took %s measured runs. A measured run during which "
+             "they took more than %s%% of the machine was left out and repeated (at most twice per "
+             "case, four times per broker and round): %s on Kafka, %s on kbroker. The brokers take "
+             "turns (rounds), so that a busy spell hits both rather than one."
+             % (meta.get("cores", "?"), meta.get("kafka_loads", "—"), meta.get("kbroker_loads", "—"),
+                meta.get("load_end", "—"),
+                " and ".join(shares) if shares else "an unknown share of the machine during the",
+                meta.get("max_noise", "?"), plural(nk, "run"), plural(nb, "run")))
     L.append("")
-    nk = len([r for r in rows if r["status"] == "noisy" and r["broker"] == "kafka"])
-    nb = len([r for r in rows if r["status"] == "noisy" and r["broker"] == "kbroker"])
-    L.append("A measured run during which other processes used more than %s%% of the machine was "
-             "left out and repeated (at most as many times as there are runs per case): %s on "
-             "Kafka, %s on kbroker." % (meta.get("max_noise", "?"), plural(nk, "run"), plural(nb, "run")))
-    L.append("")
-    L.append("**Brokers** (one node each on 127.0.0.1, started by the script one after the other, "
-             "never both at once; data directories on the same disk, %s)." % meta.get("disk", "?"))
+    L.append("**Brokers:** one node each on 127.0.0.1, started fresh by the script in every round, "
+             "one after the other, never both at once; data directories on the same disk (%s)."
+             % meta.get("disk", "?"))
     L.append("")
     L.append("* Apache Kafka %s from the Maven jars (`tests/peers/kafka-cluster.sh start --perf`), "
              "KRaft, combined broker+controller. JVM: `%s`. Broker overrides, back to Kafka's "
@@ -407,20 +406,20 @@ def render_section(rows, keys, stats, meta, png_rel):
         if v:
             L.append("* Check after producing, %s: %s." % (name, v))
     L.append("")
-    L.append("**Workload.** Topics with %s partitions, RF 1, created fresh for each case; records "
-             "of %s bytes (value only, no key); %s records per run; per case one warm-up run "
-             "(discarded), then %s; the tables give the **median** (MiB/s also min–max). "
+    L.append("**Workload.** %s; in each, every case runs once on each broker after a "
+             "warm-up run of that case (discarded), and the tables give the **median over the "
+             "rounds** (MiB/s also min–max). Topics with %s partitions, RF 1, created fresh in every "
+             "round; records of %s bytes (value only, no key); %s records per produce run. "
              "Payload: %s distinct JSON-like text records (zstd ratio about %s on 64 KiB), picked "
              "at random per record by ProducerPerformance (`--payload-file`)."
-             % (meta.get("partitions", "?"), meta.get("record_size", "?"), meta.get("records", "?"),
-                plural(meta.get("reps", "?"), "measured run"), meta.get("payload_count", "?"),
-                meta.get("zstd_ratio", "?")))
+             % (plural(meta.get("reps", "?"), "round"), meta.get("partitions", "?"), meta.get("record_size", "?"),
+                meta.get("records", "?"), meta.get("payload_count", "?"), meta.get("zstd_ratio", "?")))
     L.append("")
     L.append("* **Java** (the same client for both brokers): `org.apache.kafka.tools.ProducerPerformance` "
              "and `ConsumerPerformance` from kafka-tools %s, JVM `%s`. Producer: `%s`, plus "
              "`acks` and `compression.type` per case (acks=all therefore runs idempotent, the "
-             "client's default). Consumer: a new group per run reading the whole acks=1 topic of "
-             "that codec (%s records); its MiB/s and rec/s are ConsumerPerformance's `fetch.*` "
+             "client's default). Consumer: a new group per run reading the %s records that the "
+             "warm-up and the measured run of the acks=1 case of that codec wrote in the round; its MiB/s and rec/s are ConsumerPerformance's `fetch.*` "
              "figures (group join excluded)." % (
                  meta.get("kafka_version", "?"), meta.get("client_jvm", "?"),
                  meta.get("producer_props", "?"), meta.get("consume_records", "?")))
@@ -433,7 +432,7 @@ def render_section(rows, keys, stats, meta, png_rel):
              "(`/proc/PID/stat`) over the run, divided by the GiB moved. Peak RSS = `VmHWM` of "
              "the broker, reset (`clear_refs` 5) before each run. Client CPU from `/usr/bin/time`.")
     L.append("")
-    L.append("Medians of %s:" % plural(meta.get("reps", "?"), "measured run"))
+    L.append("Medians of %s:" % plural(meta.get("reps", "?"), "round"))
     L.append("")
     L.extend(render_tables(keys, stats, meta))
     L.append("")
@@ -491,19 +490,22 @@ def update_doc(path, section_lines):
     os.replace(tmp, path)
 
 
-def plot_matplotlib(keys, stats, png):
+def plot_matplotlib(keys, stats, meta, png):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     labels = [case_label(k) for k in keys]
     n = len(keys)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 0.42 * n + 1.6), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 0.42 * n + 1.8), sharey=True,
+                             gridspec_kw={"width_ratios": [3, 3, 1.4]})
     colors = {"kafka": "#4c72b0", "kbroker": "#dd8452"}
     names = {"kafka": "Apache Kafka", "kbroker": "kbroker"}
     h = 0.38
-    for ax, attr, title in ((axes[0], "mib", "throughput, MiB/s (median; bars: min–max)"),
-                            (axes[1], "cpu_gib", "broker CPU seconds per GiB (lower is better)")):
+    panels = ((axes[0], "mib", "throughput, MiB/s\n(median; bars: min–max)"),
+              (axes[1], "cpu_gib", "broker CPU seconds per GiB\n(lower is better)"),
+              (axes[2], "rss_mib", "broker peak RSS, MiB\n(log scale)"))
+    for ax, attr, title in panels:
         for j, b in enumerate(("kafka", "kbroker")):
             ys = [i + (j - 0.5) * h for i in range(n)]
             vals = [getattr(stats[(k, b)], attr) or 0.0 for k in keys]
@@ -515,8 +517,10 @@ def plot_matplotlib(keys, stats, png):
             ax.barh(ys, vals, height=h, color=colors[b], label=names[b], xerr=xerr,
                     error_kw={"elinewidth": 0.8, "capsize": 2})
             for y, v, k in zip(ys, vals, keys):
-                if not getattr(stats[(k, b)], attr):
+                if not getattr(stats[(k, b)], attr) and attr != "rss_mib":
                     ax.text(0, y, " n/a", va="center", fontsize=7, color="#777")
+        if attr == "rss_mib":
+            ax.set_xscale("log")
         ax.set_title(title, fontsize=9)
         ax.grid(axis="x", alpha=0.3)
         ax.tick_params(labelsize=8)
@@ -524,7 +528,10 @@ def plot_matplotlib(keys, stats, png):
     axes[0].set_yticklabels(labels)
     axes[0].invert_yaxis()
     axes[0].legend(fontsize=8, loc="lower right")
-    fig.suptitle("kbroker vs Apache Kafka 4.4.0, 1 node, 6 partitions, 1 KiB records", fontsize=10)
+    fig.suptitle("kbroker vs Apache Kafka %s: 1 node, %s partitions, %s-byte records, %s records/run (%s)"
+                 % (meta.get("kafka_version", "?"), meta.get("partitions", "?"),
+                    meta.get("record_size", "?"), meta.get("records", "?"), meta.get("date", "?")),
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(png, dpi=90)
     plt.close(fig)
@@ -573,7 +580,7 @@ def cmd_report(a):
     if a.png and a.plot != "none":
         try:
             if a.plot == "matplotlib":
-                plot_matplotlib(keys, stats, a.png)
+                plot_matplotlib(keys, stats, meta, a.png)
             else:
                 plot_gnuplot(keys, stats, a.png)
             print("plot: %s (%s)" % (a.png, a.plot))
