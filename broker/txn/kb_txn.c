@@ -692,7 +692,7 @@ int16_t kb_txn_end(kb_txn_t *c, const char *txn_id, int64_t pid, int16_t epoch, 
 }
 
 int16_t kb_txn_offset_commit(kb_txn_t *c, kb_reqctx_t *ctx, const kp_TxnOffsetCommitRequest_t *rq,
-                             kp_TxnOffsetCommitResponse_t *resp)
+                             kp_TxnOffsetCommitResponse_t *resp, bool implicit_add)
 {
     char *txn_id = NULL, *group = NULL;
     kb_txn_entry_t *e = NULL;
@@ -713,16 +713,31 @@ int16_t kb_txn_offset_commit(kb_txn_t *c, kb_reqctx_t *ctx, const kp_TxnOffsetCo
     e = kb_txn_entry_get(c, txn_id, false, 0, &ec);
     if (!e)
         goto out;
-    ec = kb_txnsm_verify(&e->m, rq->ProducerId, rq->ProducerEpoch, KB_TOPIC_CONSUMER_OFFSETS, part);
-    if (ec == KP_ERR_NONE) {
-        h = kb_txn_hook_get(c->kb, &o);
-        if (h && h->txn_offset_commit)
-            ec = h->txn_offset_commit(o, ctx, part, rq, resp);
-        else
+    h = kb_txn_hook_get(c->kb, &o);
+    if (!implicit_add) {
+        ec = kb_txnsm_verify(&e->m, rq->ProducerId, rq->ProducerEpoch, KB_TOPIC_CONSUMER_OFFSETS,
+                             part);
+        if (ec == KP_ERR_NONE && (!h || !h->txn_offset_commit))
             ec = KP_ERR_COORDINATOR_NOT_AVAILABLE;
-        if (h)
-            kb_txn_hook_put();
+    } else if (!h || !h->txn_offset_commit) {
+        ec = KP_ERR_COORDINATOR_NOT_AVAILABLE; /* before changing the transaction */
+    } else {
+        /* Transaction version 2 (TxnOffsetCommit v5+): the offsets partition joins the
+         * transaction here, as Kafka's group coordinator asks its transaction coordinator. */
+        kb_txn_tp_t tp = {(char *)KB_TOPIC_CONSUMER_OFFSETS, part};
+        kb_txnmeta_t next;
+        if (kb_txnsm_add_partitions(&e->m, rq->ProducerId, rq->ProducerEpoch, &tp, 1, 2,
+                                    kb_txn_now(c), &next, &ec) == KB_TXNSM_WRITE) {
+            ec = kb_txn_persist(c, e, &next);
+            if (ec == KP_ERR_NONE)
+                kb_txnmeta_move(&e->m, &next);
+            kb_txnmeta_free(&next);
+        }
     }
+    if (ec == KP_ERR_NONE)
+        ec = h->txn_offset_commit(o, ctx, part, rq, resp);
+    if (h)
+        kb_txn_hook_put();
     kb_txn_entry_put(c, e);
 out:
     free(txn_id);

@@ -116,12 +116,13 @@ int16_t kb_txn_write_marker(kb_txn_t *c, const char *topic, int32_t partition, i
 
 /**
  * TxnOffsetCommit: verify that the group's __consumer_offsets partition is in the transaction
- * and call the group hook, all under the transactional id's lock. @p resp mirrors the request
- * (every ErrorCode NONE) on entry. Returns 0 when @p resp holds the answer, or a Kafka error
- * code to put on every partition.
+ * (with @p implicit_add, TxnOffsetCommit v5+ / transaction version 2: add it) and call the
+ * group hook, all under the transactional id's lock. @p resp mirrors the request (every
+ * ErrorCode NONE) on entry. Returns 0 when @p resp holds the answer, or a Kafka error code to
+ * put on every partition (COORDINATOR_NOT_AVAILABLE without a group hook).
  */
 int16_t kb_txn_offset_commit(kb_txn_t *c, kb_reqctx_t *ctx, const kp_TxnOffsetCommitRequest_t *rq,
-                             kp_TxnOffsetCommitResponse_t *resp);
+                             kp_TxnOffsetCommitResponse_t *resp, bool implicit_add);
 
 /** A copy of the metadata of @p txn_id (free with kb_txnmeta_free). 0 or KB_E_NOT_FOUND.
  *  @p pending (may be NULL): markers still to be written; the copy's partitions are then only

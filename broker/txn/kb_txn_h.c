@@ -411,14 +411,36 @@ static int16_t kb_txn_h_toc_err(int16_t ec, int16_t ver)
     }
 }
 
+typedef kp_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_t kb_txn_h_toctopic_t;
+typedef kp_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_t kb_txn_h_tocres_t;
+
+/* Kafka's answer for a partition that does not exist (v6 names topics by id). */
+static int16_t kb_txn_h_toc_exists(kb_txn_t *c, kp_arena_t *ar, int16_t ver,
+                                   const kb_txn_h_toctopic_t *rt, int32_t partition)
+{
+    kb_part_t *part = NULL;
+    int rc;
+    if (ver >= 6)
+        rc = kb_meta_part_by_id(c->meta, &rt->TopicId, partition, &part);
+    else
+        rc = kb_meta_part(c->meta, kb_txn_h_str(ar, rt->Name) ?: "", partition, &part);
+    if (part)
+        kb_part_release(part);
+    if (rc == KB_META_OK)
+        return KP_ERR_NONE;
+    return ver >= 6 && rc == KB_META_UNKNOWN_TOPIC ? KP_ERR_UNKNOWN_TOPIC_ID
+                                                   : KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
+}
+
 static kb_api_result_t kb_txn_h_txnoffsets(void *opaque, kb_req_t *req, kb_resp_t **respp)
 {
     kb_txn_t *c = opaque;
     kb_reqctx_t *ctx = kb_req_ctx(req);
     kp_arena_t *ar = ctx->arena;
-    kp_TxnOffsetCommitRequest_t rq;
-    kp_TxnOffsetCommitResponse_t resp;
-    int32_t nt;
+    int16_t ver = ctx->api_version;
+    kp_TxnOffsetCommitRequest_t rq, frq;
+    kp_TxnOffsetCommitResponse_t resp, fresp;
+    int32_t nt, nvalid = 0;
     int16_t ec;
 
     if (kb_txn_h_decode(ctx, &kp_TxnOffsetCommitRequest_desc, &rq) != 0)
@@ -427,32 +449,77 @@ static kb_api_result_t kb_txn_h_txnoffsets(void *opaque, kb_req_t *req, kb_resp_
     nt = rq.Topics.cnt > 0 ? rq.Topics.cnt : 0;
     resp.Topics.cnt = nt;
     resp.Topics.v = kp_arena_calloc(ar, (size_t)nt + 1, sizeof(*resp.Topics.v));
-    if (!resp.Topics.v)
+    /* The partitions that exist go to the group coordinator (frq / fresp); the others get
+     * UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id), as Kafka's KafkaApis answers. */
+    frq = rq;
+    frq.Topics.cnt = 0;
+    frq.Topics.v = kp_arena_calloc(ar, (size_t)nt + 1, sizeof(*frq.Topics.v));
+    kp_TxnOffsetCommitResponse_init(&fresp);
+    fresp.Topics.v = kp_arena_calloc(ar, (size_t)nt + 1, sizeof(*fresp.Topics.v));
+    if (!resp.Topics.v || !frq.Topics.v || !fresp.Topics.v)
         return KB_API_CLOSE;
     for (int32_t t = 0; t < nt; t++) {
-        const kp_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_t *rt = &rq.Topics.v[t];
-        kp_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_t *tr = &resp.Topics.v[t];
+        const kb_txn_h_toctopic_t *rt = &rq.Topics.v[t];
+        kb_txn_h_tocres_t *tr = &resp.Topics.v[t];
+        kb_txn_h_toctopic_t *ft = &frq.Topics.v[frq.Topics.cnt];
+        kb_txn_h_tocres_t *fr = &fresp.Topics.v[fresp.Topics.cnt];
         int32_t np = rt->Partitions.cnt > 0 ? rt->Partitions.cnt : 0;
         kp_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_init(tr);
         tr->Name = rt->Name;
         tr->TopicId = rt->TopicId;
         tr->Partitions.cnt = np;
         tr->Partitions.v = kp_arena_calloc(ar, (size_t)np + 1, sizeof(*tr->Partitions.v));
-        if (!tr->Partitions.v)
+        *ft = *rt;
+        ft->Partitions.cnt = 0;
+        ft->Partitions.v = kp_arena_calloc(ar, (size_t)np + 1, sizeof(*ft->Partitions.v));
+        kp_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_init(fr);
+        fr->Name = rt->Name;
+        fr->TopicId = rt->TopicId;
+        fr->Partitions.v = kp_arena_calloc(ar, (size_t)np + 1, sizeof(*fr->Partitions.v));
+        if (!tr->Partitions.v || !ft->Partitions.v || !fr->Partitions.v)
             return KB_API_CLOSE;
         for (int32_t i = 0; i < np; i++) {
-            kp_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_init(&tr->Partitions.v[i]);
-            tr->Partitions.v[i].PartitionIndex = rt->Partitions.v[i].PartitionIndex;
+            kp_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_t *pr =
+                &tr->Partitions.v[i];
+            kp_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_init(pr);
+            pr->PartitionIndex = rt->Partitions.v[i].PartitionIndex;
+            pr->ErrorCode = kb_txn_h_toc_exists(c, ar, ver, rt, pr->PartitionIndex);
+            if (pr->ErrorCode)
+                continue;
+            ft->Partitions.v[ft->Partitions.cnt++] = rt->Partitions.v[i];
+            kp_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_init(
+                &fr->Partitions.v[fr->Partitions.cnt]);
+            fr->Partitions.v[fr->Partitions.cnt++].PartitionIndex = pr->PartitionIndex;
+            nvalid++;
+        }
+        if (ft->Partitions.cnt) {
+            frq.Topics.cnt++;
+            fresp.Topics.cnt++;
         }
     }
-    ec = kb_txn_offset_commit(c, ctx, &rq, &resp);
-    if (ec) {
-        ec = kb_txn_h_toc_err(ec, ctx->api_version);
-        for (int32_t t = 0; t < resp.Topics.cnt; t++)
-            for (int32_t i = 0; i < resp.Topics.v[t].Partitions.cnt; i++)
-                resp.Topics.v[t].Partitions.v[i].ErrorCode = ec;
-        kb_log_debug("txn", "%s: TxnOffsetCommit v%d: %s", ctx->peer, ctx->api_version,
-                     kp_errcode_name(ec));
+    if (nvalid) {
+        ec = kb_txn_offset_commit(c, ctx, &frq, &fresp, ver >= 5);
+        if (ec) {
+            ec = kb_txn_h_toc_err(ec, ver);
+            kb_log_debug("txn", "%s: TxnOffsetCommit v%d: %s", ctx->peer, ver, kp_errcode_name(ec));
+        }
+        /* Copy the answers back in request order. */
+        for (int32_t t = 0, f = 0; t < nt && f < fresp.Topics.cnt; t++) {
+            kb_txn_h_tocres_t *tr = &resp.Topics.v[t];
+            int32_t k = 0;
+            bool any = false;
+            for (int32_t i = 0; i < tr->Partitions.cnt; i++) {
+                if (tr->Partitions.v[i].ErrorCode)
+                    continue;
+                any = true;
+                if (k < fresp.Topics.v[f].Partitions.cnt)
+                    tr->Partitions.v[i].ErrorCode =
+                        ec ? ec : fresp.Topics.v[f].Partitions.v[k].ErrorCode;
+                k++;
+            }
+            if (any)
+                f++;
+        }
     }
     return kb_txn_h_respond(ctx, &kp_TxnOffsetCommitResponse_desc, &resp, respp);
 }

@@ -10,7 +10,9 @@
 #   2. txn_proto (raw protocol, every transaction API version by version) against the process;
 #   3. tests/broker_txn/java (Java 4.x producer): transaction timeout, fencing, and a broker
 #      killed (SIGKILL) and restarted on the same port in the middle of two transactions: one
-#      completes after the restart, the other times out there;
+#      completes after the restart, the other times out there; txn_clients.py: the
+#      transactional producers of librdkafka (commit/abort, fencing, sendOffsetsToTransaction)
+#      and kafka-python, in the clients venv (tests/clients/setup-venv.sh);
 #   4. when Apache Kafka's jars are cached (tests/peers/kafka-libs.sh), Kafka's DumpLogSegments
 #      --transaction-log-decoder reads every __transaction_state segment kbroker wrote;
 #   5. SIGTERM: kbroker exits 0.
@@ -86,7 +88,7 @@ fi
 # 2. raw protocol conformance (FindCoordinator belongs to broker/group when it is linked)
 skip_fc=
 grep -q "FindCoordinator is served by another component" "$OUT/kbroker.log" &&
-  skip_fc=--skip-find-coordinator
+  skip_fc="--skip-find-coordinator --groups"
 if "$PROTO" --port "$PORT" $skip_fc >"$OUT/txn_proto.log" 2>&1; then
   ok "txn_proto: $(tail -1 "$OUT/txn_proto.log")"
 else
@@ -130,6 +132,21 @@ else
   fail "java restart"
 fi
 JPID=
+
+if PY=$("$REPO/tests/clients/setup-venv.sh" 2>"$OUT/venv.log"); then
+  groups=
+  [ -n "$skip_fc" ] || groups=--no-groups
+  # shellcheck disable=SC2086
+  if timeout 300 "$PY" "$HERE/txn_clients.py" --bootstrap "$BOOT" $groups >"$OUT/txn_clients.log" 2>&1 &&
+     grep -q "^[1-9][0-9]* passed, 0 failed" "$OUT/txn_clients.log"; then
+    ok "librdkafka / kafka-python: $(tail -1 "$OUT/txn_clients.log")"
+  else
+    grep -v '^%' "$OUT/txn_clients.log"
+    fail "librdkafka / kafka-python transactions"
+  fi
+else
+  echo "e2e: no clients venv (see $OUT/venv.log): librdkafka / kafka-python skipped"
+fi
 
 # 4. Kafka's own tool reads our __transaction_state
 LIBS=$KPEER_HOME/kafka-$KAFKA_4_VERSION/libs

@@ -456,7 +456,7 @@ static int16_t fg_marker(void *o, int32_t partition, int64_t pid, int16_t epoch,
 }
 
 static void txn_offset_commit(env_t *e, const char *txn, int64_t pid, int16_t epoch,
-                              const char *group, int16_t *ec, int16_t *perr)
+                              const char *group, bool implicit, int16_t *ec, int16_t *perr)
 {
     kp_TxnOffsetCommitRequest_t rq;
     kp_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_t t;
@@ -485,7 +485,7 @@ static void txn_offset_commit(env_t *e, const char *txn, int64_t pid, int16_t ep
     rt.Partitions.cnt = 1;
     resp.Topics.v = &rt;
     resp.Topics.cnt = 1;
-    *ec = kb_txn_offset_commit(e->c, NULL, &rq, &resp);
+    *ec = kb_txn_offset_commit(e->c, NULL, &rq, &resp, implicit);
     *perr = rp.ErrorCode;
 }
 
@@ -507,7 +507,7 @@ static void test_group_hook(void)
 
     /* no hook: TxnOffsetCommit cannot be served */
     CU_ASSERT_EQUAL(kb_txn_add_offsets(e.c, "g", pid, epoch, "grp"), KP_ERR_NONE);
-    txn_offset_commit(&e, "g", pid, epoch, "grp", &ec, &perr);
+    txn_offset_commit(&e, "g", pid, epoch, "grp", false, &ec, &perr);
     CU_ASSERT_EQUAL(ec, KP_ERR_COORDINATOR_NOT_AVAILABLE);
     /* ... and the coordinator writes the __consumer_offsets marker itself (the topic exists:
      * created by kb_meta_ensure_internal_topic as the handler does) */
@@ -520,13 +520,13 @@ static void test_group_hook(void)
 
     /* with the hook */
     CU_ASSERT_EQUAL(kb_txn_group_hook_install(g_fake_kb, &hook, &g_fg), 0);
-    txn_offset_commit(&e, "g", pid, epoch, "grp", &ec, &perr);
+    txn_offset_commit(&e, "g", pid, epoch, "grp", false, &ec, &perr);
     CU_ASSERT_EQUAL(ec, KP_ERR_TRANSACTION_ABORTABLE); /* the offsets partition is not added */
     CU_ASSERT_EQUAL(g_fg.commits, 0);
     CU_ASSERT_EQUAL(kb_txn_add_offsets(e.c, "g", pid, epoch, "grp"), KP_ERR_NONE);
-    txn_offset_commit(&e, "g", pid, (int16_t)(epoch + 1), "grp", &ec, &perr);
+    txn_offset_commit(&e, "g", pid, (int16_t)(epoch + 1), "grp", false, &ec, &perr);
     CU_ASSERT_EQUAL(ec, KP_ERR_PRODUCER_FENCED);
-    txn_offset_commit(&e, "g", pid, epoch, "grp", &ec, &perr);
+    txn_offset_commit(&e, "g", pid, epoch, "grp", false, &ec, &perr);
     CU_ASSERT(ec == 0 && perr == KP_ERR_UNKNOWN_MEMBER_ID && g_fg.commits == 1 &&
               g_fg.last_partition == gp);
     CU_ASSERT_EQUAL(add1(&e, "g", pid, epoch, "t", 0), KP_ERR_NONE);
@@ -558,6 +558,19 @@ static void test_group_hook(void)
     CU_ASSERT_EQUAL(g_fg.markers, 4);
     CU_ASSERT_EQUAL(kb_txn_write_marker(e.c, "nope", 0, pid, epoch, 0, false),
                     KP_ERR_UNKNOWN_TOPIC_OR_PARTITION);
+
+    /* TxnOffsetCommit v5+ (transaction version 2) adds the offsets partition itself */
+    CU_ASSERT_EQUAL(init_pid(&e, "g2", 60000, &pid, &epoch), KP_ERR_NONE);
+    txn_offset_commit(&e, "g2", pid, epoch, "grp", true, &ec, &perr);
+    CU_ASSERT(ec == 0 && g_fg.commits == 2);
+    state_of(&e, "g2", &m, &pending);
+    CU_ASSERT(m.state == KB_TXN_ONGOING && m.tps.cnt == 1 && m.client_tv == 2 &&
+              kb_txn_tpset_has(&m.tps, KB_TOPIC_CONSUMER_OFFSETS, gp));
+    kb_txnmeta_free(&m);
+    txn_offset_commit(&e, "g2", pid, (int16_t)(epoch + 1), "grp", true, &ec, &perr);
+    CU_ASSERT_EQUAL(ec, KP_ERR_PRODUCER_FENCED);
+    CU_ASSERT_EQUAL(kb_txn_end(e.c, "g2", pid, epoch, true, true, &rpid, &rep), KP_ERR_NONE);
+    CU_ASSERT(g_fg.markers == 5 && g_fg.last_commit && g_fg.last_epoch == epoch + 1);
     kb_txn_group_hook_remove(g_fake_kb);
     env_stop(&e, true);
 }

@@ -12,6 +12,7 @@
  *                             differs are adjusted (g_kafka)
  *   --skip-find-coordinator   leave FindCoordinator out (kbroker serves it from broker/group
  *                             when that component is linked; its answers are checked there)
+ *   --groups                  the broker has a group coordinator (TxnOffsetCommit succeeds)
  *
  * Every wait polls with a deadline. Closing line: "N passed, N failed"; exit 1 on failure.
  */
@@ -31,6 +32,7 @@
 static int g_pass, g_fail;
 static bool g_kafka;   /* the peer is Apache Kafka */
 static bool g_skip_fc; /* FindCoordinator is served by another component (broker/group) */
+static bool g_groups;  /* the broker has a group coordinator */
 static int g_port;
 static char g_sfx[64];
 
@@ -896,6 +898,80 @@ static void scen_timeout(int fd)
           epoch);
 }
 
+/* TxnOffsetCommit of one partition @p part of @p topic; the partition's error (or -100). */
+static int16_t txn_offset_commit(int fd, int16_t ver, const char *txn, int64_t pid, int16_t epoch,
+                                 const char *group, const char *topic, int32_t part)
+{
+    kp_TxnOffsetCommitRequest_t rq;
+    kp_TxnOffsetCommitResponse_t resp;
+    kp_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_t t;
+    kp_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_t p;
+    kp_arena_t ar;
+    int16_t ec = -100;
+    kp_TxnOffsetCommitRequest_init(&rq);
+    kp_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_init(&t);
+    kp_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_init(&p);
+    rq.TransactionalId = S(txn);
+    rq.GroupId = S(group);
+    rq.ProducerId = pid;
+    rq.ProducerEpoch = epoch;
+    rq.MemberId = S("");
+    t.Name = S(topic);
+    p.PartitionIndex = part;
+    p.CommittedOffset = 1;
+    p.CommittedMetadata = S("");
+    t.Partitions.v = &p;
+    t.Partitions.cnt = 1;
+    rq.Topics.v = &t;
+    rq.Topics.cnt = 1;
+    kp_arena_init(&ar, 0);
+    kp_TxnOffsetCommitResponse_init(&resp);
+    if (kbat_call(fd, KP_APIKEY_TxnOffsetCommit, ver, &rq, &resp, &ar) == 0 &&
+        resp.Topics.cnt == 1 && resp.Topics.v[0].Partitions.cnt == 1)
+        ec = resp.Topics.v[0].Partitions.v[0].ErrorCode;
+    kp_arena_free(&ar);
+    return ec;
+}
+
+static void scen_txn_offsets(int fd)
+{
+    char txn[128], txn2[128], topic[128], group[128];
+    int64_t pid, pid2;
+    int16_t epoch, epoch2, ec, ok_ec;
+
+    uniq(txn, sizeof(txn), "tp-toc");
+    uniq(txn2, sizeof(txn2), "tp-toc2");
+    uniq(topic, sizeof(topic), "tp-toc-topic");
+    uniq(group, sizeof(group), "tp-toc-group");
+    create_topic(fd, topic, 1);
+    CHECK_EC(initpid_retry(fd, 4, txn, 60000, -1, -1, &pid, &epoch, NULL), KP_ERR_NONE, "init");
+    CHECK_EC(initpid_retry(fd, 4, txn2, 60000, -1, -1, &pid2, &epoch2, NULL), KP_ERR_NONE,
+             "init 2");
+    CHECK_EC(add_offsets(fd, 3, txn, pid, epoch, group), KP_ERR_NONE, "AddOffsetsToTxn");
+    ec = txn_offset_commit(fd, 3, txn, pid, epoch, group, "tp-no-such-topic", 0);
+    CHECK_EC(ec, KP_ERR_UNKNOWN_TOPIC_OR_PARTITION, "TxnOffsetCommit unknown topic");
+    ec = txn_offset_commit(fd, 3, txn, pid, epoch, group, topic, 9);
+    CHECK_EC(ec, KP_ERR_UNKNOWN_TOPIC_OR_PARTITION, "TxnOffsetCommit unknown partition");
+    /* the group coordinator's part: kbroker without one answers COORDINATOR_NOT_AVAILABLE */
+    ok_ec = g_kafka || g_groups ? KP_ERR_NONE : KP_ERR_COORDINATOR_NOT_AVAILABLE;
+    ec = txn_offset_commit(fd, 3, txn, pid, epoch, group, topic, 0);
+    CHECK_EC(ec, ok_ec, "TxnOffsetCommit v3");
+    ec = txn_offset_commit(fd, 3, txn, pid, (int16_t)(epoch + 1), group, topic, 0);
+    CHECK_EC(ec, KP_ERR_INVALID_PRODUCER_EPOCH, "TxnOffsetCommit wrong epoch");
+    /* the group's offsets partition is not in txn2's transaction */
+    CHECK_EC(add_part1(fd, 3, txn2, pid2, epoch2, topic, 0), KP_ERR_NONE, "txn2 add partition");
+    ec = txn_offset_commit(fd, 3, txn2, pid2, epoch2, group, topic, 0);
+    CHECK_EC(ec, KP_ERR_INVALID_TXN_STATE, "TxnOffsetCommit v3 without AddOffsetsToTxn");
+    /* v5+ is transaction version 2: the offsets partition is added implicitly */
+    ec = txn_offset_commit(fd, 5, txn2, pid2, (int16_t)(epoch2 + 1), group, topic, 0);
+    CHECK_EC(ec, g_kafka || g_groups ? KP_ERR_INVALID_PRODUCER_EPOCH : ok_ec,
+             "TxnOffsetCommit v5 wrong epoch");
+    ec = txn_offset_commit(fd, 5, txn2, pid2, epoch2, group, topic, 0);
+    CHECK_EC(ec, ok_ec, "TxnOffsetCommit v5 without AddOffsetsToTxn");
+    CHECK_EC(end_txn_retry(fd, 4, txn, pid, epoch, true, NULL, NULL), KP_ERR_NONE, "commit");
+    CHECK_EC(end_txn_retry(fd, 4, txn2, pid2, epoch2, false, NULL, NULL), KP_ERR_NONE, "abort");
+}
+
 /* DescribeTransactions / ListTransactions. */
 typedef struct desc_s {
     int16_t err;
@@ -1056,6 +1132,7 @@ static void run_all(void)
     run_one(scen_tv2);
     run_one(scen_markers);
     run_one(scen_timeout);
+    run_one(scen_txn_offsets);
     run_one(scen_describe_list);
 }
 
@@ -1069,6 +1146,8 @@ int main(int argc, char **argv)
             g_kafka = true;
         else if (!strcmp(argv[i], "--skip-find-coordinator"))
             g_skip_fc = true;
+        else if (!strcmp(argv[i], "--groups"))
+            g_groups = true;
     }
     if (g_port) {
         run_all();
