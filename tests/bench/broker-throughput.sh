@@ -12,7 +12,9 @@
 # ProducerPerformance / ConsumerPerformance and (if installed) kcat. A round starts each broker
 # fresh, one after the other (never both at once; the order alternates between rounds), creates
 # the topics and runs every case once after a warm-up run of that case (discarded); medians over
-# the rounds are reported (--reps N = N rounds). --quick: 100,000 records, 1 round.
+# the rounds are reported (--reps N = N rounds). --quick: 100,000 records, 1 round. Wall time on
+# the idle 2-core machine: about 6 minutes (--quick: under 2); --max-minutes (default 15) bounds
+# it on a busy one (the cases left are reported as skipped).
 # Cases per broker and client: produce {none,zstd} x {acks=1,acks=all}; consume {none,zstd} (the
 # records the acks=1 case wrote in that round).
 # Measured per run: the tool's MiB/s and records/s, the broker's CPU seconds (utime+stime from
@@ -25,7 +27,9 @@
 # Output: a table with kbroker ÷ Kafka ratios on stdout; BUILD/bench/broker-throughput/
 # (results.tsv, meta.env, logs/); the section "Broker throughput: kbroker vs Apache Kafka" of
 # docs/performance.md and docs/img/broker-throughput.png (unless --no-doc). The plot uses
-# matplotlib from a venv in BUILD/bench-venv (created with pip on first use), else gnuplot.
+# matplotlib from a venv in BUILD/bench-venv (created with pip on first use), else gnuplot. The
+# doc block between the BEGIN/END markers is regenerated; the hand-written reading below it is
+# kept (a NOTE says when it is about an older run).
 # Exit status: 0 every case ran; 3 some case could not run or failed (e.g. kbroker lacks an API;
 # the reason is in the table), 4 the plot could not be drawn; 1 a broker failed to start or
 # another hard error (loud, with the log tail). Everything listens on 127.0.0.1 only; every
@@ -214,7 +218,7 @@ meta client_jvm "$CLIENT_JVM"
 meta producer_props "$PRODUCER_PROPS"
 meta kafka_overrides "${KAFKA_OVR[*]}"
 meta kbroker_overrides "${KB_OVR[*]}"
-meta results_path "${RESULTS#"$REPO"/}"
+meta results_path "`<build dir>/bench/broker-throughput/` (`results.tsv`, `meta.env`, `logs/`)"
 
 # ------------------------------------------------------------------------------ measuring
 now_ns() { date +%s%N; }

@@ -376,7 +376,7 @@ def render_section(rows, keys, stats, meta, png_rel):
             shares.append("%.0f%%%s during %s's" % (100 * v, "" if shares else " of the machine", name))
     L.append("**Noise.** Broker, client and whatever else runs on the machine share its %s cores. "
              "Load average at the start of each round: Kafka %s; kbroker %s; at the end %s. "
-             "*Other CPU* (second table) is the machine's busy time during a run minus the "
+             "(The benchmark itself keeps 2–3 tasks runnable.) *Other CPU* (second table) is the machine's busy time during a run minus the "
              "broker's and the client's: other processes (compilers, tests of other sessions) and "
              "kernel threads. Other processes took %s measured runs. A measured run during which "
              "they took more than %s%% of the machine was left out and repeated (at most twice per "
@@ -413,7 +413,7 @@ def render_section(rows, keys, stats, meta, png_rel):
              "Payload: %s distinct JSON-like text records (zstd ratio about %s on 64 KiB), picked "
              "at random per record by ProducerPerformance (`--payload-file`)."
              % (plural(meta.get("reps", "?"), "round"), meta.get("partitions", "?"), meta.get("record_size", "?"),
-                meta.get("records", "?"), meta.get("payload_count", "?"), meta.get("zstd_ratio", "?")))
+                num(meta.get("records")), meta.get("payload_count", "?"), meta.get("zstd_ratio", "?")))
     L.append("")
     L.append("* **Java** (the same client for both brokers): `org.apache.kafka.tools.ProducerPerformance` "
              "and `ConsumerPerformance` from kafka-tools %s, JVM `%s`. Producer: `%s`, plus "
@@ -422,7 +422,7 @@ def render_section(rows, keys, stats, meta, png_rel):
              "warm-up and the measured run of the acks=1 case of that codec wrote in the round; its MiB/s and rec/s are ConsumerPerformance's `fetch.*` "
              "figures (group join excluded)." % (
                  meta.get("kafka_version", "?"), meta.get("client_jvm", "?"),
-                 meta.get("producer_props", "?"), meta.get("consume_records", "?")))
+                 meta.get("producer_props", "?"), num(meta.get("consume_records"))))
     if "kcat" in meta.get("clients", ""):
         L.append("* **kcat** %s with librdkafka's defaults: `kcat -P -l FILE -X acks=… -z …` "
                  "producing the same kind of records from a file (page cache), and `kcat -C -o "
@@ -439,7 +439,9 @@ def render_section(rows, keys, stats, meta, png_rel):
     ov = overall(keys, stats, meta)
     parts = []
     for name, (v, n) in ov.items():
-        if v is not None:
+        if v is not None and name.startswith("peak RSS"):
+            parts.append("%s %.2f" % (name, v))
+        elif v is not None:
             parts.append("%s %.2f (%s)" % (name, v, plural(n, "case")))
     if parts:
         L.append("kbroker ÷ Kafka, geometric mean over the cases both completed: " + "; ".join(parts) + ".")
@@ -453,10 +455,15 @@ def render_section(rows, keys, stats, meta, png_rel):
     if png_rel:
         L.append("![broker throughput and CPU: kbroker vs Apache Kafka](%s)" % png_rel)
         L.append("")
-    L.append("Raw per-run rows and logs: `%s` (not committed)." % meta.get("results_path", "results.tsv"))
+    L.append("Raw per-run rows and logs: %s (not committed)." % meta.get("results_path", "results.tsv"))
     L.append("")
     L.append(END)
     return L
+
+
+def num(x):
+    v = fnum(x)
+    return "{:,.0f}".format(v) if v is not None else "?"
 
 
 def mib(kb):
@@ -484,6 +491,14 @@ def update_doc(path, section_lines):
         text = text.rstrip("\n") + "\n\n" + "\n".join(section_lines) + "\n"
     if not text.endswith("\n"):
         text += "\n"
+    after = text[text.index(END) + len(END):]
+    nxt = after.find("\n## ")
+    after = after if nxt < 0 else after[:nxt]
+    m = re.search(r"Reading of the run of ([0-9-]+ [0-9:]+ UTC)", after)
+    date = re.search(r"Measured ([0-9-]+ [0-9:]+ UTC)", gen)
+    if m and date and m.group(1) != date.group(1):
+        print("NOTE: the hand-written reading below the generated block of %s is about the run of %s: "
+              "update it for the run of %s" % (path, m.group(1), date.group(1)), file=sys.stderr)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write(text)
