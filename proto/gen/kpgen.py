@@ -769,19 +769,7 @@ class Gen:
         o("    (void)ver;")
         o("    (void)flex;")
         o("    %s_init(s);" % c)
-        for f in sd.fields:
-            if f.tag is not None:
-                continue
-            cond = self.present(sd, f)
-            if cond == "0":
-                continue
-            body = self.dec_value(sd, f, "s->%s" % f.name, "rd")
-            if cond is None:
-                o.block(body, 1)
-            else:
-                o("    if (%s) {" % cond)
-                o.block(body, 2)
-                o("    }")
+        self.emit_present(o, sd, lambda f: self.dec_value(sd, f, "s->%s" % f.name, "rd"))
         if self.has_tags(sd):
             tagged = [f for f in self.tagged(sd) if self.present(sd, f) != "0"]
             o("    if (flex) {")
@@ -885,19 +873,7 @@ class Gen:
         o("    (void)s;")
         o("    (void)ver;")
         o("    (void)flex;")
-        for f in sd.fields:
-            if f.tag is not None:
-                continue
-            cond = self.present(sd, f)
-            if cond == "0":
-                continue
-            body = self.sz_value(sd, f, "s->%s" % f.name, "n")
-            if cond is None:
-                o.block(body, 1)
-            else:
-                o("    if (%s) {" % cond)
-                o.block(body, 2)
-                o("    }")
+        self.emit_present(o, sd, lambda f: self.sz_value(sd, f, "s->%s" % f.name, "n"))
         if self.has_tags(sd):
             tagged = [f for f in self.tagged(sd) if self.present(sd, f) != "0"]
             o("    if (flex) {")
@@ -1159,6 +1135,23 @@ class Gen:
 
     # ------------------------------------------------------------------ test fill
 
+    def emit_present(self, o, sd, body_of, tagged_too=False):
+        """Emit body_of(f) for every field of sd present in some version, guarded by its
+        version condition (decode, size and test fill share this walk)."""
+        for f in sd.fields:
+            if f.tag is not None and not tagged_too:
+                continue
+            cond = self.present(sd, f)
+            if cond == "0":
+                continue
+            body = body_of(f)
+            if cond is None:
+                o.block(body, 1)
+            else:
+                o("    if (%s) {" % cond)
+                o.block(body, 2)
+                o("    }")
+
     def fill_prim(self, n, x, dflt):
         """Lines giving x a random value of primitive type n that differs from dflt."""
         if n == "bool":
@@ -1324,17 +1317,8 @@ class Gen:
             o("    (void)flex;")
             o("    (void)rng;")
             o("    (void)depth;")
-            for f in sd.fields:
-                cond = self.present(sd, f)
-                if cond == "0":
-                    continue
-                body = self.fill_value(sd, f, "s->%s" % f.name)
-                if cond is None:
-                    o.block(body, 1)
-                else:
-                    o("    if (%s) {" % cond)
-                    o.block(body, 2)
-                    o("    }")
+            self.emit_present(o, sd, lambda f: self.fill_value(sd, f, "s->%s" % f.name),
+                              tagged_too=True)
             o("}")
             o()
         for m in self.msgs:
