@@ -546,6 +546,11 @@ class Gen:
         for a in self.s.apis:
             o("#define KP_APIKEY_%s %d%s" % (a.name, a.key, " /* provisional */" if a.provisional else ""))
         o()
+        if self.s.records:
+            o("/* KRaft metadata record types (proto/schema/metadata, docs/protocol.md). */")
+            for r in self.s.records:
+                o("#define KP_RECTYPE_%s %d" % (r.name, r.rtype))
+            o()
         o("/* Types (nested struct kp_<Message>_<Struct>_t, shared struct kp_<Struct>_t). */")
         for sd in self.structs:
             o("typedef struct %s_s %s_t;" % (sd.cname, sd.cname))
@@ -573,7 +578,20 @@ class Gen:
         o("extern const size_t kp_apis_cnt;")
         o("/** The API with this key, or NULL. */")
         o("const kp_api_info_t *kp_api_lookup(int16_t key);")
-        o("/** Every generated message (requests, responses, headers), indexed by desc->id. */")
+        o("/** One metadata record type of the generated table (kp_records[], sorted by type). */")
+        o("typedef struct kp_record_info_s {")
+        o("    int16_t type;     /**< the record type id of the frame */")
+        o('    const char *name; /**< "TopicRecord" */')
+        o("    int16_t min_ver, max_ver;")
+        o("    int16_t flex_min; /**< -1 = no flexible version */")
+        o("    const kp_msg_desc_t *desc;")
+        o("} kp_record_info_t;")
+        o("extern const kp_record_info_t kp_records[];")
+        o("extern const size_t kp_records_cnt;")
+        o("/** The metadata record type @p type, or NULL. */")
+        o("const kp_record_info_t *kp_record_lookup(int16_t type);")
+        o("/** Every generated message (requests, responses, headers, metadata records), indexed by")
+        o(" *  desc->id. */")
         o("extern const kp_msg_desc_t *const kp_msgs_all[];")
         o("extern const size_t kp_msgs_all_cnt;")
         o('/** The message called @p name ("FetchRequest", "RequestHeader"), or NULL. */')
@@ -1039,6 +1057,31 @@ class Gen:
             o("    }")
         else:
             o("    (void)key;")
+            o("    return NULL;")
+        o("}")
+        o()
+        o("const kp_record_info_t kp_records[] = {")
+        for r in self.s.records:
+            o("    {%d, \"%s\", %d, %d, %d, &%s_desc}," % (
+                r.rtype, r.name, r.versions.lo, r.versions.hi, -1 if r.flex is None else r.flex,
+                r.root.cname))
+        if not self.s.records:
+            o("    {-1, NULL, 0, 0, -1, NULL},")
+        o("};")
+        o("const size_t kp_records_cnt = %d;" % len(self.s.records))
+        o()
+        o("const kp_record_info_t *kp_record_lookup(int16_t type)")
+        o("{")
+        if self.s.records:
+            o("    switch (type) {")
+            for i, r in enumerate(self.s.records):
+                o("    case %d:" % r.rtype)
+                o("        return &kp_records[%d];" % i)
+            o("    default:")
+            o("        return NULL;")
+            o("    }")
+        else:
+            o("    (void)type;")
             o("    return NULL;")
         o("}")
         o()

@@ -190,8 +190,9 @@ class Message:
     def __init__(self, loc, name, kind, api, versions, flex):
         self.loc = loc
         self.name = name
-        self.kind = kind  # 'request', 'response', 'header'
+        self.kind = kind  # 'request', 'response', 'header', 'record'
         self.api = api
+        self.rtype = None  # record type id (kind 'record')
         self.versions = versions
         self.flex = flex  # first flexible version or None
         self.structs = {}  # name -> StructDef defined (with children) in this message
@@ -237,6 +238,7 @@ class Schema:
     def __init__(self):
         self.apis = []
         self.headers = []  # Messages
+        self.records = []  # Messages of kind 'record' (KRaft metadata records)
         self.shared = {}  # name -> StructDef
         self.errors = []
         self.constants = []
@@ -247,6 +249,7 @@ class Schema:
         for a in self.apis:
             out.append(a.request)
             out.append(a.response)
+        out.extend(self.records)
         return out
 
 
@@ -639,6 +642,27 @@ def parse_file(path, schema):
         m.root.is_root = True
         m.root.message = m
         schema.headers.append(m)
+    elif kw == "record":
+        if len(toks) < 2 or not NAME_RE.match(toks[1].text):
+            raise SchemaError(loc, "record needs a CamelCase name: record NAME type=N ...")
+        attrs, doc = parse_header_attrs(toks[2:], loc, ("type", "versions", "flexible"))
+        if "type" not in attrs:
+            raise SchemaError(loc, "missing type=N")
+        rtype = parse_int(attrs["type"], loc, "record type")
+        if rtype < 0 or rtype > 32767:
+            raise SchemaError(loc, "record type %d out of range" % rtype)
+        vs, flex = parse_msg_versions(attrs, loc)
+        d2, idx = parse_doc_line(lines, 1)
+        secs = parse_sections(lines, idx, ("message",), path)
+        sloc, fields, sdoc = secs["message"]
+        m = Message(loc, toks[1].text, "record", None, vs, flex)
+        m.rtype = rtype
+        m.doc = doc or d2 or sdoc
+        m.file = path
+        m.root = StructDef(sloc, m.name, m, fields, False)
+        m.root.is_root = True
+        m.root.message = m
+        schema.records.append(m)
     elif kw == "structs":
         if len(toks) != 1:
             raise SchemaError(loc, "'structs' takes no attributes")
@@ -669,7 +693,9 @@ def parse_file(path, schema):
         parse_constants(lines, schema)
     else:
         raise SchemaError(
-            loc, "unknown file kind '%s' (expected api, header, structs, errors or constants)" % kw
+            loc,
+            "unknown file kind '%s' (expected api, header, record, structs, errors or constants)"
+            % kw,
         )
 
 
@@ -854,6 +880,13 @@ class Resolver:
             if a.key in keys:
                 raise SchemaError(a.loc, "api key %d already used by %s" % (a.key, keys[a.key].name))
             keys[a.key] = a
+        rtypes = {}
+        for r in s.records:
+            if r.rtype in rtypes:
+                raise SchemaError(
+                    r.loc, "record type %d already used by %s" % (r.rtype, rtypes[r.rtype].name)
+                )
+            rtypes[r.rtype] = r
         for m in s.messages():
             other = names.get(m.name)
             if other is not None:
@@ -1033,15 +1066,25 @@ class Resolver:
                 self.walk(m, tr.sdef, present, path + [sd])
 
 
+def kps_files(d):
+    """The *.kps files under directory d and its subdirectories, in a stable order."""
+    out = []
+    for root, dirs, files in os.walk(d):
+        dirs.sort()
+        for n in sorted(files):
+            if n.endswith(".kps"):
+                out.append(os.path.join(root, n))
+    return sorted(out, key=lambda p: os.path.relpath(p, d).split(os.sep))
+
+
 def load(schema_dirs):
-    """Parse and check every *.kps file in the given directories (or files)."""
+    """Parse and check every *.kps file in the given directories (with their subdirectories)
+    or files."""
     schema = Schema()
     paths = []
     for d in schema_dirs:
         if os.path.isdir(d):
-            for n in sorted(os.listdir(d)):
-                if n.endswith(".kps"):
-                    paths.append(os.path.join(d, n))
+            paths.extend(kps_files(d))
         else:
             paths.append(d)
     for p in paths:
@@ -1051,5 +1094,6 @@ def load(schema_dirs):
     # Stable order: APIs by key, headers by name.
     schema.apis.sort(key=lambda a: a.key)
     schema.headers.sort(key=lambda h: h.name)
+    schema.records.sort(key=lambda r: r.rtype)
     schema.errors.sort(key=lambda e: e.code)
     return schema

@@ -7,7 +7,9 @@
  *                                               claim, with the JSON column ("-" = stdout)
  *
  * Line format: <api_key> <kind> <version> <hex-bytes> [<json>], kind one of request, response,
- * reqheader, respheader (api_key -1 for headers). An empty body is written "-" (an empty
+ * reqheader, respheader (api_key -1 for headers), or record: a KRaft metadata record value
+ * (api_key = the record type; the hex is the whole framed value, kp_mrec.h; the JSON is the
+ * record's). An empty body is written "-" (an empty
  * column, or the JSON directly in column 4, is accepted too). Blank lines and lines starting
  * with '#' are ignored. check prints one line per failure and "N passed, N failed"; it exits 1
  * on any failure.
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kp_mrec.h"
 #include "kp_msgs.h"
 
 static void usage(void)
@@ -35,6 +38,10 @@ static const kp_msg_desc_t *find_desc(int key, const char *kind)
         return key == -1 ? kp_msg_lookup("ResponseHeader") : NULL;
     if (key < 0 || key > 32767)
         return NULL;
+    if (strcmp(kind, "record") == 0) {
+        const kp_record_info_t *ri = kp_record_lookup((int16_t)key);
+        return ri ? ri->desc : NULL;
+    }
     a = kp_api_lookup((int16_t)key);
     if (!a)
         return NULL;
@@ -71,6 +78,43 @@ static char *next_tok(char **s)
         *p++ = '\0';
     *s = p;
     return t;
+}
+
+/* A framed metadata record value: kp_mrec_decode must give the line's type and version, and
+ * kp_mrec_encode/kp_mrec_size must reproduce the bytes. Returns 1 if it passed. */
+static int check_record(const char *where, const kp_msg_desc_t *d, int type, int16_t ver,
+                        const uint8_t *buf, size_t n, kp_arena_t *ar, kp_writer_t *wr)
+{
+    kp_mrec_t m;
+    int err = kp_mrec_decode(buf, n, ar, &m);
+    if (err) {
+        printf("FAIL %s %s v%d: record decode: %s (%s)\n", where, d->name, ver, kp_err_name(err),
+               m.errstr ? m.errstr : "");
+        return 0;
+    }
+    if (m.type != (uint32_t)type || m.ver != (uint32_t)ver) {
+        printf("FAIL %s %s v%d: the frame says type %lu version %lu\n", where, d->name, ver,
+               (unsigned long)m.type, (unsigned long)m.ver);
+        return 0;
+    }
+    if ((err = kp_mrec_encode(wr, (int16_t)type, ver, m.rec)) != 0) {
+        printf("FAIL %s %s v%d: record re-encode: %s\n", where, d->name, ver, kp_err_name(err));
+        return 0;
+    }
+    if (wr->len != n || (n > 0 && memcmp(wr->buf, buf, n) != 0)) {
+        size_t at = 0;
+        while (at < n && at < wr->len && wr->buf[at] == buf[at])
+            at++;
+        printf("FAIL %s %s v%d: record re-encoding differs at byte %zu (%zu bytes, input %zu)\n",
+               where, d->name, ver, at, wr->len, n);
+        return 0;
+    }
+    if (kp_mrec_size((int16_t)type, ver, m.rec) != n) {
+        printf("FAIL %s %s v%d: kp_mrec_size says %zu, encoding has %zu\n", where, d->name, ver,
+               kp_mrec_size((int16_t)type, ver, m.rec), n);
+        return 0;
+    }
+    return 1;
 }
 
 static int check_line(const char *where, char *line, int *failed)
@@ -139,6 +183,16 @@ static int check_line(const char *where, char *line, int *failed)
     }
     kp_arena_init(&ar, 0);
     kp_writer_init(&wr);
+    if (strcmp(tkind, "record") == 0) {
+        ok = check_record(where, d, (int)key, (int16_t)ver, buf, n, &ar, &wr);
+        kp_writer_free(&wr);
+        kp_arena_free(&ar);
+        free(buf);
+        free(msg);
+        if (!ok)
+            (*failed)++;
+        return ok;
+    }
     kp_reader_init(&rd, buf, n);
     err = kp_msg_decode(d, &rd, &ar, msg, (int16_t)ver);
     if (err) {
@@ -227,7 +281,9 @@ static int dump_one(FILE *out, int key, const char *kind, const kp_msg_desc_t *d
         kp_arena_init(&ar, 0);
         kp_writer_init(&wr);
         err = kp_msg_fill_random(d, msg, &ar, ver, &rng);
-        if (!err)
+        if (!err && strcmp(kind, "record") == 0)
+            err = kp_mrec_encode(&wr, (int16_t)key, ver, msg);
+        else if (!err)
             err = kp_msg_encode(d, &wr, msg, ver);
         if (err) {
             fprintf(stderr, "kp_vectors: %s v%d: %s\n", d->name, ver, kp_err_name(err));
@@ -275,6 +331,12 @@ static int cmd_dump(const char *path, uint64_t seed, int count)
             rc |= dump_one(out, a->key, "request", a->req, v, seed, count);
             rc |= dump_one(out, a->key, "response", a->resp, v, seed, count);
         }
+    }
+    for (i = 0; i < kp_records_cnt; i++) {
+        const kp_record_info_t *ri = &kp_records[i];
+        int16_t v;
+        for (v = ri->min_ver; v <= ri->max_ver; v++, n += count)
+            rc |= dump_one(out, ri->type, "record", ri->desc, v, seed, count);
     }
     if (out != stdout && fclose(out) != 0) {
         fprintf(stderr, "kp_vectors: %s: %s\n", path, strerror(errno));

@@ -132,6 +132,23 @@ class Errors(unittest.TestCase):
         b = "api B key=5 versions=0-0 flexible=none\nrequest\nresponse\n"
         self.bad({"a.kps": a, "b.kps": b}, "b.kps:1", "api key 5 already used by A")
 
+    def test_record_file(self):
+        self.bad({"r.kps": "record R versions=0 flexible=0+\nmessage\n"}, "r.kps:1",
+                 "missing type=N")
+        self.bad({"r.kps": "record R type=40000 versions=0 flexible=0+\nmessage\n"}, "r.kps:1",
+                 "record type 40000 out of range")
+        self.bad({"r.kps": "record R type=1 versions=0 flexible=0+ key=3\nmessage\n"},
+                 "r.kps:1", "unknown attribute 'key'")
+        self.bad({"r.kps": "record R type=1 versions=0 flexible=0+\nrequest\n"}, "r.kps:2",
+                 "'request' section not allowed")
+        self.bad({"r.kps": "record R type=1 versions=0-1 flexible=1+\nmessage\n"
+                           "  A int32 tag=0\n"}, "r.kps:3", "tagged field 'A'")
+        a = "record A type=3 versions=0 flexible=0+\nmessage\n"
+        b = "record B type=3 versions=0 flexible=0+\nmessage\n"
+        self.bad({"a.kps": a, "b.kps": b}, "b.kps:1", "record type 3 already used by A")
+        c = "record A type=4 versions=0 flexible=0+\nmessage\n"
+        self.bad({"a.kps": a, "c.kps": c}, "c.kps:1", "message A already defined")
+
     def test_errors_file(self):
         self.bad({"errors.kps": 'errors\n  0 NONE none "ok"\n  0 OTHER none "x"\n'},
                  "errors.kps:3", "already defined")
@@ -170,6 +187,25 @@ class Good(unittest.TestCase):
         self.assertEqual(req.root.fields[1].tref.sdef.name, "S")  # reuse of S defined by A
         self.assertEqual([e.code for e in s.errors], [-1, 0])
         self.assertEqual(s.constants[0].value, 16)
+
+    def test_records_in_subdirectory(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.mkdir(os.path.join(d, "metadata"))
+            with open(os.path.join(d, "metadata", "r.kps"), "w") as f:
+                f.write("record ZRecord type=7 versions=0-1 flexible=0+\ndoc \"z\"\nmessage\n"
+                        "  A []E\n    N string key\n  B int8 1+ tag=0 default=-1\n")
+            with open(os.path.join(d, "metadata", "q.kps"), "w") as f:
+                f.write("record QRecord type=2 versions=0 flexible=0+\nmessage\n")
+            with open(os.path.join(d, "a.kps"), "w") as f:
+                f.write(API % "  A int32")
+            s = kpschema.load([d])
+        self.assertEqual([r.name for r in s.records], ["QRecord", "ZRecord"])
+        r = s.records[1]
+        self.assertEqual((r.kind, r.rtype, r.versions.lo, r.versions.hi, r.flex),
+                         ("record", 7, 0, 1, 0))
+        self.assertEqual(r.doc, "z")
+        self.assertEqual(r.root.fields[0].tref.elem.sdef.cname, "kp_ZRecord_E")
+        self.assertIs(s.messages()[-1], r)  # records come after every API message
 
     def test_response_reuses_request_struct(self):
         s = load({"a.kps": "api A key=1 versions=0-0 flexible=0+\nrequest\n  T []Topic\n"

@@ -4,8 +4,9 @@
 #  1. builds the Java oracle (tests/java/oracle, kafka-clients from tests/peers/versions.env)
 #  2. oracle selfcheck: the oracle agrees with itself and with the library (every vector decodes,
 #     re-encodes to the same bytes, every field non-default)
-#  3. oracle gen: K vectors per (api, kind, version) claimed by proto/schema/*.kps, encoded by
-#     Apache Kafka's classes (or, for the KIP-1279 additions, by its generic protocol types);
+#  3. oracle gen: K vectors per (api, kind, version) claimed by proto/schema/**.kps (metadata
+#     records included: framed by Kafka's MetadataRecordSerde), encoded by Apache Kafka's
+#     classes (or, for the KIP-1279 additions, by its generic protocol types);
 #     --strict: a claimed (api, kind, version) that the oracle has no layout for fails the test
 #  4. BUILD_DIR/bin/kp_vectors check on them (our decoder + encoder must reproduce the bytes)
 #  5. BUILD_DIR/bin/kp_vectors dump, then oracle verify on that (Kafka decodes our bytes and every

@@ -6,7 +6,6 @@ import java.io.PrintStream;
 import java.io.PrintWriter;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
@@ -22,13 +21,17 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 import org.apache.kafka.common.message.ApiMessageType;
+import org.apache.kafka.common.metadata.MetadataRecordType;
 import org.apache.kafka.common.message.RequestHeaderData;
 import org.apache.kafka.common.message.ResponseHeaderData;
+import org.apache.kafka.common.protocol.ApiMessage;
 import org.apache.kafka.common.protocol.ByteBufferAccessor;
 import org.apache.kafka.common.protocol.Message;
 import org.apache.kafka.common.protocol.ObjectSerializationCache;
 import org.apache.kafka.common.protocol.types.Schema;
 import org.apache.kafka.common.protocol.types.Struct;
+import org.apache.kafka.metadata.MetadataRecordSerde;
+import org.apache.kafka.server.common.ApiMessageAndVersion;
 
 import kmirror.oracle.Model.Kind;
 import kmirror.oracle.Model.TypeM;
@@ -45,10 +48,13 @@ import kmirror.oracle.Specs.Spec;
  * layout KEY KIND VERSION                    print the oracle's field layout of one message
  * </pre>
  *
- * The claimed set is read from the header lines of DIR/*.kps ("api NAME key=N versions=A-B",
- * "header RequestHeader|ResponseHeader versions=A-B"). Without a schema dir (or with --all) the
- * oracle covers everything it knows: every API and version of the library plus the KIP-1279
- * additions. Vector lines: {@code <api_key> <kind> <version> <hex> [<json>]} (docs/codec.md).
+ * The claimed set is read from the header lines of DIR/**.kps ("api NAME key=N versions=A-B",
+ * "header RequestHeader|ResponseHeader versions=A-B", "record NAME type=N versions=A-B"). Without
+ * a schema dir (or with --all) the oracle covers everything it knows: every API and version of
+ * the library plus the KIP-1279 additions, and every KRaft metadata record type and version.
+ * Vector lines: {@code <api_key> <kind> <version> <hex> [<json>]} (docs/codec.md); for kind
+ * {@code record} the key is the record type and the hex is the whole framed record value (frame
+ * version, type, version, record), written and read by Kafka's MetadataRecordSerde.
  */
 public final class Main {
   private Main() {}
@@ -116,35 +122,46 @@ public final class Main {
   }
 
   static int kindOrder(String k) {
-    return List.of("reqheader", "respheader", "request", "response").indexOf(k);
+    return List.of("reqheader", "respheader", "request", "response", "record").indexOf(k);
   }
 
   private static final Pattern API = Pattern.compile("^api\\s+(\\S+)\\s+.*?\\bkey=(-?\\d+)\\s+.*?\\bversions=(\\d+)(?:-(\\d+))?");
   private static final Pattern HDR = Pattern.compile("^header\\s+(RequestHeader|ResponseHeader)\\s+.*?\\bversions=(\\d+)(?:-(\\d+))?");
+  private static final Pattern REC = Pattern.compile("^record\\s+(\\S+)\\s+.*?\\btype=(\\d+)\\s+.*?\\bversions=(\\d+)(?:-(\\d+))?");
 
   /** Claims from the .kps header lines, or null when there is no usable schema dir. */
   static List<Claim> claimsFromSchemas(Path dir) throws IOException {
     if (dir == null || !Files.isDirectory(dir)) return null;
     List<Claim> out = new ArrayList<>();
-    try (DirectoryStream<Path> ds = Files.newDirectoryStream(dir, "*.kps")) {
-      for (Path p : ds) {
-        for (String line : Files.readAllLines(p, StandardCharsets.UTF_8)) {
-          Matcher m = API.matcher(line);
-          if (m.find()) {
-            short key = Short.parseShort(m.group(2));
-            short lo = Short.parseShort(m.group(3));
-            short hi = m.group(4) == null ? lo : Short.parseShort(m.group(4));
-            out.add(new Claim(key, "request", lo, hi, m.group(1)));
-            out.add(new Claim(key, "response", lo, hi, m.group(1)));
-            continue;
-          }
-          m = HDR.matcher(line);
-          if (m.find()) {
-            short lo = Short.parseShort(m.group(2));
-            short hi = m.group(3) == null ? lo : Short.parseShort(m.group(3));
-            out.add(new Claim((short) -1, m.group(1).equals("RequestHeader") ? "reqheader" : "respheader", lo, hi,
-                m.group(1)));
-          }
+    List<Path> files;
+    try (java.util.stream.Stream<Path> st = Files.walk(dir)) {
+      files = st.filter(p -> p.getFileName().toString().endsWith(".kps")).sorted().toList();
+    }
+    for (Path p : files) {
+      for (String line : Files.readAllLines(p, StandardCharsets.UTF_8)) {
+        Matcher m = REC.matcher(line);
+        if (m.find()) {
+          short type = Short.parseShort(m.group(2));
+          short lo = Short.parseShort(m.group(3));
+          short hi = m.group(4) == null ? lo : Short.parseShort(m.group(4));
+          out.add(new Claim(type, "record", lo, hi, m.group(1)));
+          continue;
+        }
+        m = API.matcher(line);
+        if (m.find()) {
+          short key = Short.parseShort(m.group(2));
+          short lo = Short.parseShort(m.group(3));
+          short hi = m.group(4) == null ? lo : Short.parseShort(m.group(4));
+          out.add(new Claim(key, "request", lo, hi, m.group(1)));
+          out.add(new Claim(key, "response", lo, hi, m.group(1)));
+          continue;
+        }
+        m = HDR.matcher(line);
+        if (m.find()) {
+          short lo = Short.parseShort(m.group(2));
+          short hi = m.group(3) == null ? lo : Short.parseShort(m.group(3));
+          out.add(new Claim((short) -1, m.group(1).equals("RequestHeader") ? "reqheader" : "respheader", lo, hi,
+              m.group(1)));
         }
       }
     }
@@ -166,6 +183,10 @@ public final class Main {
       if (t.apiKey() == 1 || t.apiKey() == 19) hi++; // Fetch v19, CreateTopics v8 (KIP-1279)
       out.add(new Claim(t.apiKey(), "request", lo, hi, t.name()));
       out.add(new Claim(t.apiKey(), "response", lo, hi, t.name()));
+    }
+    for (MetadataRecordType t : MetadataRecordType.values()) {
+      out.add(new Claim(t.id(), "record", t.lowestSupportedVersion(), t.highestSupportedVersion(),
+          t.newMetadataRecord().getClass().getSimpleName()));
     }
     for (int k : Specs.Mirror.KEYS) {
       String n = Specs.Mirror.spec((short) k, true).name.replace("Request", "");
@@ -253,7 +274,39 @@ public final class Main {
       throw new IllegalStateException(s.id() + ": Schema and Data class encodings differ at byte "
           + firstDiff(viaData, viaSchema));
     }
+    if (s.kind.equals("record")) {
+      byte[] framed = serdeWrite((ApiMessage) m, s.dataVersion);
+      if (!Arrays.equals(framed, frame(s, viaData))) {
+        throw new IllegalStateException(s.id() + ": MetadataRecordSerde frames the record differently");
+      }
+      return framed;
+    }
     return viaData;
+  }
+
+  /** A metadata record value as Kafka's MetadataRecordSerde writes it. */
+  static byte[] serdeWrite(ApiMessage m, short v) {
+    ObjectSerializationCache cache = new ObjectSerializationCache();
+    ApiMessageAndVersion mv = new ApiMessageAndVersion(m, v);
+    int size = MetadataRecordSerde.INSTANCE.recordSize(mv, cache);
+    ByteBuffer b = ByteBuffer.allocate(size);
+    MetadataRecordSerde.INSTANCE.write(mv, cache, new ByteBufferAccessor(b));
+    if (b.hasRemaining()) throw new IllegalStateException("MetadataRecordSerde size and write disagree");
+    return b.array();
+  }
+
+  /** Frame version 1, record type, record version (unsigned varints), then the record. */
+  static byte[] frame(Spec s, byte[] body) {
+    java.io.ByteArrayOutputStream b = new java.io.ByteArrayOutputStream();
+    for (int x : new int[] {1, s.apiKey, s.version}) {
+      while ((x & ~0x7f) != 0) {
+        b.write((x & 0x7f) | 0x80);
+        x >>>= 7;
+      }
+      b.write(x);
+    }
+    b.writeBytes(body);
+    return b.toByteArray();
   }
 
   static int firstDiff(byte[] a, byte[] b) {
@@ -269,7 +322,15 @@ public final class Main {
     Map<String, Object> tree;
     byte[] again;
     try {
-      if (s.data != null) {
+      if (s.kind.equals("record")) {
+        ApiMessageAndVersion mv = MetadataRecordSerde.INSTANCE.read(new ByteBufferAccessor(in), bytes.length);
+        if (mv.message().apiKey() != s.apiKey || mv.version() != s.version) {
+          problems.add("Kafka reads record type " + mv.message().apiKey() + " version " + mv.version());
+          return null;
+        }
+        tree = (Map<String, Object>) Model.javaToTree(mv.message(), structType(s));
+        again = serdeWrite(mv.message(), mv.version());
+      } else if (s.data != null) {
         Message m = s.data.get();
         m.read(new ByteBufferAccessor(in), s.dataVersion);
         tree = (Map<String, Object>) Model.javaToTree(m, structType(s));
@@ -473,6 +534,7 @@ public final class Main {
       if (v.spec.data != null) {
         Schema own = Model.toSchema(v.spec.model);
         byte[] b2 = schemaWrite(own, Model.toStruct(v.tree, v.spec.model, own));
+        if (v.spec.kind.equals("record")) b2 = frame(v.spec, b2);
         if (!Arrays.equals(b2, v.bytes)) {
           problems.add("oracle-built Schema encodes differently from the library (byte " + firstDiff(b2, v.bytes) + ")");
         }

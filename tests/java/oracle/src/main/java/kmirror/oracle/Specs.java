@@ -13,6 +13,8 @@ import org.apache.kafka.common.message.CreateTopicsRequestData;
 import org.apache.kafka.common.message.FetchRequestData;
 import org.apache.kafka.common.message.RequestHeaderData;
 import org.apache.kafka.common.message.ResponseHeaderData;
+import org.apache.kafka.common.metadata.MetadataRecordType;
+import org.apache.kafka.common.protocol.ApiMessage;
 import org.apache.kafka.common.protocol.Message;
 import org.apache.kafka.common.protocol.types.Schema;
 
@@ -39,7 +41,7 @@ final class Specs {
 
   static final class Spec {
     final short apiKey;
-    final String kind;       // request, response, reqheader, respheader
+    final String kind;       // request, response, reqheader, respheader, record
     final short version;
     final String name;
     final String source;
@@ -96,6 +98,8 @@ final class Specs {
         if (key != -1 || v < 0 || v >= ResponseHeaderData.SCHEMAS.length || ResponseHeaderData.SCHEMAS[v] == null) return null;
         return library(key, kind, v, "ResponseHeader", ResponseHeaderData.SCHEMAS[v], ResponseHeaderData.class,
             ResponseHeaderData::new, v);
+      case "record":
+        return record(key, v);
       case "request":
       case "response":
         break;
@@ -140,6 +144,28 @@ final class Specs {
       return new Spec(key, kind, v, name, "overlay", m, Model.toSchema(m), null, v);
     }
     return null;
+  }
+
+  /** A KRaft metadata record type (kafka-metadata's generated classes), or null. */
+  static Spec record(short type, short v) {
+    MetadataRecordType t;
+    try {
+      t = MetadataRecordType.fromId(type);
+    } catch (UnsupportedVersionException | IllegalArgumentException e) {
+      return null;
+    }
+    if (v < t.lowestSupportedVersion() || v > t.highestSupportedVersion()) return null;
+    Supplier<Message> ctor = t::newMetadataRecord;
+    ApiMessage m = t.newMetadataRecord();
+    Schema[] schemas;
+    try {
+      schemas = (Schema[]) m.getClass().getField("SCHEMAS").get(null);
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException(m.getClass().getName() + " has no SCHEMAS", e);
+    }
+    if (v >= schemas.length || schemas[v] == null) return null;
+    return new Spec(type, "record", v, m.getClass().getSimpleName(), "kafka-metadata",
+        Model.fromLibrary(schemas[v], m.getClass()), schemas[v], ctor, v);
   }
 
   static Spec library(short key, String kind, short v, String name, Schema schema, Class<?> cls,
