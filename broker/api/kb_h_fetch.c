@@ -8,7 +8,11 @@
  *    INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR at the top level.
  *  - Topic ids from v13 (UNKNOWN_TOPIC_ID per partition).
  *  - read_uncommitted up to the HW, read_committed up to the LSO with AbortedTransactions;
- *    followers (replica id >= 0) up to the LEO.
+ *    followers (replica id >= 0) up to the LEO. A replica fetch must come from a follower in
+ *    the partition's replica list to its leader (NOT_LEADER_OR_FOLLOWER otherwise); it records
+ *    the follower's fetch offset (kb_part_replica_fetched: HW, ISR expansion) and answers with
+ *    the HW after that. A follower partition answers consumers from v11 (up to its HW) and
+ *    NOT_LEADER_OR_FOLLOWER to older versions.
  *  - MaxBytes / PartitionMaxBytes with the first batch allowed to exceed them (until some
  *    partition returned data), one segment per partition per response (as Kafka).
  *  - Long poll: not enough bytes for MinBytes -> the request waits in the delayed operations
@@ -42,13 +46,15 @@ typedef struct kb_fentry_s {
     int32_t max_bytes;
     int32_t current_leader_epoch;
     int32_t last_fetched_epoch;
-    kb_fsess_part_t *sp; /* session partition or NULL */
+    int64_t replica_log_start; /* the follower's LogStartOffset (replica fetches) */
+    kb_fsess_part_t *sp;       /* session partition or NULL */
     /* result of the last attempt */
     kb_part_t *part;
     uint64_t seq;
     int16_t err;
     int64_t hw, lso, log_start;
     int32_t leader_epoch;
+    int32_t leader_id; /* for CurrentLeader */
     bool diverging;
     int32_t div_epoch;
     int64_t div_end;
@@ -140,6 +146,7 @@ static bool kb_fetch_attempt(kb_fetch_op_t *op, bool final)
         e->hw = e->lso = e->log_start = -1;
         e->diverging = false;
         e->include = true;
+        e->leader_id = kb_meta_node_id(svc->meta);
         rc = op->ver >= 13 ? kb_meta_part_by_id(svc->meta, &e->topic_id, e->partition, &part)
                            : kb_meta_part(svc->meta, e->topic ? e->topic : "", e->partition, &part);
         if (rc != KB_META_OK) {
@@ -150,7 +157,15 @@ static bool kb_fetch_attempt(kb_fetch_op_t *op, bool final)
         e->part = part;
         e->seq = kb_dq_watch_seq(&part->watch);
         e->leader_epoch = kb_part_epoch(part);
+        kb_part_repl_info(part, NULL, &e->leader_id, NULL);
         e->err = kb_h_epoch_check(e->current_leader_epoch, e->leader_epoch);
+        /* Followers are not read by replicas, nor by consumers before v11 (which carry no
+         * client metadata for fetching from a follower, KIP-392). */
+        if (!e->err && kb_part_role(part) != KB_PART_LEADER &&
+            (op->replica_id >= 0 || op->ver < 11))
+            e->err = KP_ERR_NOT_LEADER_OR_FOLLOWER;
+        if (!e->err && op->replica_id >= 0)
+            e->err = kb_part_replica_check(part, op->replica_id);
         if (e->err) {
             urgent = true;
             continue;
@@ -189,6 +204,14 @@ static bool kb_fetch_attempt(kb_fetch_op_t *op, bool final)
         e->hw = e->rd.hw;
         e->lso = e->rd.lso;
         e->log_start = e->rd.log_start;
+        if (op->replica_id >= 0) {
+            /* The follower has everything below its fetch offset: record it (the HW may
+             * move) and answer with the HW as it is now. */
+            kb_part_replica_fetched(part, op->replica_id, e->fetch_offset, e->replica_log_start,
+                                    e->rd.leo, kb_time_mono_ms());
+            e->hw = kb_log_hw(part->log);
+            e->lso = kb_log_lso(part->log);
+        }
         if (e->rd.len > 0) {
             total += e->rd.len;
             any_data = true;
@@ -307,9 +330,11 @@ static kb_resp_t *kb_fetch_build(kb_fetch_op_t *op, int16_t top_err)
             }
             if (op->ver >= 12 &&
                 (e->err == KP_ERR_FENCED_LEADER_EPOCH || e->err == KP_ERR_NOT_LEADER_OR_FOLLOWER)) {
-                pd->CurrentLeader.LeaderId = kb_meta_node_id(op->svc->meta);
+                pd->CurrentLeader.LeaderId = e->leader_id;
                 pd->CurrentLeader.LeaderEpoch = e->leader_epoch;
-                leader_info = true;
+                /* Only this node's endpoint is known here (the leader's comes with the
+                 * cluster metadata image). */
+                leader_info |= e->leader_id == kb_meta_node_id(op->svc->meta);
             }
             if (op->isolation == 1 && op->replica_id < 0 && !e->err) {
                 pd->AbortedTransactions.cnt = (int32_t)e->aborted_cnt;
@@ -469,6 +494,7 @@ static int kb_fetch_entry_from_req(kb_fetch_op_t *op, kb_fentry_t *e,
     e->max_bytes = p->PartitionMaxBytes;
     e->current_leader_epoch = p->CurrentLeaderEpoch;
     e->last_fetched_epoch = p->LastFetchedEpoch;
+    e->replica_log_start = p->LogStartOffset;
     return 0;
 }
 
@@ -601,6 +627,7 @@ static kb_api_result_t kb_fetch_handle(void *opaque, kb_req_t *req, kb_resp_t **
             e->max_bytes = sp->max_bytes;
             e->current_leader_epoch = sp->current_leader_epoch;
             e->last_fetched_epoch = sp->last_fetched_epoch;
+            e->replica_log_start = sp->log_start_offset;
         }
         pthread_mutex_unlock(&s->mu);
     }

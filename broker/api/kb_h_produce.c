@@ -9,8 +9,15 @@
  * max.message.bytes, record offsets, keys on compacted topics, timestamps) and the leader
  * append (offsets, leader epoch, LogAppendTime, producer sequence checks: a duplicate batch
  * answers NONE with the offset it got the first time). Batches in another codec than the
- * topic's compression.type are recompressed. The HW follows the LEO at once (one broker).
- * acks=0 sends no response.
+ * topic's compression.type are recompressed. A follower answers NOT_LEADER_OR_FOLLOWER.
+ *
+ * acks=all (Kafka's delayed produce): an ISR smaller than min.insync.replicas answers
+ * NOT_ENOUGH_REPLICAS before the append. After it the HW moves as far as the maximal ISR
+ * allows (at once with the single-broker replica set); a partition whose HW is not past the
+ * batch yet makes the request wait in kb_dq until it is (NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND
+ * if the ISR then is smaller than min.insync.replicas), until TimeoutMs (REQUEST_TIMED_OUT) or
+ * until this broker stops leading the partition (NOT_LEADER_OR_FOLLOWER). acks=1 answers after
+ * the local append; acks=0 sends no response.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -18,6 +25,7 @@
 
 #include "kb_api_int.h"
 #include "kb_apilog.h"
+#include "kb_dq.h"
 #include "kb_rb.h"
 #include "kb_time.h"
 #include "kp_batch.h"
@@ -197,7 +205,59 @@ typedef struct kb_produce_res_s {
     int64_t base_offset;
     int64_t append_time;
     int64_t log_start;
+    int64_t last_offset; /* of the appended (or duplicate) batch */
+    bool wait;           /* acks=all: the HW is not past last_offset yet */
+    uint64_t seq;        /* the partition's notification count before the HW check */
+    char msgbuf[200];
 } kb_produce_res_t;
+
+/* One partition of a delayed produce: the request waits until the HW reaches required. */
+typedef struct kb_produce_wait_s {
+    kb_part_t *part; /* a reference */
+    kp_ProduceResponse_PartitionProduceResponse_t *pr;
+    int64_t required; /* last offset + 1 */
+    bool done;
+} kb_produce_wait_t;
+
+typedef struct kb_produce_op_s {
+    kb_dq_op_t dq; /* first */
+    kb_reqctx_t *ctx;
+    kp_ProduceResponse_t resp; /* arrays in the request arena */
+    kb_produce_wait_t *w;
+    size_t n;
+} kb_produce_op_t;
+
+/* acks=all and min.insync.replicas against the committed ISR. 0 or NOT_ENOUGH_REPLICAS with the
+ * message in res->msgbuf. */
+static int16_t kb_produce_isr_check(kb_part_t *part, int32_t min_isr, kb_produce_res_t *res,
+                                    bool after)
+{
+    size_t isr = kb_part_isr(part, NULL, 0);
+    if ((int64_t)isr >= (int64_t)min_isr)
+        return 0;
+    snprintf(res->msgbuf, sizeof(res->msgbuf),
+             "The size of the current ISR (%zu) is insufficient to satisfy the min.isr "
+             "requirement of %" PRId32 " for partition %s-%" PRId32 "%s",
+             isr, min_isr, part->topic, part->index, after ? " (after the append)" : "");
+    res->msg = res->msgbuf;
+    return after ? KP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND : KP_ERR_NOT_ENOUGH_REPLICAS;
+}
+
+/* After the append: move the HW; acks=all waits unless it is past the batch already. */
+static void kb_produce_ack_check(kb_part_t *part, int16_t acks, kb_produce_res_t *res)
+{
+    res->seq = kb_dq_watch_seq(&part->watch);
+    kb_part_advance_hw(part);
+    if (acks != -1)
+        return;
+    if (kb_log_hw(part->log) > res->last_offset) {
+        kb_tconf_extra_t ex;
+        kb_part_conf(part, &ex, NULL);
+        res->err = kb_produce_isr_check(part, ex.min_insync_replicas, res, true);
+        return;
+    }
+    res->wait = true;
+}
 
 static void kb_produce_one(kb_apisvc_t *svc, kb_reqctx_t *ctx, const kp_ProduceRequest_t *rq,
                            const char *txn_id, kb_part_t *part, kp_bytes_t records,
@@ -223,12 +283,9 @@ static void kb_produce_one(kb_apisvc_t *svc, kb_reqctx_t *ctx, const kp_ProduceR
     if ((res->err = kb_part_write_check(part, &res->msg)))
         return;
     kb_part_conf(part, &ex, NULL);
-    if (rq->Acks == -1 && ex.min_insync_replicas > 1) {
-        res->err = KP_ERR_NOT_ENOUGH_REPLICAS;
-        res->msg = "The size of the current ISR (1) is insufficient to satisfy the "
-                   "min.isr requirement of the topic";
+    if (rq->Acks == -1 &&
+        (res->err = kb_produce_isr_check(part, ex.min_insync_replicas, res, false)))
         return;
-    }
     if (records.len <= 0) {
         res->err = KP_ERR_INVALID_RECORD;
         res->msg = "Produce requests with version 3 and above must have at least one record "
@@ -317,9 +374,12 @@ static void kb_produce_one(kb_apisvc_t *svc, kb_reqctx_t *ctx, const kp_ProduceR
                               KB_APPEND_F_SKIP_VALIDATE, &info);
     free(buf);
     if (rc == KB_STO_DUPLICATE_SEQUENCE) {
-        /* Already written: the producer retried. Answer as the first time (Kafka 4.x). */
+        /* Already written: the producer retried. Answer as the first time (Kafka 4.x), once
+         * replicated as far as acks asks. */
         res->base_offset = info.first_offset;
         res->log_start = kb_log_start_offset(part->log);
+        res->last_offset = info.last_offset;
+        kb_produce_ack_check(part, rq->Acks, res);
         return;
     }
     if (rc != 0) {
@@ -329,10 +389,115 @@ static void kb_produce_one(kb_apisvc_t *svc, kb_reqctx_t *ctx, const kp_ProduceR
             res->msg = "idempotent producers send one batch per partition";
         return;
     }
-    kb_part_advance_hw(part);
     res->base_offset = info.first_offset;
     res->append_time = info.log_append_time;
     res->log_start = info.log_start_offset;
+    res->last_offset = info.last_offset;
+    kb_produce_ack_check(part, rq->Acks, res);
+}
+
+static void kb_produce_log_err(kb_reqctx_t *ctx, const char *topic, int32_t partition, int16_t err,
+                               const char *msg)
+{
+    kb_log_debug("api", "%s: produce to %s[%" PRId32 "]: %s%s%s", ctx->peer, topic, partition,
+                 kp_errcode_name(err), msg ? ": " : "", msg ? msg : "");
+}
+
+static void kb_produce_op_free(kb_produce_op_t *op)
+{
+    for (size_t i = 0; i < op->n; i++)
+        kb_part_release(op->w[i].part);
+    free(op->w);
+    kb_dq_op_fini(&op->dq);
+    free(op);
+}
+
+static void kb_produce_dq_free(kb_dq_op_t *dq)
+{
+    kb_produce_op_free((kb_produce_op_t *)(void *)dq);
+}
+
+/* One attempt of a delayed produce: true when every partition has its answer and the response
+ * was sent. */
+static bool kb_produce_try(kb_dq_op_t *dq, bool expired)
+{
+    kb_produce_op_t *op = (kb_produce_op_t *)(void *)dq;
+    kb_resp_t *out = NULL;
+    bool all = true;
+
+    for (size_t i = 0; i < op->n; i++) {
+        kb_produce_wait_t *w = &op->w[i];
+        kb_part_t *part = w->part;
+        kb_produce_res_t res = {0};
+        if (w->done)
+            continue;
+        if (atomic_load(&part->deleted) || kb_part_role(part) != KB_PART_LEADER) {
+            res.err = KP_ERR_NOT_LEADER_OR_FOLLOWER;
+            res.msg = "this broker stopped leading the partition while the request waited for "
+                      "its replication";
+        } else if (kb_log_hw(part->log) >= w->required) {
+            kb_tconf_extra_t ex;
+            kb_part_conf(part, &ex, NULL);
+            res.err = kb_produce_isr_check(part, ex.min_insync_replicas, &res, true);
+        } else if (expired) {
+            res.err = KP_ERR_REQUEST_TIMED_OUT;
+            res.msg = "the records were not replicated to the in-sync replicas within the "
+                      "request's timeout";
+        } else {
+            all = false;
+            continue;
+        }
+        w->done = true;
+        w->pr->ErrorCode = res.err;
+        if (res.err && res.msg && op->ctx->api_version >= 8)
+            w->pr->ErrorMessage = kb_h_dup(op->ctx->arena, res.msg);
+        if (res.err)
+            kb_produce_log_err(op->ctx, part->topic, part->index, res.err, res.msg);
+    }
+    if (!all)
+        return false;
+    if (kb_h_respond(op->ctx, &kp_ProduceResponse_desc, &op->resp, &out) != KB_API_RESPOND)
+        out = NULL; /* logged; nothing sensible to send, keep the order */
+    kb_dq_op_complete(dq, out);
+    return true;
+}
+
+/* Hand the request to the delayed operations until the partitions in @p w are replicated. */
+static kb_api_result_t kb_produce_defer(kb_apisvc_t *svc, kb_req_t *req, kb_reqctx_t *ctx,
+                                        const kp_ProduceResponse_t *resp, kb_produce_wait_t *w,
+                                        size_t n, const uint64_t *seq, int32_t timeout_ms)
+{
+    kb_produce_op_t *op = calloc(1, sizeof(*op));
+    kb_dq_watch_t **watches = calloc(n, sizeof(*watches));
+    int64_t deadline = kb_time_mono_ns() + (int64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
+
+    if (!op || !watches || kb_dq_op_init(svc->dq, &op->dq, n) != 0) {
+        for (size_t i = 0; i < n; i++)
+            kb_part_release(w[i].part);
+        free(w);
+        free(watches);
+        if (op)
+            kb_dq_op_fini(&op->dq);
+        free(op);
+        return KB_API_CLOSE;
+    }
+    op->ctx = ctx;
+    op->resp = *resp;
+    op->w = w;
+    op->n = n;
+    op->dq.try_fn = kb_produce_try;
+    op->dq.free_fn = kb_produce_dq_free;
+    op->dq.req = req;
+    for (size_t i = 0; i < n; i++)
+        watches[i] = &w[i].part->watch;
+    if (kb_req_defer(req, kb_dq_op_cancel, &op->dq) != 0) {
+        free(watches);
+        kb_produce_op_free(op);
+        return KB_API_NO_RESPONSE; /* the client is gone */
+    }
+    kb_dq_op_add(svc->dq, &op->dq, deadline, watches, seq, n);
+    free(watches);
+    return KB_API_DEFERRED;
 }
 
 static kb_api_result_t kb_produce_handle(void *opaque, kb_req_t *req, kb_resp_t **respp)
@@ -343,6 +508,9 @@ static kb_api_result_t kb_produce_handle(void *opaque, kb_req_t *req, kb_resp_t 
     kp_ProduceResponse_t resp;
     char *txn_id;
     int16_t ver = ctx->api_version;
+    kb_produce_wait_t *waits = NULL;
+    uint64_t *seqs = NULL;
+    size_t nwait = 0, capw = 0;
 
     if (kb_h_decode(ctx, &kp_ProduceRequest_desc, &rq) != 0)
         return KB_API_CLOSE;
@@ -363,12 +531,18 @@ static kb_api_result_t kb_produce_handle(void *opaque, kb_req_t *req, kb_resp_t 
         tr->PartitionResponses.cnt = td->PartitionData.cnt > 0 ? td->PartitionData.cnt : 0;
         tr->PartitionResponses.v = kp_arena_calloc(
             ctx->arena, (size_t)tr->PartitionResponses.cnt + 1, sizeof(*tr->PartitionResponses.v));
-        if (!tr->PartitionResponses.v)
+        if (!tr->PartitionResponses.v) {
+            for (size_t w = 0; w < nwait; w++)
+                kb_part_release(waits[w].part);
+            free(waits);
+            free(seqs);
             return KB_API_CLOSE;
+        }
         for (int32_t k = 0; k < tr->PartitionResponses.cnt; k++) {
             const kp_ProduceRequest_PartitionProduceData_t *pd = &td->PartitionData.v[k];
             kp_ProduceResponse_PartitionProduceResponse_t *pr = &tr->PartitionResponses.v[k];
-            kb_produce_res_t res = {.base_offset = -1, .append_time = -1, .log_start = -1};
+            kb_produce_res_t res = {
+                .base_offset = -1, .append_time = -1, .log_start = -1, .last_offset = -1};
             kb_part_t *part = NULL;
             int rc;
             kp_ProduceResponse_PartitionProduceResponse_init(pr);
@@ -382,6 +556,26 @@ static kb_api_result_t kb_produce_handle(void *opaque, kb_req_t *req, kb_resp_t 
                     res.err = kb_h_lookup_err(rc, ver >= 13);
                 else
                     kb_produce_one(svc, ctx, &rq, txn_id, part, pd->Records, &res);
+                if (res.wait && nwait == capw) {
+                    size_t nc = capw ? capw * 2 : 4;
+                    kb_produce_wait_t *nw = realloc(waits, nc * sizeof(*nw));
+                    uint64_t *ns = nw ? realloc(seqs, nc * sizeof(*ns)) : NULL;
+                    if (nw)
+                        waits = nw;
+                    if (ns)
+                        seqs = ns;
+                    if (nw && ns)
+                        capw = nc;
+                }
+                if (res.wait && nwait < capw) {
+                    waits[nwait] = (kb_produce_wait_t){
+                        .part = part, .pr = pr, .required = res.last_offset + 1};
+                    seqs[nwait++] = res.seq;
+                    part = NULL; /* the reference moves to the wait list */
+                } else if (res.wait) {
+                    res.err = KP_ERR_REQUEST_TIMED_OUT; /* no memory to wait with */
+                    res.msg = "out of memory";
+                }
                 kb_part_release(part);
             }
             pr->ErrorCode = res.err;
@@ -397,6 +591,14 @@ static kb_api_result_t kb_produce_handle(void *opaque, kb_req_t *req, kb_resp_t 
                              res.msg ? ": " : "", res.msg ? res.msg : "");
         }
     }
+    if (nwait) {
+        kb_api_result_t r =
+            kb_produce_defer(svc, req, ctx, &resp, waits, nwait, seqs, rq.TimeoutMs);
+        free(seqs);
+        return r;
+    }
+    free(waits);
+    free(seqs);
     if (rq.Acks == 0)
         return KB_API_NO_RESPONSE;
     return kb_h_respond(ctx, &kp_ProduceResponse_desc, &resp, respp);

@@ -41,7 +41,13 @@ struct kb_partmgr_s {
     bool thr_started, stop;
     pthread_cond_t stop_cv;    /* CLOCK_MONOTONIC */
     pthread_rwlock_t watch_rw; /* every partition's watcher list */
+    pthread_rwlock_t isr_rw;   /* the ISR proposal callback (read side held while calling it) */
+    kb_part_isr_fn *isr_fn;
+    void *isr_opaque;
 };
+
+/* Kafka's replication factor is an int16. */
+#define KB_PART_MAX_REPLICAS 32767
 
 /* ---- topic ids ---------------------------------------------------------------------------- */
 
@@ -167,20 +173,38 @@ static int kb_part_meta_write(const char *dir, const kp_uuid_t *id)
 
 /* ---- the manager ------------------------------------------------------------------------- */
 
+/* Log maintenance every min(log.retention.check.interval.ms, 5 s) and the ISR lag check
+ * every replica.lag.time.max.ms / 2 (as Kafka schedules isr-expiration). */
 static void *kb_partmgr_thread(void *arg)
 {
     kb_partmgr_t *pm = arg;
     int64_t period = pm->o.cfg->log_retention_check_interval_ms;
+    int64_t isr_period = pm->o.cfg->replica_lag_time_max_ms / 2;
+    int64_t next_maint, next_isr, now = kb_time_mono_ms();
     if (period <= 0 || period > 5000)
         period = 5000;
+    if (isr_period < 1)
+        isr_period = 1;
+    next_maint = now + period;
+    next_isr = now + isr_period;
     pthread_mutex_lock(&pm->mu);
     while (!pm->stop) {
-        struct timespec ts = kb_time_mono_deadline(period);
+        int64_t next = next_maint < next_isr ? next_maint : next_isr;
+        struct timespec ts = kb_time_mono_deadline(next > now ? next - now : 0);
         pthread_cond_timedwait(&pm->stop_cv, &pm->mu, &ts);
         if (pm->stop)
             break;
         pthread_mutex_unlock(&pm->mu);
-        kb_partmgr_tick(pm);
+        now = kb_time_mono_ms();
+        if (now >= next_isr) {
+            kb_partmgr_isr_check(pm);
+            next_isr = now + isr_period;
+        }
+        if (now >= next_maint) {
+            kb_partmgr_tick(pm);
+            next_maint = now + period;
+        }
+        now = kb_time_mono_ms();
         pthread_mutex_lock(&pm->mu);
     }
     pthread_mutex_unlock(&pm->mu);
@@ -203,6 +227,7 @@ kb_partmgr_t *kb_partmgr_open(const kb_partmgr_opts_t *o, char *errstr, size_t e
     pm->o = *o;
     pthread_mutex_init(&pm->mu, NULL);
     pthread_rwlock_init(&pm->watch_rw, NULL);
+    pthread_rwlock_init(&pm->isr_rw, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&pm->stop_cv, &ca);
@@ -248,6 +273,7 @@ fail:
     pthread_cond_destroy(&pm->stop_cv);
     pthread_cond_destroy(&pm->ref_cv);
     pthread_rwlock_destroy(&pm->watch_rw);
+    pthread_rwlock_destroy(&pm->isr_rw);
     pthread_mutex_destroy(&pm->mu);
     free(pm);
     return NULL;
@@ -291,6 +317,7 @@ void kb_partmgr_close(kb_partmgr_t *pm)
     pthread_cond_destroy(&pm->stop_cv);
     pthread_cond_destroy(&pm->ref_cv);
     pthread_rwlock_destroy(&pm->watch_rw);
+    pthread_rwlock_destroy(&pm->isr_rw);
     pthread_mutex_destroy(&pm->mu);
     free(pm);
 }
@@ -383,7 +410,10 @@ kb_part_t *kb_part_open(kb_partmgr_t *pm, const char *topic, const kp_uuid_t *id
         return NULL;
     }
     part = calloc(1, sizeof(*part));
-    if (!part || !(part->topic = strdup(topic))) {
+    if (!part || !(part->topic = strdup(topic)) ||
+        !(part->repl.r = calloc(1, sizeof(*part->repl.r)))) {
+        if (part)
+            free(part->topic);
         free(part);
         snprintf(err, err_size, "out of memory");
         return NULL;
@@ -400,6 +430,17 @@ kb_part_t *kb_part_open(kb_partmgr_t *pm, const char *topic, const kp_uuid_t *id
     part->conf = *ex;
     part->mirror = mirror;
     part->internal = internal;
+    /* Single-broker replication state: leader, replicas = ISR = [this node]. */
+    atomic_init(&part->role, KB_PART_LEADER);
+    part->repl.self = pm->o.cfg->node_id;
+    part->repl.leader = part->repl.self;
+    part->repl.epoch_start = kb_log_leo(log);
+    part->repl.n = 1;
+    part->repl.r[0].id = part->repl.self;
+    part->repl.r[0].isr = true;
+    part->repl.r[0].leo = -1;
+    part->repl.r[0].log_start = -1;
+    part->repl.r[0].last_fetch_leader_leo = -1;
 
     pthread_mutex_lock(&pm->mu);
     if (pm->open_n == pm->open_cap) {
@@ -408,6 +449,7 @@ kb_part_t *kb_part_open(kb_partmgr_t *pm, const char *topic, const kp_uuid_t *id
         if (!nv) {
             pthread_mutex_unlock(&pm->mu);
             pthread_mutex_destroy(&part->mu);
+            free(part->repl.r);
             free(part->topic);
             free(part);
             snprintf(err, err_size, "out of memory");
@@ -443,6 +485,7 @@ static void kb_part_free(kb_part_t *part)
         w = n;
     }
     pthread_mutex_destroy(&part->mu);
+    free(part->repl.r);
     free(part->topic);
     free(part);
 }
@@ -538,6 +581,9 @@ void kb_part_set_epoch(kb_part_t *part, int32_t epoch)
     bool mirror;
     atomic_store(&part->leader_epoch, epoch);
     kb_part_conf(part, NULL, &mirror);
+    pthread_mutex_lock(&part->mu);
+    part->repl.epoch_start = kb_log_leo(part->log);
+    pthread_mutex_unlock(&part->mu);
     if (!mirror)
         kb_log_assign_epoch(part->log, epoch, kb_log_leo(part->log));
     /* Fetchers waiting with an older CurrentLeaderEpoch must learn about it. */
@@ -552,6 +598,10 @@ void kb_part_set_write_mode(kb_part_t *part, int mode)
 
 int16_t kb_part_write_check(kb_part_t *part, const char **msg)
 {
+    if (kb_part_role(part) != KB_PART_LEADER) {
+        *msg = "this broker is not the leader of the partition";
+        return KP_ERR_NOT_LEADER_OR_FOLLOWER;
+    }
     switch (kb_part_write_mode(part)) {
     case KB_WRITE_WRITABLE:
         *msg = NULL;
@@ -565,18 +615,44 @@ int16_t kb_part_write_check(kb_part_t *part, const char **msg)
     }
 }
 
+/* Smallest LEO over the maximal ISR (committed ISR plus a pending proposal's members), this
+ * node counting with @p leo; an unknown follower LEO (-1) holds it back. @locks part mu */
+static int64_t kb_part_isr_min_leo(const kb_part_t *part, int64_t leo)
+{
+    int64_t hw = leo;
+    for (size_t i = 0; i < part->repl.n; i++) {
+        const kb_replica_t *r = &part->repl.r[i];
+        if (r->id == part->repl.self || !(r->isr || r->proposed))
+            continue;
+        if (r->leo < hw)
+            hw = r->leo;
+    }
+    return hw;
+}
+
+/* Leader: move the HW up to the smallest LEO of the maximal ISR, never backwards. Called with
+ * part mu held (the log's listener runs inside kb_log_set_hw and takes no part lock). */
+static void kb_part_advance_hw_locked(kb_part_t *part)
+{
+    int64_t hw;
+    if (!part->log || atomic_load(&part->role) != KB_PART_LEADER)
+        return;
+    hw = kb_part_isr_min_leo(part, kb_log_leo(part->log));
+    if (hw > kb_log_hw(part->log))
+        kb_log_set_hw(part->log, hw);
+}
+
 void kb_part_advance_hw(kb_part_t *part)
 {
     pthread_mutex_lock(&part->mu);
-    if (part->log && kb_log_leo(part->log) > kb_log_hw(part->log))
-        kb_log_set_hw(part->log, kb_log_leo(part->log));
+    kb_part_advance_hw_locked(part);
     pthread_mutex_unlock(&part->mu);
 }
 
 int kb_part_append_raw(kb_part_t *part, const uint8_t *buf, size_t len, kb_append_info_t *info)
 {
     int rc;
-    if (kb_part_write_mode(part) == KB_WRITE_WRITABLE)
+    if (kb_part_write_mode(part) == KB_WRITE_WRITABLE || kb_part_role(part) != KB_PART_LEADER)
         return KB_E_STATE;
     rc = kb_log_append_raw(part->log, buf, len, info);
     if (rc == 0)
@@ -587,7 +663,10 @@ int kb_part_append_raw(kb_part_t *part, const uint8_t *buf, size_t len, kb_appen
 int kb_part_append_control(kb_part_t *part, int16_t type, int64_t pid, int16_t pepoch,
                            int32_t coord_epoch, int32_t leader_epoch, kb_append_info_t *info)
 {
-    int rc = kb_log_append_control(part->log, type, pid, pepoch, coord_epoch, leader_epoch, info);
+    int rc;
+    if (kb_part_role(part) != KB_PART_LEADER)
+        return KB_E_STATE;
+    rc = kb_log_append_control(part->log, type, pid, pepoch, coord_epoch, leader_epoch, info);
     if (rc == 0)
         kb_part_advance_hw(part);
     return rc;
@@ -619,4 +698,477 @@ void kb_part_watch_remove(kb_part_t *part, kb_part_watcher_t *w)
     }
     pthread_rwlock_unlock(&part->pm->watch_rw);
     free(w);
+}
+
+/* ---- replication ------------------------------------------------------------------------- */
+
+void kb_partmgr_set_isr_fn(kb_partmgr_t *pm, kb_part_isr_fn *fn, void *opaque)
+{
+    pthread_rwlock_wrlock(&pm->isr_rw);
+    pm->isr_fn = fn;
+    pm->isr_opaque = opaque;
+    pthread_rwlock_unlock(&pm->isr_rw);
+}
+
+static bool kb_partmgr_has_isr_fn(kb_partmgr_t *pm)
+{
+    bool has;
+    pthread_rwlock_rdlock(&pm->isr_rw);
+    has = pm->isr_fn != NULL;
+    pthread_rwlock_unlock(&pm->isr_rw);
+    return has;
+}
+
+static kb_replica_t *kb_part_replica_find(kb_part_t *part, int32_t id)
+{
+    for (size_t i = 0; i < part->repl.n; i++)
+        if (part->repl.r[i].id == id)
+            return &part->repl.r[i];
+    return NULL;
+}
+
+static bool kb_part_id_in(const int32_t *ids, size_t n, int32_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == id)
+            return true;
+    return false;
+}
+
+/* Forget a follower's fetch state (new leader epoch): members of the ISR get the full lag time
+ * from now to fetch again, the others none (Kafka's resetReplicaState). */
+static void kb_replica_reset(kb_replica_t *r, int64_t now_ms)
+{
+    r->leo = -1;
+    r->log_start = -1;
+    r->last_fetch_ms = 0;
+    r->last_fetch_leader_leo = -1;
+    r->last_caught_up_ms = r->isr ? now_ms : 0;
+}
+
+/* @p isr (n ids) is a subset of the replicas without duplicates and contains this node. */
+static bool kb_part_isr_valid(const kb_part_t *part, const int32_t *isr, size_t n)
+{
+    bool self = false;
+    if (n && !isr)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        bool known = false;
+        for (size_t k = 0; k < part->repl.n; k++)
+            known |= part->repl.r[k].id == isr[i];
+        if (!known || kb_part_id_in(isr, i, isr[i]))
+            return false;
+        self |= isr[i] == part->repl.self;
+    }
+    return self;
+}
+
+/* Collect the ISR of the proposal just marked (r->proposed) and make it pending. *ids is
+ * malloc'd (NULL on no memory: then nothing is pending). @locks part mu */
+static size_t kb_part_proposal_take(kb_part_t *part, int32_t **ids)
+{
+    size_t n = 0;
+    *ids = malloc(part->repl.n * sizeof(**ids));
+    if (!*ids) {
+        for (size_t i = 0; i < part->repl.n; i++)
+            part->repl.r[i].proposed = false;
+        return 0;
+    }
+    for (size_t i = 0; i < part->repl.n; i++)
+        if (part->repl.r[i].proposed)
+            (*ids)[n++] = part->repl.r[i].id;
+    part->repl.pending = true;
+    return n;
+}
+
+static void kb_part_ids_str(const int32_t *ids, size_t n, char *out, size_t size)
+{
+    size_t o = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && o + 1 < size; i++) {
+        int w = snprintf(out + o, size - o, "%s%" PRId32, i ? "," : "", ids[i]);
+        if (w < 0)
+            break;
+        o += (size_t)w;
+    }
+}
+
+/* Hand a pending proposal to the callback (no lock held). */
+static void kb_part_isr_propose(kb_part_t *part, const char *why, int32_t leader_epoch,
+                                int32_t partition_epoch, const int32_t *ids, size_t n)
+{
+    kb_partmgr_t *pm = part->pm;
+    bool called = false;
+    char txt[256];
+    kb_part_ids_str(ids, n, txt, sizeof(txt));
+    kb_log_info("api",
+                "%s-%" PRId32 ": proposing ISR [%s] (%s) at leader epoch %" PRId32
+                ", partition epoch %" PRId32,
+                part->topic, part->index, txt, why, leader_epoch, partition_epoch);
+    pthread_rwlock_rdlock(&pm->isr_rw);
+    if (pm->isr_fn) {
+        pm->isr_fn(pm->isr_opaque, part, leader_epoch, partition_epoch, ids, n);
+        called = true;
+    }
+    pthread_rwlock_unlock(&pm->isr_rw);
+    if (!called)
+        kb_part_isr_abort(part); /* the callback went away meanwhile */
+}
+
+static int kb_part_become(kb_part_t *part, int role, int32_t leader, int32_t leader_epoch,
+                          int32_t partition_epoch, const int32_t *replicas, size_t nreplicas,
+                          const int32_t *isr, size_t nisr)
+{
+    kb_partmgr_t *pm = part->pm;
+    kb_replica_t *nr;
+    int32_t cur;
+    bool reset, self = false;
+    int64_t now = kb_time_mono_ms(), leo;
+
+    if (!replicas || nreplicas == 0 || nreplicas > KB_PART_MAX_REPLICAS || (nisr && !isr) ||
+        nisr > nreplicas)
+        return KB_E_INVALID;
+    for (size_t i = 0; i < nreplicas; i++) {
+        if (replicas[i] < 0 || kb_part_id_in(replicas, i, replicas[i]))
+            return KB_E_INVALID;
+        self |= replicas[i] == part->repl.self;
+    }
+    if (!self)
+        return KB_E_INVALID;
+    for (size_t i = 0; i < nisr; i++)
+        if (!kb_part_id_in(replicas, nreplicas, isr[i]) || kb_part_id_in(isr, i, isr[i]))
+            return KB_E_INVALID;
+    if (role == KB_PART_LEADER && !kb_part_id_in(isr, nisr, part->repl.self))
+        return KB_E_INVALID;
+    nr = calloc(nreplicas, sizeof(*nr));
+    if (!nr)
+        return KB_E_NOMEM;
+
+    pthread_mutex_lock(&part->mu);
+    cur = atomic_load(&part->leader_epoch);
+    if (atomic_load(&part->deleted) || !part->log || leader_epoch < cur ||
+        (leader_epoch == cur && partition_epoch < part->repl.partition_epoch)) {
+        pthread_mutex_unlock(&part->mu);
+        free(nr);
+        return KB_E_STATE;
+    }
+    reset = leader_epoch > cur || atomic_load(&part->role) != role;
+    leo = kb_log_leo(part->log);
+    for (size_t i = 0; i < nreplicas; i++) {
+        kb_replica_t *old = kb_part_replica_find(part, replicas[i]);
+        if (!reset && old)
+            nr[i] = *old;
+        nr[i].id = replicas[i];
+        nr[i].isr = kb_part_id_in(isr, nisr, replicas[i]);
+        nr[i].proposed = false;
+        if (reset || !old)
+            kb_replica_reset(&nr[i], now);
+    }
+    free(part->repl.r);
+    part->repl.r = nr;
+    part->repl.n = nreplicas;
+    part->repl.partition_epoch = partition_epoch;
+    part->repl.leader = role == KB_PART_LEADER ? part->repl.self : leader;
+    part->repl.pending = false;
+    if (role == KB_PART_LEADER && reset)
+        part->repl.epoch_start = leo;
+    atomic_store(&part->leader_epoch, leader_epoch);
+    atomic_store(&part->role, role);
+    /* A new leader epoch begins at the LEO; a mirror topic's cache holds the source's epochs
+     * only (ARCHITECTURE §4). A follower learns epochs from the leader's batches. */
+    if (role == KB_PART_LEADER && leader_epoch > cur && !part->mirror && leader_epoch >= 0)
+        kb_log_assign_epoch(part->log, leader_epoch, leo);
+    kb_part_advance_hw_locked(part);
+    pthread_mutex_unlock(&part->mu);
+    kb_log_info("api",
+                "%s-%" PRId32 ": %s at leader epoch %" PRId32 ", partition epoch %" PRId32
+                " (%zu replicas, ISR of %zu)",
+                part->topic, part->index, role == KB_PART_LEADER ? "leader" : "follower",
+                leader_epoch, partition_epoch, nreplicas, nisr);
+    /* Waiting produce requests see the new role, fetchers the new epoch. */
+    if (pm->o.dq)
+        kb_dq_notify(pm->o.dq, &part->watch);
+    return 0;
+}
+
+int kb_part_become_leader(kb_part_t *part, int32_t leader_epoch, int32_t partition_epoch,
+                          const int32_t *replicas, size_t nreplicas, const int32_t *isr,
+                          size_t nisr)
+{
+    return kb_part_become(part, KB_PART_LEADER, -1, leader_epoch, partition_epoch, replicas,
+                          nreplicas, isr, nisr);
+}
+
+int kb_part_become_follower(kb_part_t *part, int32_t leader, int32_t leader_epoch,
+                            int32_t partition_epoch, const int32_t *replicas, size_t nreplicas,
+                            const int32_t *isr, size_t nisr)
+{
+    return kb_part_become(part, KB_PART_FOLLOWER, leader, leader_epoch, partition_epoch, replicas,
+                          nreplicas, isr, nisr);
+}
+
+int kb_part_set_isr(kb_part_t *part, int32_t partition_epoch, const int32_t *isr, size_t n)
+{
+    pthread_mutex_lock(&part->mu);
+    if (kb_part_role(part) != KB_PART_LEADER || partition_epoch <= part->repl.partition_epoch) {
+        pthread_mutex_unlock(&part->mu);
+        return KB_E_STATE;
+    }
+    if (!kb_part_isr_valid(part, isr, n)) {
+        pthread_mutex_unlock(&part->mu);
+        return KB_E_INVALID;
+    }
+    for (size_t i = 0; i < part->repl.n; i++) {
+        kb_replica_t *r = &part->repl.r[i];
+        r->isr = kb_part_id_in(isr, n, r->id);
+        r->proposed = false;
+    }
+    part->repl.pending = false;
+    part->repl.partition_epoch = partition_epoch;
+    kb_part_advance_hw_locked(part);
+    pthread_mutex_unlock(&part->mu);
+    /* Waiting acks=all produce requests re-check the ISR size (min.insync.replicas). */
+    if (part->pm->o.dq)
+        kb_dq_notify(part->pm->o.dq, &part->watch);
+    return 0;
+}
+
+void kb_part_isr_abort(kb_part_t *part)
+{
+    pthread_mutex_lock(&part->mu);
+    part->repl.pending = false;
+    for (size_t i = 0; i < part->repl.n; i++)
+        part->repl.r[i].proposed = false;
+    kb_part_advance_hw_locked(part);
+    pthread_mutex_unlock(&part->mu);
+    if (part->pm->o.dq)
+        kb_dq_notify(part->pm->o.dq, &part->watch);
+}
+
+size_t kb_part_isr(kb_part_t *part, int32_t *out, size_t cap)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&part->mu);
+    for (size_t i = 0; i < part->repl.n; i++) {
+        if (!part->repl.r[i].isr)
+            continue;
+        if (out && n < cap)
+            out[n] = part->repl.r[i].id;
+        n++;
+    }
+    pthread_mutex_unlock(&part->mu);
+    return n;
+}
+
+void kb_part_repl_info(kb_part_t *part, int32_t *partition_epoch, int32_t *leader, bool *pending)
+{
+    pthread_mutex_lock(&part->mu);
+    if (partition_epoch)
+        *partition_epoch = part->repl.partition_epoch;
+    if (leader)
+        *leader = part->repl.leader;
+    if (pending)
+        *pending = part->repl.pending;
+    pthread_mutex_unlock(&part->mu);
+}
+
+int kb_part_replica_get(kb_part_t *part, int32_t id, kb_replica_t *out)
+{
+    kb_replica_t *r;
+    pthread_mutex_lock(&part->mu);
+    r = kb_part_replica_find(part, id);
+    if (r)
+        *out = *r;
+    pthread_mutex_unlock(&part->mu);
+    return r ? 0 : KB_E_NOT_FOUND;
+}
+
+int16_t kb_part_replica_check(kb_part_t *part, int32_t replica_id)
+{
+    int16_t err = 0;
+    pthread_mutex_lock(&part->mu);
+    if (kb_part_role(part) != KB_PART_LEADER || replica_id == part->repl.self ||
+        !kb_part_replica_find(part, replica_id))
+        err = KP_ERR_NOT_LEADER_OR_FOLLOWER;
+    pthread_mutex_unlock(&part->mu);
+    return err;
+}
+
+void kb_part_replica_fetched(kb_part_t *part, int32_t replica_id, int64_t fetch_offset,
+                             int64_t log_start, int64_t leader_leo, int64_t now_ms)
+{
+    kb_replica_t *r;
+    int32_t *ids = NULL, le = 0, pe = 0;
+    size_t n = 0;
+    bool can_propose = kb_partmgr_has_isr_fn(part->pm);
+
+    pthread_mutex_lock(&part->mu);
+    r = kb_part_replica_find(part, replica_id);
+    if (kb_part_role(part) != KB_PART_LEADER || !r || replica_id == part->repl.self || !part->log) {
+        pthread_mutex_unlock(&part->mu);
+        return;
+    }
+    /* Caught up: at the leader's LEO now, or at least at the LEO the leader had at the
+     * follower's previous fetch (then it was caught up as of that fetch). */
+    if (fetch_offset >= leader_leo) {
+        if (now_ms > r->last_caught_up_ms)
+            r->last_caught_up_ms = now_ms;
+    } else if (r->last_fetch_leader_leo >= 0 && fetch_offset >= r->last_fetch_leader_leo) {
+        if (r->last_fetch_ms > r->last_caught_up_ms)
+            r->last_caught_up_ms = r->last_fetch_ms;
+    }
+    r->last_fetch_leader_leo = leader_leo;
+    r->last_fetch_ms = now_ms;
+    r->leo = fetch_offset;
+    if (log_start >= 0)
+        r->log_start = log_start;
+    /* Expansion: an out-of-sync replica that reached the HW and the start of this epoch. */
+    if (can_propose && !part->repl.pending && !r->isr && fetch_offset >= kb_log_hw(part->log) &&
+        fetch_offset >= part->repl.epoch_start) {
+        for (size_t i = 0; i < part->repl.n; i++)
+            part->repl.r[i].proposed = part->repl.r[i].isr;
+        r->proposed = true;
+        n = kb_part_proposal_take(part, &ids);
+        le = kb_part_epoch(part);
+        pe = part->repl.partition_epoch;
+    }
+    kb_part_advance_hw_locked(part);
+    pthread_mutex_unlock(&part->mu);
+    if (ids)
+        kb_part_isr_propose(part, "expand", le, pe, ids, n);
+    free(ids);
+}
+
+void kb_part_isr_check(kb_part_t *part, int64_t now_ms, int64_t max_lag_ms)
+{
+    int32_t *ids = NULL, le = 0, pe = 0;
+    size_t n = 0, out = 0;
+    int64_t leo;
+
+    if (!kb_partmgr_has_isr_fn(part->pm))
+        return;
+    pthread_mutex_lock(&part->mu);
+    if (kb_part_role(part) != KB_PART_LEADER || part->repl.pending || !part->log ||
+        part->repl.n < 2) {
+        pthread_mutex_unlock(&part->mu);
+        return;
+    }
+    leo = kb_log_leo(part->log);
+    for (size_t i = 0; i < part->repl.n; i++) {
+        kb_replica_t *r = &part->repl.r[i];
+        bool lagging = r->isr && r->id != part->repl.self && r->leo != leo &&
+                       now_ms - r->last_caught_up_ms > max_lag_ms;
+        r->proposed = r->isr && !lagging;
+        out += lagging;
+    }
+    if (out) {
+        n = kb_part_proposal_take(part, &ids);
+        le = kb_part_epoch(part);
+        pe = part->repl.partition_epoch;
+    } else {
+        for (size_t i = 0; i < part->repl.n; i++)
+            part->repl.r[i].proposed = false;
+    }
+    pthread_mutex_unlock(&part->mu);
+    if (ids)
+        kb_part_isr_propose(part, "shrink", le, pe, ids, n);
+    free(ids);
+}
+
+void kb_partmgr_isr_check(kb_partmgr_t *pm)
+{
+    kb_part_t **v;
+    size_t n = 0;
+    int64_t now = kb_time_mono_ms();
+
+    if (!kb_partmgr_has_isr_fn(pm))
+        return;
+    pthread_mutex_lock(&pm->mu);
+    v = malloc((pm->open_n ? pm->open_n : 1) * sizeof(*v));
+    if (!v) {
+        pthread_mutex_unlock(&pm->mu);
+        return;
+    }
+    for (size_t i = 0; i < pm->open_n; i++) {
+        kb_part_t *part = pm->open[i];
+        if (atomic_load(&part->deleted) || kb_part_role(part) != KB_PART_LEADER)
+            continue;
+        kb_part_ref(part);
+        v[n++] = part;
+    }
+    pthread_mutex_unlock(&pm->mu);
+    for (size_t i = 0; i < n; i++) {
+        kb_part_isr_check(v[i], now, pm->o.cfg->replica_lag_time_max_ms);
+        kb_part_release(v[i]);
+    }
+    free(v);
+}
+
+int kb_part_follower_append(kb_part_t *part, const uint8_t *buf, size_t len, int64_t leader_hw,
+                            int64_t leader_log_start, kb_append_info_t *info)
+{
+    kb_append_info_t local;
+    int rc = 0;
+    if (!info)
+        info = &local;
+    memset(info, 0, sizeof(*info));
+    info->first_offset = info->last_offset = -1;
+    /* Under mu: the role cannot change in the middle of the append. */
+    pthread_mutex_lock(&part->mu);
+    if (kb_part_role(part) != KB_PART_FOLLOWER || !part->log || atomic_load(&part->deleted)) {
+        pthread_mutex_unlock(&part->mu);
+        return KB_E_STATE;
+    }
+    if (len > 0)
+        rc = kb_log_append_raw(part->log, buf, len, info);
+    if (rc == 0 && leader_hw >= 0) {
+        int64_t leo = kb_log_leo(part->log);
+        kb_log_set_hw(part->log, leader_hw < leo ? leader_hw : leo);
+    }
+    if (rc == 0 && leader_log_start > kb_log_start_offset(part->log)) {
+        int64_t hw = kb_log_hw(part->log);
+        rc = kb_log_set_start_offset(part->log, leader_log_start < hw ? leader_log_start : hw);
+    }
+    pthread_mutex_unlock(&part->mu);
+    return rc;
+}
+
+static int kb_part_follower_truncate(kb_part_t *part, int64_t offset, bool fully)
+{
+    int rc;
+    if (offset < 0)
+        return KB_STO_INVALID;
+    pthread_mutex_lock(&part->mu);
+    if (kb_part_role(part) != KB_PART_FOLLOWER || !part->log || atomic_load(&part->deleted)) {
+        pthread_mutex_unlock(&part->mu);
+        return KB_E_STATE;
+    }
+    if (!fully) {
+        /* An offset inside a batch (a compressed batch holds several records) truncates at the
+         * batch's start: the LEO must stay at a batch boundary for the next fetch to append. */
+        kb_log_read_t rd;
+        if (kb_log_read(part->log, offset, 1, KB_ISOLATION_LEO, 1, &rd) == 0) {
+            if (rd.len > 0 && rd.first_offset >= 0 && rd.first_offset < offset)
+                offset = rd.first_offset;
+            kb_log_read_release(&rd);
+        }
+    }
+    rc = fully ? kb_log_truncate_fully(part->log, offset) : kb_log_truncate_to(part->log, offset);
+    pthread_mutex_unlock(&part->mu);
+    if (rc == 0)
+        kb_log_info("api", "%s-%" PRId32 ": truncated %sto offset %" PRId64, part->topic,
+                    part->index, fully ? "fully " : "", offset);
+    if (part->pm->o.dq)
+        kb_dq_notify(part->pm->o.dq, &part->watch);
+    return rc;
+}
+
+int kb_part_truncate_to(kb_part_t *part, int64_t offset)
+{
+    return kb_part_follower_truncate(part, offset, false);
+}
+
+int kb_part_truncate_fully(kb_part_t *part, int64_t offset)
+{
+    return kb_part_follower_truncate(part, offset, true);
 }

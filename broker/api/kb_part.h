@@ -4,9 +4,17 @@
  * and the partition manager that owns the storage engine's log manager, its maintenance and
  * cleaner threads.
  *
- * Single broker: this broker leads every partition; the high watermark follows the log end
- * offset right after each append (acks=all is satisfied by the leader alone), so produce
- * requests never wait. The leader epoch is kept in the metadata (kb_meta) and copied here.
+ * Replication (docs/design.md C4, docs/broker.md "Replication"): each partition has a role
+ * (leader or follower), a leader epoch, a partition epoch, a replica list and an ISR, set by
+ * kb_part_become_leader() / kb_part_become_follower() (Kafka's makeLeader / makeFollower). The
+ * default after kb_part_open() is the single-broker state: leader, replicas = ISR = [this node],
+ * so the high watermark follows the log end offset right after each append and acks=all never
+ * waits. On a leader with followers the HW is the smallest LEO of the maximal ISR (followers'
+ * LEOs come from their fetches, kb_part_replica_fetched()), never moving backwards; ISR changes
+ * are proposed through the manager's kb_part_isr_fn and applied only when confirmed
+ * (kb_part_set_isr()). A follower appends the leader's batches as they are
+ * (kb_part_follower_append()) and truncates (kb_part_truncate_to()). The leader epoch is kept
+ * in the metadata (kb_meta) and copied here.
  *
  * Write modes (kbx.h KBX_WRITE_*; ARCHITECTURE §4 read-only row) apply to client writes
  * (Produce, DeleteRecords, and later AddPartitionsToTxn/WriteTxnMarkers):
@@ -54,6 +62,45 @@ typedef void(kb_part_watch_fn)(void *opaque, kb_part_t *part, int64_t leo, int64
 
 typedef struct kb_part_watcher_s kb_part_watcher_t;
 
+#define KB_PART_LEADER   0
+#define KB_PART_FOLLOWER 1
+
+/** One replica of a partition (under the partition's mu). On a leader, the followers' entries
+ *  carry their fetch state (Kafka's Replica); times are monotonic milliseconds. */
+typedef struct kb_replica_s {
+    int32_t id;
+    bool isr;                      /**< in the committed ISR */
+    bool proposed;                 /**< in the ISR of the pending proposal */
+    int64_t leo;                   /**< follower: offset of its last fetch, -1 unknown */
+    int64_t log_start;             /**< follower: its log start offset, -1 unknown */
+    int64_t last_fetch_ms;         /**< follower: time of its last fetch, 0 never */
+    int64_t last_fetch_leader_leo; /**< leader's LEO at that fetch, -1 none */
+    int64_t last_caught_up_ms;     /**< last time it had fetched up to the leader's LEO, 0 never */
+} kb_replica_t;
+
+/** Replication state of a partition (under its mu). */
+typedef struct kb_part_repl_s {
+    int32_t self;            /**< this node (node.id) */
+    int32_t leader;          /**< leader node id, -1 unknown */
+    int32_t partition_epoch; /**< the controller's partition epoch of replicas / ISR */
+    int64_t epoch_start;     /**< leader: the LEO when its leader epoch began */
+    bool pending;            /**< leader: an ISR proposal awaits kb_part_set_isr/_isr_abort */
+    kb_replica_t *r;         /**< the replica list, in assignment order (malloc'd) */
+    size_t n;
+} kb_part_repl_t;
+
+/**
+ * ISR proposal of a leader (Kafka's AlterPartition): @p isr (with the leader) at the current
+ * @p leader_epoch and @p partition_epoch. Called without locks, on the thread that noticed the
+ * change (a Fetch handler: expansion; the partition manager's thread: shrink after
+ * replica.lag.time.max.ms). @p isr is valid for the call only. The proposal stays pending (no
+ * other proposal, HW over the maximal ISR) until kb_part_set_isr() or kb_part_isr_abort().
+ * Must not block nor call kb_partmgr_set_isr_fn(); may call kb_part_set_isr() /
+ * kb_part_isr_abort() itself.
+ */
+typedef void(kb_part_isr_fn)(void *opaque, kb_part_t *part, int32_t leader_epoch,
+                             int32_t partition_epoch, const int32_t *isr, size_t n);
+
 struct kb_part_s {
     _Atomic int refcnt;
     kb_partmgr_t *pm;
@@ -70,6 +117,8 @@ struct kb_part_s {
     bool internal;               /**< __consumer_offsets, __transaction_state (immutable) */
     kb_dq_watch_t watch;         /**< delayed operations waiting on this partition (dq lock) */
     kb_part_watcher_t *watchers; /**< under mu */
+    _Atomic int role;            /**< KB_PART_LEADER / KB_PART_FOLLOWER (written under mu) */
+    kb_part_repl_t repl;         /**< under mu */
 };
 
 typedef struct kb_partmgr_opts_s {
@@ -153,24 +202,133 @@ static inline int kb_part_write_mode(const kb_part_t *part)
 void kb_part_set_write_mode(kb_part_t *part, int mode);
 
 /**
- * May a client write to @p part now? 0, or a Kafka error code (READ_ONLY_TOPIC,
- * NOT_ENOUGH_REPLICAS for pending) with a static message in @p msg.
+ * May a client write to @p part now? 0, or a Kafka error code (NOT_LEADER_OR_FOLLOWER on a
+ * follower, READ_ONLY_TOPIC, NOT_ENOUGH_REPLICAS for pending) with a static message in @p msg.
  */
 int16_t kb_part_write_check(kb_part_t *part, const char **msg);
 
-/** After a leader append: move the HW to the LEO (single broker). @locks part mu, log writer */
+/** After a leader append: move the HW up to the smallest LEO of the maximal ISR (the LEO with
+ *  the single-broker replica set); nothing on a follower. @locks part mu, log writer */
 void kb_part_advance_hw(kb_part_t *part);
 
 /**
  * The mirror append path (kbx log_append): batches stored byte for byte (kb_log_append_raw),
- * refused (KB_E_STATE) in KB_WRITE_WRITABLE; the HW follows. 0 or a negative kb_sto_err_t /
- * KB_E_STATE.
+ * refused (KB_E_STATE) in KB_WRITE_WRITABLE and on a follower; the HW follows. 0 or a
+ * negative kb_sto_err_t / KB_E_STATE.
  */
 int kb_part_append_raw(kb_part_t *part, const uint8_t *buf, size_t len, kb_append_info_t *info);
 
-/** Control batch at the log end (kbx log_append_control), any write mode; HW follows. */
+/** Control batch at the log end (kbx log_append_control), any write mode, leader only
+ *  (KB_E_STATE on a follower); HW follows. */
 int kb_part_append_control(kb_part_t *part, int16_t type, int64_t pid, int16_t pepoch,
                            int32_t coord_epoch, int32_t leader_epoch, kb_append_info_t *info);
+
+/* ---- replication (leader side) -------------------------------------------------------------- */
+
+/** Install (or with NULL remove) the ISR proposal callback of every partition of @p pm. On
+ *  return an earlier callback is not running. Without one no proposal is made (the ISR cannot
+ *  change, as when the controller is unreachable). */
+void kb_partmgr_set_isr_fn(kb_partmgr_t *pm, kb_part_isr_fn *fn, void *opaque);
+
+/** The ISR lag check of every leader (run by the maintenance thread every
+ *  replica.lag.time.max.ms / 2; tests may call it). */
+void kb_partmgr_isr_check(kb_partmgr_t *pm);
+
+static inline int kb_part_role(const kb_part_t *part)
+{
+    return atomic_load(&((kb_part_t *)part)->role);
+}
+
+/**
+ * Become (or stay) leader at @p leader_epoch with @p replicas (must contain this node) and
+ * @p isr (a subset containing this node), as Kafka's makeLeader: a newer leader epoch is entered
+ * in the epoch cache at the LEO (not for mirror topics, whose cache holds the source's epochs),
+ * starts the epoch at the LEO and resets the followers' fetch state; the same epoch only takes
+ * the new replica set / ISR. A pending ISR proposal is dropped. Wakes the delayed operations.
+ * @return 0, KB_E_STATE (@p leader_epoch older than the current one, or the same with an older
+ * @p partition_epoch), KB_E_INVALID (bad sets), KB_E_NOMEM. @locks part mu, log writer
+ */
+int kb_part_become_leader(kb_part_t *part, int32_t leader_epoch, int32_t partition_epoch,
+                          const int32_t *replicas, size_t nreplicas, const int32_t *isr,
+                          size_t nisr);
+
+/**
+ * Become a follower of @p leader (-1: none known) at @p leader_epoch, as Kafka's makeFollower:
+ * client writes are refused with NOT_LEADER_OR_FOLLOWER, delayed produce requests waiting on
+ * the partition answer NOT_LEADER_OR_FOLLOWER, replica fetches are refused; the log is left as
+ * it is (the fetcher truncates). Same epoch rules and results as kb_part_become_leader();
+ * @p replicas must contain this node, @p isr (may be NULL/0) is recorded as given.
+ */
+int kb_part_become_follower(kb_part_t *part, int32_t leader, int32_t leader_epoch,
+                            int32_t partition_epoch, const int32_t *replicas, size_t nreplicas,
+                            const int32_t *isr, size_t nisr);
+
+/**
+ * Confirm an ISR change (the AlterPartition answer): @p isr at @p partition_epoch (newer than
+ * the current one) becomes the ISR, the pending proposal is cleared, the HW moves if it can and
+ * waiting produce requests are re-checked. 0, KB_E_STATE (not leader, or @p partition_epoch not
+ * newer), KB_E_INVALID (@p isr not a subset of the replicas containing this node), KB_E_NOMEM.
+ */
+int kb_part_set_isr(kb_part_t *part, int32_t partition_epoch, const int32_t *isr, size_t n);
+
+/** Drop the pending ISR proposal (AlterPartition failed); a later check may propose again. */
+void kb_part_isr_abort(kb_part_t *part);
+
+/** The committed ISR: up to @p cap ids into @p out (may be NULL); returns the ISR size. */
+size_t kb_part_isr(kb_part_t *part, int32_t *out, size_t cap);
+
+/** Partition epoch, leader id and whether an ISR proposal is pending. */
+void kb_part_repl_info(kb_part_t *part, int32_t *partition_epoch, int32_t *leader, bool *pending);
+
+/** Fetch state of replica @p id as the leader sees it. 0 or KB_E_NOT_FOUND. */
+int kb_part_replica_get(kb_part_t *part, int32_t id, kb_replica_t *out);
+
+/**
+ * May replica @p replica_id fetch from this partition? 0, or NOT_LEADER_OR_FOLLOWER (this node
+ * is not the leader, or @p replica_id is not a follower in the replica list). Leader epochs are
+ * checked by the caller (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) first.
+ */
+int16_t kb_part_replica_check(kb_part_t *part, int32_t replica_id);
+
+/**
+ * Record a follower's fetch at @p fetch_offset (its LEO; the read succeeded) when the leader's
+ * LEO was @p leader_leo, at @p now_ms (monotonic): Kafka's rule for the last caught-up time
+ * (caught up if it fetched up to the leader's LEO at that fetch, or up to the LEO of its
+ * previous fetch: then as of that fetch), an expansion proposal if it is out of the ISR and has
+ * reached the HW and the start of the leader epoch, then the HW = the smallest LEO of the
+ * maximal ISR if that is higher (waking delayed operations). @p log_start: the follower's log
+ * start offset or -1. @locks part mu, log writer; calls the ISR callback without locks
+ */
+void kb_part_replica_fetched(kb_part_t *part, int32_t replica_id, int64_t fetch_offset,
+                             int64_t log_start, int64_t leader_leo, int64_t now_ms);
+
+/** The lag check of one leader at @p now_ms (monotonic) with @p max_lag_ms: ISR followers not
+ *  at the LEO whose last caught-up time is older than @p max_lag_ms are proposed for removal. */
+void kb_part_isr_check(kb_part_t *part, int64_t now_ms, int64_t max_lag_ms);
+
+/* ---- replication (follower side) --------------------------------------------------------------
+ */
+
+/**
+ * Follower append of batches fetched from the leader (@p len may be 0): stored byte for byte
+ * (offsets, leader epochs, CRCs; the epoch cache and producer state follow the batches), then
+ * HW = min(@p leader_hw, LEO) and the log start offset raised to @p leader_log_start (at most
+ * to the HW; -1: unchanged). Only in the follower role (KB_E_STATE otherwise); write modes do
+ * not apply. 0, KB_E_STATE or a negative kb_sto_err_t. @p info may be NULL.
+ */
+int kb_part_follower_append(kb_part_t *part, const uint8_t *buf, size_t len, int64_t leader_hw,
+                            int64_t leader_log_start, kb_append_info_t *info);
+
+/**
+ * Follower truncation (DivergingEpoch / OffsetsForLeaderEpoch): remove everything at or above
+ * @p offset (an offset inside a batch: from that batch's base offset, so that the LEO stays at a
+ * batch boundary); the epoch cache, producer state, HW follow and delayed operations are woken.
+ * Follower role only (KB_E_STATE). 0 or a negative kb_sto_err_t.
+ */
+int kb_part_truncate_to(kb_part_t *part, int64_t offset);
+
+/** Follower whose LEO is below the leader's log start: restart the log empty at @p offset. */
+int kb_part_truncate_fully(kb_part_t *part, int64_t offset);
 
 /** Add a watcher of appends (the plugin host's append notifications). NULL on no memory. */
 kb_part_watcher_t *kb_part_watch_add(kb_part_t *part, kb_part_watch_fn *fn, void *opaque);
