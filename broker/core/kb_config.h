@@ -139,6 +139,10 @@ typedef struct kb_config_s {
     int32_t transactional_id_expiration_ms;
     int32_t share_coordinator_state_topic_replication_factor;
     int32_t share_coordinator_state_topic_min_isr;
+    /* authorization (broker/acl) */
+    char *authorizer_class_name;
+    char *super_users;
+    bool allow_everyone_if_no_acl_found;
     /* plugins, metrics, logging */
     char *plugin_paths;
     bool mirror_enable;

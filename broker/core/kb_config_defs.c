@@ -55,6 +55,9 @@ static const char *const kb_conf_cleanup[] = {"delete", "compact", NULL};
 static const char *const kb_conf_ts_type[] = {"CreateTime", "LogAppendTime", NULL};
 static const char *const kb_conf_compression[] = {"uncompressed", "zstd",     "lz4", "snappy",
                                                   "gzip",         "producer", NULL};
+static const char *const kb_conf_authorizers[] = {
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer", NULL};
 static const char *const kb_conf_log_levels[] = {"error", "warn", "info", "debug", "trace", NULL};
 
 const kb_conf_def_t kb_config_defs[] = {
@@ -217,6 +220,15 @@ const kb_conf_def_t kb_config_defs[] = {
             "Replication factor of __share_group_state (share groups: not implemented)."),
     KEY_INT("share.coordinator.state.topic.min.isr", share_coordinator_state_topic_min_isr, "2", 1,
             IMAX, NOFX, "min.insync.replicas of __share_group_state."),
+    /* authorization (broker/acl; docs/broker.md "ACLs") */
+    KEY_STR("authorizer.class.name", authorizer_class_name, "", kb_conf_authorizers, 0,
+            "Authorizer: empty (none; the ACL APIs answer SECURITY_DISABLED) or one of Kafka's "
+            "ACL authorizers, served by kbroker's own with Kafka's rules. The ACL APIs and "
+            "kbx authorize() use it; request handlers do not enforce it yet."),
+    KEY_STR("super.users", super_users, "", NULL, 0,
+            "Principals allowed everything, separated by ';' (User:admin;User:ops)."),
+    KEY_BOOL("allow.everyone.if.no.acl.found", allow_everyone_if_no_acl_found, "false", 0,
+             "Allow an operation on a resource that has no ACL at all."),
     /* plugins, metrics, logging */
     KEY_LIST("plugin.paths", plugin_paths, "", NULL, KBR,
              "Plugin shared objects to load (mirroring: the path of kmirror.so)."),

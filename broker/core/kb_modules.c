@@ -24,6 +24,12 @@
 #include "kb_grpmod.h"
 #endif
 
+/* broker/acl: ACL bindings, their store, the authorizer and the ACL APIs; after "api" (its log
+ * directories hold the store), before "host" (which installs the authorizer behind kbx). */
+#ifdef KB_HAVE_ACL
+#include "kb_aclmod.h"
+#endif
+
 /* broker/host: the kbx plugin host (plugin.paths); after the api module, whose metadata and
  * partitions it serves to plugins. */
 #ifdef KB_HAVE_HOST
@@ -53,6 +59,9 @@ const kb_module_t *const kb_modules[] = {
 #endif
 #ifdef KB_HAVE_GROUP
     &kb_module_group,
+#endif
+#ifdef KB_HAVE_ACL
+    &kb_module_acl,
 #endif
 #ifdef KB_HAVE_HOST
     &kb_module_host,

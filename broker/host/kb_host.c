@@ -18,6 +18,9 @@
 
 #include "kb_host_int.h"
 #include "kb_hostmod.h"
+#ifdef KB_HAVE_ACL
+#include "kb_aclmod.h"
+#endif
 
 /* ---- plugin.paths entries -------------------------------------------------------------------- */
 
@@ -300,6 +303,22 @@ static void kb_host_free(kb_host_t *h)
     free(h);
 }
 
+#ifdef KB_HAVE_ACL
+/* kbx authorize() through broker/acl. Codes outside int8 name no resource type / operation. */
+static int32_t kb_host_acl_authz(void *opaque, const char *principal, const char *client_host,
+                                 int32_t resource_type, const char *resource_name,
+                                 int32_t operation)
+{
+    if (resource_type < INT8_MIN || resource_type > INT8_MAX || operation < INT8_MIN ||
+        operation > INT8_MAX)
+        return KBX_AUTHZ_DENIED;
+    return kb_acl_authorize(opaque, principal, client_host, (int8_t)operation,
+                            (int8_t)resource_type, resource_name)
+               ? KBX_AUTHZ_ALLOWED
+               : KBX_AUTHZ_DENIED;
+}
+#endif
+
 static int kb_module_host_init(kb_broker_t *kb, void **statep, char *errstr, size_t errstr_size)
 {
     const kb_config_t *cfg = kb->cfg;
@@ -364,6 +383,12 @@ static int kb_module_host_init(kb_broker_t *kb, void **statep, char *errstr, siz
     }
     h->collector = kb_metrics_collector_add(kb->metrics, kb_host_collect, h);
     kb_host_reg_set(kb, h);
+#ifdef KB_HAVE_ACL
+    /* Before any plugin runs: its authorize() calls get the ACL component's answers. The acl
+     * module is initialised before this one and finalised after it. */
+    if (kb_acl_of(kb) && kb_acl_enabled(kb_acl_of(kb)))
+        kb_host_set_authorizer(h, kb_host_acl_authz, kb_acl_of(kb));
+#endif
     kb_host_load_all(h);
     *statep = h;
     return 0;

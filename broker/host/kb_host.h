@@ -38,8 +38,8 @@ typedef int32_t(kb_host_authz_fn)(void *opaque, const char *principal, const cha
                                   int32_t resource_type, const char *resource_name,
                                   int32_t operation);
 
-/** Install (NULL: remove) the authorizer. Without one every request is allowed: kbroker has no
- *  ACL store yet; the ACL component installs its authorizer here. @thread any */
+/** Install (NULL: remove) the authorizer. Without one every request is allowed. The host module
+ *  installs broker/acl's authorizer here when authorizer.class.name is set. @thread any */
 void kb_host_set_authorizer(kb_host_t *h, kb_host_authz_fn *fn, void *opaque);
 
 /**
