@@ -590,8 +590,11 @@ class Gen:
         o("extern const size_t kp_records_cnt;")
         o("/** The metadata record type @p type, or NULL. */")
         o("const kp_record_info_t *kp_record_lookup(int16_t type);")
-        o("/** Every generated message (requests, responses, headers, metadata records), indexed by")
-        o(" *  desc->id. */")
+        o("/** The standalone versioned messages (`data` schema files), sorted by name. */")
+        o("extern const kp_msg_desc_t *const kp_datas[];")
+        o("extern const size_t kp_datas_cnt;")
+        o("/** Every generated message (requests, responses, headers, metadata records, data),")
+        o(" *  indexed by desc->id. */")
         o("extern const kp_msg_desc_t *const kp_msgs_all[];")
         o("extern const size_t kp_msgs_all_cnt;")
         o('/** The message called @p name ("FetchRequest", "RequestHeader"), or NULL. */')
@@ -1084,6 +1087,14 @@ class Gen:
             o("    (void)type;")
             o("    return NULL;")
         o("}")
+        o()
+        o("const kp_msg_desc_t *const kp_datas[] = {")
+        for m in self.s.datas:
+            o("    &%s_desc," % m.root.cname)
+        if not self.s.datas:
+            o("    NULL,")
+        o("};")
+        o("const size_t kp_datas_cnt = %d;" % len(self.s.datas))
         o()
         o("const kp_msg_desc_t *const kp_msgs_all[] = {")
         for m in self.msgs:

@@ -190,7 +190,7 @@ class Message:
     def __init__(self, loc, name, kind, api, versions, flex):
         self.loc = loc
         self.name = name
-        self.kind = kind  # 'request', 'response', 'header', 'record'
+        self.kind = kind  # 'request', 'response', 'header', 'record', 'data'
         self.api = api
         self.rtype = None  # record type id (kind 'record')
         self.versions = versions
@@ -239,6 +239,7 @@ class Schema:
         self.apis = []
         self.headers = []  # Messages
         self.records = []  # Messages of kind 'record' (KRaft metadata records)
+        self.datas = []  # Messages of kind 'data' (standalone versioned messages)
         self.shared = {}  # name -> StructDef
         self.errors = []
         self.constants = []
@@ -250,6 +251,7 @@ class Schema:
             out.append(a.request)
             out.append(a.response)
         out.extend(self.records)
+        out.extend(self.datas)
         return out
 
 
@@ -627,21 +629,21 @@ def parse_file(path, schema):
             m.root.message = m
             setattr(api, kind, m)
         schema.apis.append(api)
-    elif kw == "header":
+    elif kw in ("header", "data"):
         if len(toks) < 2 or not NAME_RE.match(toks[1].text):
-            raise SchemaError(loc, "header needs a CamelCase name: header NAME versions=...")
+            raise SchemaError(loc, "%s needs a CamelCase name: %s NAME versions=..." % (kw, kw))
         attrs, doc = parse_header_attrs(toks[2:], loc, ("versions", "flexible"))
         vs, flex = parse_msg_versions(attrs, loc)
         d2, idx = parse_doc_line(lines, 1)
         secs = parse_sections(lines, idx, ("message",), path)
         sloc, fields, sdoc = secs["message"]
-        m = Message(loc, toks[1].text, "header", None, vs, flex)
+        m = Message(loc, toks[1].text, kw, None, vs, flex)
         m.doc = doc or d2 or sdoc
         m.file = path
         m.root = StructDef(sloc, m.name, m, fields, False)
         m.root.is_root = True
         m.root.message = m
-        schema.headers.append(m)
+        (schema.headers if kw == "header" else schema.datas).append(m)
     elif kw == "record":
         if len(toks) < 2 or not NAME_RE.match(toks[1].text):
             raise SchemaError(loc, "record needs a CamelCase name: record NAME type=N ...")
@@ -694,7 +696,8 @@ def parse_file(path, schema):
     else:
         raise SchemaError(
             loc,
-            "unknown file kind '%s' (expected api, header, record, structs, errors or constants)"
+            "unknown file kind '%s' (expected api, header, record, data, structs, errors or "
+            "constants)"
             % kw,
         )
 
@@ -1095,5 +1098,6 @@ def load(schema_dirs):
     schema.apis.sort(key=lambda a: a.key)
     schema.headers.sort(key=lambda h: h.name)
     schema.records.sort(key=lambda r: r.rtype)
+    schema.datas.sort(key=lambda d: d.name)
     schema.errors.sort(key=lambda e: e.code)
     return schema

@@ -7,9 +7,10 @@
  *                                               claim, with the JSON column ("-" = stdout)
  *
  * Line format: <api_key> <kind> <version> <hex-bytes> [<json>], kind one of request, response,
- * reqheader, respheader (api_key -1 for headers), or record: a KRaft metadata record value
+ * reqheader, respheader (api_key -1 for headers), record: a KRaft metadata record value
  * (api_key = the record type; the hex is the whole framed value, kp_mrec.h; the JSON is the
- * record's). An empty body is written "-" (an empty
+ * record's), or the name of a standalone message (`data` schema file, api_key -1), e.g.
+ * DefaultPrincipalData. An empty body is written "-" (an empty
  * column, or the JSON directly in column 4, is accepted too). Blank lines and lines starting
  * with '#' are ignored. check prints one line per failure and "N passed, N failed"; it exits 1
  * on any failure.
@@ -36,6 +37,14 @@ static const kp_msg_desc_t *find_desc(int key, const char *kind)
         return key == -1 ? kp_msg_lookup("RequestHeader") : NULL;
     if (strcmp(kind, "respheader") == 0)
         return key == -1 ? kp_msg_lookup("ResponseHeader") : NULL;
+    if (key == -1) {
+        /* a standalone message (`data` schema file): the kind is its name */
+        size_t i;
+        for (i = 0; i < kp_datas_cnt; i++)
+            if (strcmp(kp_datas[i]->name, kind) == 0)
+                return kp_datas[i];
+        return NULL;
+    }
     if (key < 0 || key > 32767)
         return NULL;
     if (strcmp(kind, "record") == 0) {
@@ -331,6 +340,12 @@ static int cmd_dump(const char *path, uint64_t seed, int count)
             rc |= dump_one(out, a->key, "request", a->req, v, seed, count);
             rc |= dump_one(out, a->key, "response", a->resp, v, seed, count);
         }
+    }
+    for (i = 0; i < kp_datas_cnt; i++) {
+        const kp_msg_desc_t *d = kp_datas[i];
+        int16_t v;
+        for (v = d->min_ver; v <= d->max_ver; v++, n += count)
+            rc |= dump_one(out, -1, d->name, d, v, seed, count);
     }
     for (i = 0; i < kp_records_cnt; i++) {
         const kp_record_info_t *ri = &kp_records[i];

@@ -149,6 +149,16 @@ class Errors(unittest.TestCase):
         c = "record A type=4 versions=0 flexible=0+\nmessage\n"
         self.bad({"a.kps": a, "c.kps": c}, "c.kps:1", "message A already defined")
 
+    def test_data_file_errors(self):
+        self.bad({"d.kps": "data D versions=0 flexible=0+ type=1\nmessage\n"}, "d.kps:1",
+                 "unknown attribute 'type'")
+        self.bad({"d.kps": "data d versions=0 flexible=0+\nmessage\n"}, "d.kps:1",
+                 "data needs a CamelCase name")
+        self.bad({"d.kps": "data D versions=0 flexible=0+\n", "e.kps":
+                  "data D versions=0 flexible=0+\nmessage\n"}, "d.kps:1", "missing 'message'")
+        a = "data D versions=0 flexible=0+\nmessage\n"
+        self.bad({"a.kps": a, "b.kps": a}, "b.kps:1", "message D already defined")
+
     def test_errors_file(self):
         self.bad({"errors.kps": 'errors\n  0 NONE none "ok"\n  0 OTHER none "x"\n'},
                  "errors.kps:3", "already defined")
@@ -206,6 +216,15 @@ class Good(unittest.TestCase):
         self.assertEqual(r.doc, "z")
         self.assertEqual(r.root.fields[0].tref.elem.sdef.cname, "kp_ZRecord_E")
         self.assertIs(s.messages()[-1], r)  # records come after every API message
+
+    def test_data_file(self):
+        s = load({"d.kps": "data PrincipalThing versions=0-1 flexible=1+\nmessage\n"
+                           "  Name string\n  Token bool 1+ tag=0\n",
+                  "a.kps": API % "  A int32"})
+        self.assertEqual([d.name for d in s.datas], ["PrincipalThing"])
+        d = s.datas[0]
+        self.assertEqual((d.kind, d.api, d.flex), ("data", None, 1))
+        self.assertIs(s.messages()[-1], d)
 
     def test_response_reuses_request_struct(self):
         s = load({"a.kps": "api A key=1 versions=0-0 flexible=0+\nrequest\n  T []Topic\n"

@@ -54,7 +54,9 @@ import kmirror.oracle.Specs.Spec;
  * the library plus the KIP-1279 additions, and every KRaft metadata record type and version.
  * Vector lines: {@code <api_key> <kind> <version> <hex> [<json>]} (docs/codec.md); for kind
  * {@code record} the key is the record type and the hex is the whole framed record value (frame
- * version, type, version, record), written and read by Kafka's MetadataRecordSerde.
+ * version, type, version, record), written and read by Kafka's MetadataRecordSerde. A
+ * standalone message ("data NAME versions=A-B", e.g. DefaultPrincipalData) has key -1 and its
+ * name as the kind.
  */
 public final class Main {
   private Main() {}
@@ -117,16 +119,20 @@ public final class Main {
 
     @Override public int compareTo(Claim o) {
       if (key != o.key) return Short.compare(key, o.key);
-      return Integer.compare(kindOrder(kind), kindOrder(o.kind));
+      int c = Integer.compare(kindOrder(kind), kindOrder(o.kind));
+      return c != 0 ? c : kind.compareTo(o.kind);
     }
   }
 
+  /** Fixed kinds first; a standalone message's kind is its name and sorts after them. */
   static int kindOrder(String k) {
-    return List.of("reqheader", "respheader", "request", "response", "record").indexOf(k);
+    int i = List.of("reqheader", "respheader", "request", "response", "record").indexOf(k);
+    return i >= 0 ? i : 5;
   }
 
   private static final Pattern API = Pattern.compile("^api\\s+(\\S+)\\s+.*?\\bkey=(-?\\d+)\\s+.*?\\bversions=(\\d+)(?:-(\\d+))?");
   private static final Pattern HDR = Pattern.compile("^header\\s+(RequestHeader|ResponseHeader)\\s+.*?\\bversions=(\\d+)(?:-(\\d+))?");
+  private static final Pattern DATA = Pattern.compile("^data\\s+(\\S+)\\s+.*?\\bversions=(\\d+)(?:-(\\d+))?");
   private static final Pattern REC = Pattern.compile("^record\\s+(\\S+)\\s+.*?\\btype=(\\d+)\\s+.*?\\bversions=(\\d+)(?:-(\\d+))?");
 
   /** Claims from the .kps header lines, or null when there is no usable schema dir. */
@@ -145,6 +151,13 @@ public final class Main {
           short lo = Short.parseShort(m.group(3));
           short hi = m.group(4) == null ? lo : Short.parseShort(m.group(4));
           out.add(new Claim(type, "record", lo, hi, m.group(1)));
+          continue;
+        }
+        m = DATA.matcher(line);
+        if (m.find()) {
+          short lo = Short.parseShort(m.group(2));
+          short hi = m.group(3) == null ? lo : Short.parseShort(m.group(3));
+          out.add(new Claim((short) -1, m.group(1), lo, hi, m.group(1)));
           continue;
         }
         m = API.matcher(line);
@@ -187,6 +200,10 @@ public final class Main {
     for (MetadataRecordType t : MetadataRecordType.values()) {
       out.add(new Claim(t.id(), "record", t.lowestSupportedVersion(), t.highestSupportedVersion(),
           t.newMetadataRecord().getClass().getSimpleName()));
+    }
+    for (String n : Specs.DATA) {
+      Schema[] sc = Specs.dataSchemas(n);
+      out.add(new Claim((short) -1, n, firstNonNull(sc), (short) (sc.length - 1), n));
     }
     for (int k : Specs.Mirror.KEYS) {
       String n = Specs.Mirror.spec((short) k, true).name.replace("Request", "");
@@ -357,7 +374,7 @@ public final class Main {
   static long mix(long seed, Spec s, int i) {
     long h = seed * 0x9E3779B97F4A7C15L;
     h ^= (s.apiKey + 7L) * 0xBF58476D1CE4E5B9L;
-    h ^= (kindOrder(s.kind) + 1L) * 0x94D049BB133111EBL;
+    h ^= (kindOrder(s.kind) + 1L + (kindOrder(s.kind) == 5 ? s.kind.hashCode() : 0)) * 0x94D049BB133111EBL;
     h ^= (s.version + 1L) * 0xD6E8FEB86659FD93L;
     return h + i;
   }

@@ -41,7 +41,7 @@ final class Specs {
 
   static final class Spec {
     final short apiKey;
-    final String kind;       // request, response, reqheader, respheader, record
+    final String kind;       // request, response, reqheader, respheader, record, or a data message's name
     final short version;
     final String name;
     final String source;
@@ -104,7 +104,7 @@ final class Specs {
       case "response":
         break;
       default:
-        return null;
+        return DATA.contains(kind) ? data(key, kind, v) : null;
     }
     boolean req = kind.equals("request");
     if (Mirror.KEYS.contains((int) key) && libraryName(key) == null) return v == 0 ? Mirror.spec(key, req) : null;
@@ -144,6 +144,40 @@ final class Specs {
       return new Spec(key, kind, v, name, "overlay", m, Model.toSchema(m), null, v);
     }
     return null;
+  }
+
+  /** The standalone messages ("data" in Kafka's schemas) the oracle knows, by class name. */
+  static final List<String> DATA = List.of("DefaultPrincipalData");
+
+  static Class<?> dataClass(String name) {
+    try {
+      return Class.forName("org.apache.kafka.common.message." + name);
+    } catch (ClassNotFoundException e) {
+      throw new IllegalStateException("no Kafka class for " + name, e);
+    }
+  }
+
+  static Schema[] dataSchemas(String name) {
+    try {
+      return (Schema[]) dataClass(name).getField("SCHEMAS").get(null);
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException(name + " has no SCHEMAS", e);
+    }
+  }
+
+  /** A standalone message of kafka-clients (key -1, the kind is its name), or null. */
+  static Spec data(short key, String name, short v) {
+    Schema[] schemas = dataSchemas(name);
+    if (key != -1 || v < 0 || v >= schemas.length || schemas[v] == null) return null;
+    Class<?> cls = dataClass(name);
+    Supplier<Message> ctor = () -> {
+      try {
+        return (Message) cls.getDeclaredConstructor().newInstance();
+      } catch (ReflectiveOperationException e) {
+        throw new IllegalStateException(e);
+      }
+    };
+    return new Spec(key, name, v, name, "kafka-data", Model.fromLibrary(schemas[v], cls), schemas[v], ctor, v);
   }
 
   /** A KRaft metadata record type (kafka-metadata's generated classes), or null. */
