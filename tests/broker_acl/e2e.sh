@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# e2e.sh KBROKER BUILD_DIR -- ACLs through real clients against the real kbroker:
+# e2e.sh KBROKER BUILD_DIR [TEST_PLUGIN] -- ACLs through real clients against the real kbroker:
 #   1. kbroker with authorizer.class.name=...StandardAuthorizer; kafka-python (acl_python.py
 #      create) then the Java 4.4 AdminClient (kmirror.brokertests.Acls create) create, describe
 #      and delete ACLs; each leaves a binding behind;
 #   2. SIGTERM (exit 0), restart on the same data: both bindings are there (python restart, then
 #      java restart, which also checks the Python deletion and empties the store);
 #   3. a kbroker without an authorizer answers SECURITY_DISABLED (python disabled);
-#   4. a corrupt kbroker-acls stops the start with a message naming the file.
+#   4. a corrupt kbroker-acls stops the start with a message naming the file;
+#   5. with TEST_PLUGIN (tests/broker_host's kbh_test_plugin.so) loaded: the plugin's kbx
+#      authorize() answers follow the ACLs kafka-python creates, also after a restart
+#      (acl_kbx.py).
 # kafka-python is pip-installed (pinned) into BUILD_DIR/py-venv on first use; the Java program
 # is built by tests/peers/mvn-build.sh. Both fail loudly when they cannot be set up.
 set -euo pipefail
 KB=${1:?kbroker path}
 BUILD=${2:?build dir}
+PLUGIN=${3:-}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 PIN="kafka-python==3.0.12"
@@ -92,4 +96,23 @@ timeout 30 "$KB" --config "$W/acl.properties" >/dev/null 2>"$W/corrupt.log" || r
 grep -q "$W/data/kbroker-acls.*corrupt" "$W/corrupt.log" ||
   { cat "$W/corrupt.log"; fail "no message naming the corrupt file"; }
 echo "ok: a corrupt kbroker-acls stops the start (exit $rc), naming the file"
+
+if [ -n "$PLUGIN" ]; then
+  cat >"$W/kbx.properties" <<EOF
+node.id=1
+listeners=PLAINTEXT://127.0.0.1:0
+log.dirs=$W/kbx-data
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:admin
+plugin.paths=mirror.enable=$PLUGIN
+mirror.enable=true
+EOF
+  kbx() { timeout 120 "$VENV/bin/python" "$HERE/acl_kbx.py" "$BOOT" "$1" || fail "kbx $1"; }
+  start "$W/kbx.properties"
+  kbx before
+  stop
+  start "$W/kbx.properties"
+  kbx after
+  stop
+fi
 echo PASS

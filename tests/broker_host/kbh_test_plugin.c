@@ -8,6 +8,7 @@
  * whose Mirrors are the checks made: MirrorName = check, SourceBootstrap = "ok" or "FAIL: why",
  * SourceClusterId = detail (hex bytes, ids), TopicCount = a number. "hold" is never completed:
  * the client disconnects and the plugin's cancel op counts it ("status" reports the count).
+ * "authz:RT,OP,HOST,NAME:PRINCIPAL" makes one authorize() call (tests/broker_acl).
  *
  * Links the protocol runtime (kp) statically for the codecs and the batch builder; exports only
  * kbx_plugin_entry (kbh_test_plugin.map). All state hangs off one kbh_t.
@@ -870,6 +871,21 @@ static void kbh_cmd_status(kbh_t *p, kbh_results_t *R)
     pthread_mutex_unlock(&p->mu);
 }
 
+/* authz:RT,OP,HOST,NAME:PRINCIPAL -- one kbx authorize() call (HOST "-" for none); the result's
+ * value is its answer. Used by tests/broker_acl to check the ACL authorizer behind kbx. */
+static void kbh_cmd_authz(kbh_t *p, kbh_results_t *R, const char *args, const char *principal)
+{
+    int rt = 0, op = 0;
+    char host[64] = "", name[128] = "";
+    int32_t rc;
+    if (sscanf(args, "%d,%d,%63[^,],%127s", &rt, &op, host, name) != 4) {
+        CHECK(R, "authz", false, "bad arguments '%s'", args);
+        return;
+    }
+    rc = p->api->authorize(p->host, principal, strcmp(host, "-") ? host : NULL, rt, name, op);
+    kbh_check(R, "authz", rc >= 0, rc, NULL, "-> %d", (int)rc);
+}
+
 static void kbh_run(kbh_t *p, const char *cmd, kbh_results_t *R)
 {
     char a[256] = "", b[64] = "";
@@ -904,6 +920,8 @@ static void kbh_run(kbh_t *p, const char *cmd, kbh_results_t *R)
         kbh_cmd_records(p, R);
     else if (!strcmp(cmd, "status"))
         kbh_cmd_status(p, R);
+    else if (!strncmp(cmd, "authz:", 6))
+        kbh_cmd_authz(p, R, a, b);
     else
         CHECK(R, "command", false, "unknown command '%s'", cmd);
 }
