@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# e2e.sh KBROKER BUILD_DIR [TEST_PLUGIN] -- ACLs through real clients against the real kbroker:
+# e2e.sh KBROKER BUILD_DIR REPLAY_CHECK [TEST_PLUGIN] -- ACLs through real clients against the real
+# kbroker:
 #   1. kbroker with authorizer.class.name=...StandardAuthorizer; kafka-python (acl_python.py
 #      create) then the Java 4.4 AdminClient (kmirror.brokertests.Acls create) create, describe
 #      and delete ACLs; each leaves a binding behind;
@@ -9,13 +10,16 @@
 #   4. a corrupt kbroker-acls stops the start with a message naming the file;
 #   5. with TEST_PLUGIN (tests/broker_host's kbh_test_plugin.so) loaded: the plugin's kbx
 #      authorize() answers follow the ACLs kafka-python creates, also after a restart
-#      (acl_kbx.py).
+#      (acl_kbx.py);
+#   6. every request frame the clients sent (recorded with KM_RECORD_DIR) decodes with our codec
+#      (REPLAY_CHECK = tests/robust's kb_replay_check).
 # kafka-python is pip-installed (pinned) into BUILD_DIR/py-venv on first use; the Java program
 # is built by tests/peers/mvn-build.sh. Both fail loudly when they cannot be set up.
 set -euo pipefail
 KB=${1:?kbroker path}
 BUILD=${2:?build dir}
-PLUGIN=${3:-}
+REPLAY=${3:?kb_replay_check path}
+PLUGIN=${4:-}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 PIN="kafka-python==3.0.12"
@@ -44,7 +48,8 @@ fail() { echo "FAIL: $*"; [ -f "$W/broker.log" ] && tail -n 40 "$W/broker.log"; 
 start() {
   rm -f "$W/ready"
   mkfifo "$W/ready"
-  "$KB" --config "$1" >"$W/ready" 2>>"$W/broker.log" &
+  mkdir -p "$W/rec"
+  KM_RECORD_DIR="$W/rec" "$KB" --config "$1" >"$W/ready" 2>>"$W/broker.log" &
   PID=$!
   exec 9<"$W/ready"
   read -r -t 60 line <&9 || fail "kbroker did not start"
@@ -115,4 +120,13 @@ EOF
   kbx after
   stop
 fi
+
+"$REPLAY" -v "$W/rec" >"$W/replay.log" 2>&1 || { grep -v '^ok ' "$W/replay.log" | tail -n 20; fail "kb_replay_check"; }
+for api in DescribeAcls CreateAcls DeleteAcls; do
+  for v in 1 2 3; do
+    if grep -q "^ok   $api v$v " "$W/replay.log"; then seen="${seen:-} $api-v$v"; fi
+  done
+  grep -q "^ok   $api v" "$W/replay.log" || fail "no $api request recorded"
+done
+echo "ok: $(tail -n 1 "$W/replay.log"): every recorded request decodes (ACL requests:$seen)"
 echo PASS
