@@ -22,6 +22,12 @@
 
 #define KC_WAKE_KEY UINT64_MAX
 
+/* A stale or foreign pointer fails clearly instead of corrupting memory (STYLE.md point 16). */
+static bool kc_client_ok(const kc_client_t *c)
+{
+    return c && c->magic == KC_CLIENT_MAGIC;
+}
+
 /* ---- errors ------------------------------------------------------------------------------ */
 
 const char *kc_err_str(int err)
@@ -155,7 +161,8 @@ static void kc_client_wake(kc_client_t *c)
 
 void kc_client_wakeup(kc_client_t *client)
 {
-    kc_client_wake(client);
+    if (kc_client_ok(client))
+        kc_client_wake(client);
 }
 
 /* ---- options and lifecycle ---------------------------------------------------------------- */
@@ -334,7 +341,7 @@ void kc_client_destroy(kc_client_t *client)
 {
     kc_client_t *c = client;
     kc_req_t *list;
-    if (!c || c->magic != KC_CLIENT_MAGIC)
+    if (!kc_client_ok(c))
         return;
     pthread_mutex_lock(&c->lock);
     c->stopping = true;
@@ -541,7 +548,8 @@ static bool kc_port_ok(int port)
 int kc_client_node_set(kc_client_t *client, int32_t node_id, const char *host, int port)
 {
     int r;
-    if (!client || node_id < 0 || !host || !*host || strlen(host) > 255 || !kc_port_ok(port))
+    if (!kc_client_ok(client) || node_id < 0 || !host || !*host || strlen(host) > 255 ||
+        !kc_port_ok(port))
         return KC_E_INVALID;
     pthread_mutex_lock(&client->lock);
     r = kc_node_set_locked(client, node_id, host, port);
@@ -554,6 +562,8 @@ int kc_client_node_remove(kc_client_t *client, int32_t node_id)
 {
     kc_client_t *c = client;
     kc_node_t *node;
+    if (!kc_client_ok(c))
+        return KC_E_INVALID;
     pthread_mutex_lock(&c->lock);
     node = kc_node_find(c, node_id);
     if (!node) {
@@ -630,7 +640,7 @@ int kc_client_add_bootstrap(kc_client_t *client, const char *list)
     char host[256];
     int port, r = 0;
     int32_t cnt = 0;
-    if (!c || !list)
+    if (!kc_client_ok(c) || !list)
         return KC_E_INVALID;
     /* validate everything first so that a bad entry adds nothing */
     for (const char *s = list;;) {
@@ -665,6 +675,8 @@ int kc_client_api_range(kc_client_t *client, int32_t node_id, int16_t api_key, i
 {
     kc_node_t *node;
     int r = KC_E_NO_VERSION;
+    if (!kc_client_ok(client) || !min_ver || !max_ver)
+        return KC_E_INVALID;
     pthread_mutex_lock(&client->lock);
     node = kc_node_find(client, node_id);
     if (!node)
@@ -729,9 +741,8 @@ int64_t kc_request(kc_client_t *client, int32_t node_id, int16_t api_key, int16_
                    kc_resp_cb_t *cb, void *opaque)
 {
     kc_req_t *req;
-    if (!client || client->magic != KC_CLIENT_MAGIC || !encode || !cb || min_ver < 0 ||
-        max_ver < min_ver || kp_request_header_version(api_key, min_ver) < 0 ||
-        (flags & ~KC_REQ_NO_RESPONSE))
+    if (!kc_client_ok(client) || !encode || !cb || min_ver < 0 || max_ver < min_ver ||
+        kp_request_header_version(api_key, min_ver) < 0 || (flags & ~KC_REQ_NO_RESPONSE))
         return KC_E_INVALID;
     req = calloc(1, sizeof(*req));
     if (!req)
@@ -759,8 +770,8 @@ int64_t kc_request_msg(kc_client_t *client, int32_t node_id, const kp_msg_desc_t
 {
     kc_req_t *req;
     int16_t hi;
-    if (!client || client->magic != KC_CLIENT_MAGIC || !req_desc || req_desc->api_key < 0 || !msg ||
-        !cb || (flags & ~KC_REQ_NO_RESPONSE))
+    if (!kc_client_ok(client) || !req_desc || req_desc->api_key < 0 || !msg || !cb ||
+        (flags & ~KC_REQ_NO_RESPONSE))
         return KC_E_INVALID;
     hi = max_ver >= 0 && max_ver < req_desc->max_ver ? max_ver : req_desc->max_ver;
     if (hi < req_desc->min_ver)
@@ -794,8 +805,8 @@ int64_t kc_request_raw(kc_client_t *client, int32_t node_id, int16_t api_key, in
                        kc_resp_cb_t *cb, void *opaque)
 {
     kc_req_t *req;
-    if (!client || client->magic != KC_CLIENT_MAGIC || (!body && len) || len > INT32_MAX || !cb ||
-        ver < 0 || kp_request_header_version(api_key, ver) < 0 || (flags & ~KC_REQ_NO_RESPONSE))
+    if (!kc_client_ok(client) || (!body && len) || len > INT32_MAX || !cb || ver < 0 ||
+        kp_request_header_version(api_key, ver) < 0 || (flags & ~KC_REQ_NO_RESPONSE))
         return KC_E_INVALID;
     req = calloc(1, sizeof(*req));
     if (!req)
@@ -822,6 +833,8 @@ int kc_cancel(kc_client_t *client, int64_t id)
 {
     kc_client_t *c = client;
     int r = KC_E_INVALID;
+    if (!kc_client_ok(c) || id <= 0)
+        return KC_E_INVALID;
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < c->nnodes && r != 0; i++) {
         kc_node_t *node = c->nodes[i];
@@ -874,6 +887,8 @@ int kc_client_poll(kc_client_t *client, int timeout_ms)
     int n, wait;
     kc_req_t *list;
 
+    if (!kc_client_ok(c))
+        return KC_E_INVALID;
     pthread_mutex_lock(&c->lock);
     if (c->polling) {
         pthread_mutex_unlock(&c->lock);
@@ -935,6 +950,8 @@ void kc_client_metrics(kc_client_t *client, kc_metrics_t *out)
     kc_metrics_t m;
     size_t n = out->struct_size < sizeof(m) ? out->struct_size : sizeof(m);
     uint32_t size = out->struct_size;
+    if (!kc_client_ok(client))
+        return;
     pthread_mutex_lock(&client->lock);
     m = client->m;
     pthread_mutex_unlock(&client->lock);

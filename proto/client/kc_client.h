@@ -121,7 +121,7 @@ void kc_client_destroy(kc_client_t *client);
 /**
  * Run I/O, timers and callbacks for up to @p timeout_ms (0: do what is ready and return;
  * < 0: wait until something happens). Returns the number of callbacks run, or KC_E_BUSY if
- * another thread is polling or this is called from a callback.
+ * another thread is polling or this is called from a callback (KC_E_INVALID: not a client).
  * @thread the driving thread (one at a time)
  */
 int kc_client_poll(kc_client_t *client, int timeout_ms);

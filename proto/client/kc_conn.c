@@ -391,6 +391,52 @@ static int kc_conn_on_frame(kc_client_t *c, kc_node_t *node, uint8_t *buf, size_
     return 0;
 }
 
+/* The frame in node->rbuf is complete: hand it over. Returns 0, or the error that closed the
+ * connection. */
+static int kc_conn_frame_done(kc_client_t *c, kc_node_t *node)
+{
+    uint8_t *frame = node->rbuf;
+    size_t flen = node->rlen;
+    int r;
+    node->rbuf = NULL;
+    node->rlen = node->rgot = node->rcap = 0;
+    node->hdr_got = 0;
+    r = kc_conn_on_frame(c, node, frame, flen);
+    if (r != 0) {
+        if (node->state != KC_CS_DOWN) {
+            c->m.protocol_errors++;
+            kc_conn_close(c, node, r, KC_E_TRANSPORT, kc_err_str(r));
+        }
+        return r;
+    }
+    return node->state == KC_CS_DOWN ? KC_E_TRANSPORT : 0;
+}
+
+/* Room for at least @p need more bytes of the current frame. The buffer at most doubles per
+ * step and never exceeds the frame, so memory stays within twice what actually arrived.
+ * 0 or KC_E_NOMEM (connection closed). */
+static int kc_conn_rx_grow(kc_client_t *c, kc_node_t *node, size_t need)
+{
+    size_t cap = node->rcap;
+    uint8_t *nb;
+    if (node->rgot + need <= cap)
+        return 0;
+    while (cap < node->rgot + need)
+        cap *= 2;
+    if (cap > node->rlen)
+        cap = node->rlen;
+    nb = realloc(node->rbuf, cap);
+    if (!nb) {
+        kc_conn_close(c, node, KC_E_NOMEM, KC_E_TRANSPORT, "out of memory");
+        return KC_E_NOMEM;
+    }
+    node->rbuf = nb;
+    node->rcap = cap;
+    if (cap > c->m.rx_buffer_peak)
+        c->m.rx_buffer_peak = cap;
+    return 0;
+}
+
 int kc_conn_input(kc_client_t *c, kc_node_t *node, const uint8_t *data, size_t len, int64_t now)
 {
     (void)now;
@@ -435,56 +481,39 @@ int kc_conn_input(kc_client_t *c, kc_node_t *node, const uint8_t *data, size_t l
             continue;
         }
         n = node->rlen - node->rgot < len ? node->rlen - node->rgot : len;
-        if (node->rgot + n > node->rcap) {
-            size_t cap = node->rcap * 2;
-            uint8_t *nb;
-            while (cap < node->rgot + n)
-                cap *= 2;
-            if (cap > node->rlen)
-                cap = node->rlen;
-            nb = realloc(node->rbuf, cap);
-            if (!nb) {
-                kc_conn_close(c, node, KC_E_NOMEM, KC_E_TRANSPORT, "out of memory");
-                return KC_E_NOMEM;
-            }
-            node->rbuf = nb;
-            node->rcap = cap;
-            if (cap > c->m.rx_buffer_peak)
-                c->m.rx_buffer_peak = cap;
-        }
+        if (kc_conn_rx_grow(c, node, n) != 0)
+            return KC_E_NOMEM;
         memcpy(node->rbuf + node->rgot, data, n);
         node->rgot += n;
         data += n;
         len -= n;
         if (node->rgot == node->rlen) {
-            uint8_t *frame = node->rbuf;
-            size_t flen = node->rlen;
-            int r;
-            node->rbuf = NULL;
-            node->rlen = node->rgot = node->rcap = 0;
-            node->hdr_got = 0;
-            r = kc_conn_on_frame(c, node, frame, flen);
-            if (r != 0) {
-                if (node->state != KC_CS_DOWN) {
-                    c->m.protocol_errors++;
-                    kc_conn_close(c, node, r, KC_E_TRANSPORT, kc_err_str(r));
-                }
+            int r = kc_conn_frame_done(c, node);
+            if (r != 0)
                 return r;
-            }
-            if (node->state == KC_CS_DOWN)
-                return KC_E_TRANSPORT;
         }
     }
     return 0;
 }
 
-/* Read what the socket has (the seam a TLS layer replaces). */
+/* Read what the socket has (the seam a TLS layer replaces). Small frames and frame headers go
+ * through a stack buffer; the rest of a large frame is received straight into its buffer. */
 static void kc_conn_recv_bytes(kc_client_t *c, kc_node_t *node, int64_t now)
 {
-    uint8_t buf[65536];
+    uint8_t buf[16384];
     /* bounded, so one busy connection cannot starve the others in this poll round */
-    for (int rounds = 0; rounds < 16 && node->fd >= 0; rounds++) {
-        ssize_t n = recv(node->fd, buf, sizeof(buf), MSG_DONTWAIT);
+    for (int rounds = 0; rounds < 64 && node->fd >= 0; rounds++) {
+        bool direct = node->rbuf && node->rlen - node->rgot > sizeof(buf);
+        uint8_t *dst = buf;
+        size_t room = sizeof(buf);
+        ssize_t n;
+        if (direct) {
+            if (node->rgot == node->rcap && kc_conn_rx_grow(c, node, 1) != 0)
+                return;
+            dst = node->rbuf + node->rgot;
+            room = node->rcap - node->rgot;
+        }
+        n = recv(node->fd, dst, room, MSG_DONTWAIT);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -496,7 +525,14 @@ static void kc_conn_recv_bytes(kc_client_t *c, kc_node_t *node, int64_t now)
             kc_conn_close(c, node, KC_E_TRANSPORT, KC_E_TRANSPORT, "closed by the server");
             return;
         }
-        if (kc_conn_input(c, node, buf, (size_t)n, now) != 0)
+        if (!direct) {
+            if (kc_conn_input(c, node, buf, (size_t)n, now) != 0)
+                return;
+            continue;
+        }
+        c->m.bytes_received += (uint64_t)n;
+        node->rgot += (size_t)n;
+        if (node->rgot == node->rlen && kc_conn_frame_done(c, node) != 0)
             return;
     }
 }

@@ -40,7 +40,11 @@ enum {
     FS_GARBAGE,    /* answer with pseudo-random bytes */
     FS_GARBAGE_HS, /* answer ApiVersions with pseudo-random bytes */
     FS_BATCH2,     /* read two requests, then answer both */
+    FS_BIG,        /* answer with a 3 MiB body (byte i = i * 7) */
+    FS_HS_SILENT,  /* never answer ApiVersions */
 };
+
+#define BIG_LEN (3u << 20)
 
 typedef struct fs_s {
     int lfd, port, mode;
@@ -197,7 +201,9 @@ static void fs_serve(fs_t *fs, int fd)
         int32_t corr = rd32(f + 4);
         int flex = kp_response_header_version(key, ver) == 1;
         if (key == KP_APIKEY_ApiVersions) {
-            if (fs->mode == FS_GARBAGE_HS)
+            if (fs->mode == FS_HS_SILENT)
+                atomic_fetch_add(&fs->n_hs, 1);
+            else if (fs->mode == FS_GARBAGE_HS)
                 fs_garbage(fd, 7, 300);
             else
                 fs_apiversions(fs, fd, ver, corr);
@@ -218,6 +224,14 @@ static void fs_serve(fs_t *fs, int fd)
             break;
         case FS_SILENT:
             break;
+        case FS_BIG: {
+            uint8_t *big = malloc(BIG_LEN);
+            for (uint32_t i = 0; i < BIG_LEN; i++)
+                big[i] = (uint8_t)(i * 7);
+            fs_respond(fd, corr, flex, big, BIG_LEN);
+            free(big);
+            break;
+        }
         case FS_HALF:
             if (seen == 3) {
                 uint8_t h[9] = {0, 0, 0, 100}; /* 100 bytes announced, 5 sent */
@@ -340,7 +354,8 @@ typedef struct res_s {
     int16_t ver;
     size_t len;
     int32_t echo_corr;
-    int order; /* callback sequence number */
+    int order;       /* callback sequence number */
+    bool pattern_ok; /* FS_BIG body verified */
 } res_t;
 
 typedef struct tc_s {
@@ -362,6 +377,11 @@ static void on_resp(kc_client_t *c, int err, int16_t ver, const uint8_t *body, s
     r->order = T.ncalls++;
     if (err == KC_E_OK && len >= 4)
         r->echo_corr = rd32(body);
+    if (err == KC_E_OK && len == BIG_LEN) {
+        r->pattern_ok = true;
+        for (size_t i = 0; i < len && r->pattern_ok; i++)
+            r->pattern_ok = body[i] == (uint8_t)(i * 7);
+    }
 }
 
 static void log_cb(void *opaque, int level, const char *msg)
@@ -855,6 +875,73 @@ static void test_options_and_errors(void)
     CU_ASSERT_STRING_EQUAL(kc_err_str(12345), "unknown error");
 }
 
+static void test_big_responses(void)
+{
+    fs_t fs;
+    kc_client_t *c = mk_client(4 << 20, 0);
+    fs_start(&fs, FS_BIG, 0);
+    fs_run(&fs);
+    kc_client_node_set(c, 1, "127.0.0.1", fs.port);
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT(md_req(c, 1, i, WAIT_MS) > 0);
+    CU_ASSERT_FATAL(run_until(c, 4, WAIT_MS));
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL(T.r[i].err, KC_E_OK);
+        CU_ASSERT_EQUAL(T.r[i].len, BIG_LEN);
+        CU_ASSERT(T.r[i].pattern_ok);
+    }
+    /* the buffer never exceeds the frame (3 MiB + the correlation id) */
+    CU_ASSERT(metrics(c).rx_buffer_peak <= BIG_LEN + 4);
+    CU_ASSERT(metrics(c).bytes_received >= 4ull * BIG_LEN);
+    kc_client_destroy(c);
+    fs_stop(&fs);
+}
+
+static void test_handshake_timeout_and_address_change(void)
+{
+    fs_t quiet, good;
+    kc_opts_t o;
+    kc_client_t *c;
+    int64_t dl;
+    kc_opts_init(&o);
+    o.connect_timeout_ms = 200;
+    o.reconnect_backoff_ms = 20;
+    o.log_cb = log_cb;
+    o.log_level = KC_LOG_DEBUG;
+    c = kc_client_new(&o, NULL, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    memset(&T, 0, sizeof(T));
+    fs_start(&quiet, FS_HS_SILENT, 0);
+    fs_run(&quiet);
+    fs_start(&good, FS_ECHO, 0);
+    fs_run(&good);
+    kc_client_node_set(c, 1, "127.0.0.1", quiet.port);
+    CU_ASSERT(md_req(c, 1, 0, WAIT_MS) > 0);
+    /* ApiVersions never answered: each attempt fails after connect_timeout_ms and is retried */
+    dl = now_ms() + WAIT_MS;
+    while (metrics(c).connect_failures < 2 && now_ms() < dl)
+        kc_client_poll(c, 20);
+    CU_ASSERT_FATAL(metrics(c).connect_failures >= 2);
+    CU_ASSERT(atomic_load(&quiet.n_hs) >= 2);
+    CU_ASSERT_EQUAL(T.r[0].calls, 0);
+    /* the node moves: the queued request goes to the new address */
+    CU_ASSERT_EQUAL(kc_client_node_set(c, 1, "127.0.0.1", good.port), 0);
+    CU_ASSERT_FATAL(run_until(c, 1, WAIT_MS));
+    CU_ASSERT_EQUAL(T.r[0].err, KC_E_OK);
+    /* moving a ready node closes its connection; the next request reconnects */
+    CU_ASSERT_EQUAL(kc_client_node_set(c, 1, "127.0.0.1", good.port), 0); /* same: no-op */
+    CU_ASSERT_EQUAL(metrics(c).disconnects, 0);
+    CU_ASSERT_EQUAL(kc_client_node_set(c, 1, "localhost", good.port), 0);
+    CU_ASSERT_EQUAL(metrics(c).disconnects, 1);
+    CU_ASSERT(md_req(c, 1, 1, WAIT_MS) > 0);
+    CU_ASSERT_FATAL(run_until(c, 2, WAIT_MS));
+    CU_ASSERT_EQUAL(T.r[1].err, KC_E_OK);
+    CU_ASSERT_EQUAL(atomic_load(&good.conns), 2);
+    kc_client_destroy(c);
+    fs_stop(&quiet);
+    fs_stop(&good);
+}
+
 int main(void)
 {
     CU_pSuite s;
@@ -877,6 +964,9 @@ int main(void)
     CU_add_test(s, "2000 requests from another thread, pipelined", test_threaded_pipelining);
     CU_add_test(s, "no-response requests", test_no_response);
     CU_add_test(s, "bootstrap parsing, names, ANY", test_bootstrap_and_names);
+    CU_add_test(s, "3 MiB responses", test_big_responses);
+    CU_add_test(s, "handshake timeout, node address change",
+                test_handshake_timeout_and_address_change);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
