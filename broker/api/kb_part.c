@@ -462,7 +462,10 @@ kb_part_t *kb_part_open(kb_partmgr_t *pm, const char *topic, const kp_uuid_t *id
     pthread_mutex_unlock(&pm->mu);
 
     kb_log_set_listener(log, kb_part_on_log, part);
-    /* Single broker: every record on disk is replicated as far as it will ever be. */
+    /* Single broker: every record on disk is replicated as far as it will ever be. The
+     * checkpointed HW is kept for a replica set that arrives before any append. */
+    part->repl.open_hw = kb_log_hw(log);
+    part->repl.open_leo = kb_log_leo(log);
     kb_log_set_hw(log, kb_log_leo(log));
     /* Becoming leader at this epoch; a mirrored partition's cache holds the source's epochs
      * only (ARCHITECTURE §4), the plugin enters ours at STOPPING. */
@@ -872,6 +875,13 @@ static int kb_part_become(kb_part_t *part, int role, int32_t leader, int32_t lea
     part->repl.pending = false;
     if (role == KB_PART_LEADER && reset)
         part->repl.epoch_start = leo;
+    if (!part->repl.replicated && nreplicas > 1) {
+        /* Leaving the single-broker state opened with: records above the checkpointed HW were
+         * not known to be replicated when the broker stopped. */
+        part->repl.replicated = true;
+        if (leo == part->repl.open_leo && part->repl.open_hw < kb_log_hw(part->log))
+            kb_log_set_hw(part->log, part->repl.open_hw);
+    }
     atomic_store(&part->leader_epoch, leader_epoch);
     atomic_store(&part->role, role);
     /* A new leader epoch begins at the LEO; a mirror topic's cache holds the source's epochs
@@ -1131,6 +1141,30 @@ int kb_part_follower_append(kb_part_t *part, const uint8_t *buf, size_t len, int
     }
     pthread_mutex_unlock(&part->mu);
     return rc;
+}
+
+int kb_part_follower_position(kb_part_t *part, int32_t *leader, int32_t *leader_epoch,
+                              int64_t *fetch_offset, int32_t *last_fetched_epoch,
+                              int64_t *log_start)
+{
+    pthread_mutex_lock(&part->mu);
+    if (kb_part_role(part) != KB_PART_FOLLOWER || !part->log) {
+        pthread_mutex_unlock(&part->mu);
+        return KB_E_STATE;
+    }
+    if (leader)
+        *leader = part->repl.leader;
+    if (leader_epoch)
+        *leader_epoch = kb_part_epoch(part);
+    /* Under mu: no follower append or truncation runs meanwhile. */
+    if (fetch_offset)
+        *fetch_offset = kb_log_leo(part->log);
+    if (last_fetched_epoch)
+        *last_fetched_epoch = kb_log_latest_epoch(part->log);
+    if (log_start)
+        *log_start = kb_log_start_offset(part->log);
+    pthread_mutex_unlock(&part->mu);
+    return 0;
 }
 
 static int kb_part_follower_truncate(kb_part_t *part, int64_t offset, bool fully)

@@ -85,6 +85,9 @@ typedef struct kb_part_repl_s {
     int32_t partition_epoch; /**< the controller's partition epoch of replicas / ISR */
     int64_t epoch_start;     /**< leader: the LEO when its leader epoch began */
     bool pending;            /**< leader: an ISR proposal awaits kb_part_set_isr/_isr_abort */
+    bool replicated;         /**< has had more than one replica since it was opened */
+    int64_t open_hw;         /**< the HW the log opened with (replication-offset-checkpoint) */
+    int64_t open_leo;        /**< the LEO at open */
     kb_replica_t *r;         /**< the replica list, in assignment order (malloc'd) */
     size_t n;
 } kb_part_repl_t;
@@ -245,6 +248,9 @@ static inline int kb_part_role(const kb_part_t *part)
  * in the epoch cache at the LEO (not for mirror topics, whose cache holds the source's epochs),
  * starts the epoch at the LEO and resets the followers' fetch state; the same epoch only takes
  * the new replica set / ISR. A pending ISR proposal is dropped. Wakes the delayed operations.
+ * The first call with more than one replica after kb_part_open(), if nothing was appended in
+ * between, puts back the HW the log was opened with (replication-offset-checkpoint; kb_part_open
+ * moved it to the LEO for the single-broker state), as Kafka starts a replica from it.
  * @return 0, KB_E_STATE (@p leader_epoch older than the current one, or the same with an older
  * @p partition_epoch), KB_E_INVALID (bad sets), KB_E_NOMEM. @locks part mu, log writer
  */
@@ -318,6 +324,14 @@ void kb_part_isr_check(kb_part_t *part, int64_t now_ms, int64_t max_lag_ms);
  */
 int kb_part_follower_append(kb_part_t *part, const uint8_t *buf, size_t len, int64_t leader_hw,
                             int64_t leader_log_start, kb_append_info_t *info);
+
+/** What a follower's fetcher sends next: the leader (-1 unknown) and leader epoch
+ *  (CurrentLeaderEpoch), the fetch offset (the LEO), the epoch of the last batch
+ *  (LastFetchedEpoch, -1 none) and the log start offset. 0, or KB_E_STATE unless follower.
+ *  Any output may be NULL. */
+int kb_part_follower_position(kb_part_t *part, int32_t *leader, int32_t *leader_epoch,
+                              int64_t *fetch_offset, int32_t *last_fetched_epoch,
+                              int64_t *log_start);
 
 /**
  * Follower truncation (DivergingEpoch / OffsetsForLeaderEpoch): remove everything at or above

@@ -135,15 +135,15 @@ typedef struct rfetch_s {
     int32_t div_epoch;
 } rfetch_t;
 
-/* A replica fetch of @p topic-0 at @p offset by @p replica (v12: ReplicaId, v15+: ReplicaState). */
-static rfetch_t replica_fetch(node_t *n, int16_t ver, int32_t replica, const char *topic,
-                              int64_t offset, int32_t cur_epoch, int32_t last_epoch)
+/* Send a replica fetch of @p topic-0 at @p offset by @p replica (v12: ReplicaId, v15+:
+ * ReplicaState) on @p fd, waiting up to @p max_wait for one byte. */
+static void rfetch_send(node_t *n, int fd, int16_t ver, int32_t replica, const char *topic,
+                        int64_t offset, int32_t cur_epoch, int32_t last_epoch, int32_t max_wait,
+                        int32_t corr)
 {
     kp_FetchRequest_t rq;
     kp_FetchRequest_FetchTopic_t t;
     kp_FetchRequest_FetchPartition_t p;
-    kp_FetchResponse_t resp;
-    rfetch_t r = {.err = -100, .hw = -1, .div_epoch = -1};
     kp_FetchRequest_init(&rq);
     kp_FetchRequest_FetchTopic_init(&t);
     kp_FetchRequest_FetchPartition_init(&p);
@@ -151,7 +151,7 @@ static rfetch_t replica_fetch(node_t *n, int16_t ver, int32_t replica, const cha
         rq.ReplicaState.ReplicaId = replica;
     else
         rq.ReplicaId = replica;
-    rq.MaxWaitMs = 0;
+    rq.MaxWaitMs = max_wait;
     rq.MinBytes = 1;
     rq.MaxBytes = 1 << 20;
     rq.SessionEpoch = -1;
@@ -172,8 +172,21 @@ static rfetch_t replica_fetch(node_t *n, int16_t ver, int32_t replica, const cha
     t.Partitions.cnt = 1;
     rq.Topics.v = &t;
     rq.Topics.cnt = 1;
+    CU_ASSERT_EQUAL_FATAL(kbat_send(fd, KP_APIKEY_Fetch, ver, corr, NULL, &rq), 0);
+}
+
+/* The answer of rfetch_send() (err -2: none within @p ms). */
+static rfetch_t rfetch_recv(node_t *n, int fd, int16_t ver, int32_t corr, int ms)
+{
+    kp_FetchResponse_t resp;
+    rfetch_t r = {.err = -100, .hw = -1, .div_epoch = -1};
+    int rc;
     kp_FetchResponse_init(&resp);
-    CU_ASSERT_EQUAL_FATAL(kbat_call(n->fd, KP_APIKEY_Fetch, ver, &rq, &resp, &n->ar), 0);
+    rc = kbat_recv(fd, KP_APIKEY_Fetch, ver, corr, &resp, &n->ar, ms);
+    if (rc != 0) {
+        r.err = (int16_t)(rc == -2 ? -2 : -100);
+        return r;
+    }
     if (resp.Responses.cnt == 1 && resp.Responses.v[0].Partitions.cnt == 1) {
         kp_FetchResponse_PartitionData_t *pd = &resp.Responses.v[0].Partitions.v[0];
         r.err = pd->ErrorCode;
@@ -183,6 +196,14 @@ static rfetch_t replica_fetch(node_t *n, int16_t ver, int32_t replica, const cha
         r.div_epoch = pd->DivergingEpoch.Epoch;
     }
     return r;
+}
+
+static rfetch_t replica_fetch(node_t *n, int16_t ver, int32_t replica, const char *topic,
+                              int64_t offset, int32_t cur_epoch, int32_t last_epoch)
+{
+    static int32_t corr = 5000;
+    rfetch_send(n, n->fd, ver, replica, topic, offset, cur_epoch, last_epoch, 0, ++corr);
+    return rfetch_recv(n, n->fd, ver, corr, KBAT_WAIT_MS);
 }
 
 static void produce_req(kp_ProduceRequest_t *rq, kp_ProduceRequest_TopicProduceData_t *td,
@@ -362,6 +383,47 @@ static void t_hw_and_acks_all(void)
     node_down(&a);
 }
 
+/* Followers as they run: long-poll fetches on their own connections, woken by the append; their
+ * next fetches move the HW and complete the acks=all produce. */
+static void t_long_poll_followers(void)
+{
+    node_t a;
+    kb_part_t *part;
+    int f2, f3;
+    rfetch_t r2, r3;
+    int64_t base = -1;
+    node_up(&a, 1);
+    part = leader3(&a, "lp", NULL, ISR3, 3);
+    f2 = kbat_connect(a.b.port);
+    f3 = kbat_connect(a.b.port);
+    CU_ASSERT_FATAL(f2 >= 0 && f3 >= 0);
+    rfetch_send(&a, f2, 12, 2, "lp", 0, 1, -1, 10000, 1);
+    rfetch_send(&a, f3, 15, 3, "lp", 0, 1, -1, 10000, 1);
+    CU_ASSERT_EQUAL(rfetch_recv(&a, f2, 12, 1, 100).err, -2); /* nothing to read: waiting */
+    produce_send(&a, "lp", -1, 10000, 4, 9);
+    r2 = rfetch_recv(&a, f2, 12, 1, KBAT_WAIT_MS);
+    r3 = rfetch_recv(&a, f3, 15, 1, KBAT_WAIT_MS);
+    CU_ASSERT_EQUAL(r2.err, 0);
+    CU_ASSERT_EQUAL(r3.err, 0);
+    CU_ASSERT_EQUAL(kbat_count_records(r2.records, NULL, NULL), 4);
+    CU_ASSERT_EQUAL(kbat_count_records(r3.records, NULL, NULL), 4);
+    CU_ASSERT_EQUAL(produce_recv(&a, 9, 50, NULL), -2);
+    /* the next fetches (waiting again at the LEO) record the followers' progress */
+    rfetch_send(&a, f2, 12, 2, "lp", 4, 1, 1, 10000, 2);
+    rfetch_send(&a, f3, 15, 3, "lp", 4, 1, 1, 10000, 2);
+    CU_ASSERT_EQUAL(produce_recv(&a, 9, KBAT_WAIT_MS, &base), 0);
+    CU_ASSERT_EQUAL(base, 0);
+    CU_ASSERT_EQUAL(kb_log_hw(part->log), 4);
+    /* the waiting fetches answer on the next append */
+    CU_ASSERT_EQUAL(produce(&a, "lp", 1, 1000, 1, NULL), 0);
+    CU_ASSERT_EQUAL(rfetch_recv(&a, f2, 12, 2, KBAT_WAIT_MS).err, 0);
+    CU_ASSERT_EQUAL(rfetch_recv(&a, f3, 15, 2, KBAT_WAIT_MS).err, 0);
+    close(f2);
+    close(f3);
+    kb_part_release(part);
+    node_down(&a);
+}
+
 static void t_min_insync(void)
 {
     node_t a;
@@ -515,6 +577,38 @@ static void t_follower_while_waiting(void)
     node_down(&a);
 }
 
+static void t_hw_checkpoint(void)
+{
+    node_t a;
+    kb_part_t *part;
+    char idkv[32] = "node.id=1";
+    const char *kv[] = {idkv, NULL};
+    node_up(&a, 1);
+    part = leader3(&a, "c", NULL, ISR3, 3);
+    CU_ASSERT_EQUAL(produce(&a, "c", 1, 1000, 2, NULL), 0);
+    CU_ASSERT_EQUAL(replica_fetch(&a, 12, 2, "c", 2, 1, 1).err, 0);
+    CU_ASSERT_EQUAL(replica_fetch(&a, 12, 3, "c", 2, 1, 1).err, 0);
+    CU_ASSERT_EQUAL(produce(&a, "c", 1, 1000, 3, NULL), 0);
+    CU_ASSERT_EQUAL(kb_log_hw(part->log), 2);
+    CU_ASSERT_EQUAL(kb_log_leo(part->log), 5);
+    kb_part_release(part);
+    /* clean restart: the storage writes replication-offset-checkpoint at close */
+    close(a.fd);
+    close(a.pfd);
+    kbat_broker_stop(&a.b);
+    CU_ASSERT_EQUAL_FATAL(kbat_broker_start(&a.b, a.dir, kv), 0);
+    a.fd = kbat_connect(a.b.port);
+    a.pfd = kbat_connect(a.b.port);
+    part = node_part(&a, "c");
+    CU_ASSERT_EQUAL(kb_log_hw(part->log), 5); /* the single-broker state it opens in */
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(part, 2, 2, ISR3, 3, ISR3, 3), 0);
+    CU_ASSERT_EQUAL(kb_log_hw(part->log), 2); /* from the checkpoint */
+    CU_ASSERT_EQUAL(replica_fetch(&a, 12, 2, "c", 5, 2, 1).err, 0);
+    CU_ASSERT_EQUAL(replica_fetch(&a, 12, 3, "c", 5, 2, 1).hw, 5);
+    kb_part_release(part);
+    node_down(&a);
+}
+
 /* ---- follower: batches of a real leader ------------------------------------------------------ */
 
 static uint8_t *slurp(const char *path, size_t *len)
@@ -575,9 +669,15 @@ static bool same_epochs(kb_part_t *x, kb_part_t *y)
 static void follow(node_t *leader, kb_part_t *lp, kb_part_t *fp)
 {
     for (int i = 0; i < 100; i++) {
-        int64_t leo = kb_log_leo(fp->log);
-        int32_t last = kb_log_latest_epoch(fp->log);
-        rfetch_t r = replica_fetch(leader, 12, 2, "f", leo, kb_part_epoch(lp), last);
+        int64_t leo = -1, ls = -1;
+        int32_t last = -2, lid = -2, lepoch = -2;
+        rfetch_t r;
+        CU_ASSERT_EQUAL_FATAL(kb_part_follower_position(fp, &lid, &lepoch, &leo, &last, &ls), 0);
+        CU_ASSERT_EQUAL(lid, 1);
+        CU_ASSERT_EQUAL(lepoch, kb_part_epoch(lp));
+        CU_ASSERT_EQUAL(leo, kb_log_leo(fp->log));
+        CU_ASSERT_EQUAL(ls, 0);
+        r = replica_fetch(leader, 12, 2, "f", leo, lepoch, last);
         CU_ASSERT_EQUAL_FATAL(r.err, 0);
         CU_ASSERT_EQUAL_FATAL(r.div_epoch, -1);
         int rc = kb_part_follower_append(fp, r.records.ptr, (size_t)r.records.len, r.hw,
@@ -609,6 +709,7 @@ static void t_follower_append(void)
     /* not a follower yet: the follower path is refused */
     CU_ASSERT_EQUAL(kb_part_follower_append(fp, NULL, 0, 0, -1, NULL), KB_E_STATE);
     CU_ASSERT_EQUAL(kb_part_truncate_to(fp, 0), KB_E_STATE);
+    CU_ASSERT_EQUAL(kb_part_follower_position(fp, NULL, NULL, NULL, NULL, NULL), KB_E_STATE);
     CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(lp, 3, 1, reps, 2, reps, 2), 0);
     CU_ASSERT_EQUAL_FATAL(kb_part_become_follower(fp, 1, 3, 1, reps, 2, reps, 2), 0);
     /* leader data: plain, compressed, idempotent batches */
@@ -698,10 +799,12 @@ int main(void)
     s = CU_add_suite("broker_repl", NULL, NULL);
     CU_add_test(s, "single-broker default", t_single_default);
     CU_add_test(s, "HW from replica fetches, acks=all, timeout", t_hw_and_acks_all);
+    CU_add_test(s, "long-poll followers", t_long_poll_followers);
     CU_add_test(s, "min.insync.replicas", t_min_insync);
     CU_add_test(s, "ISR shrink / expand proposals", t_isr_shrink_expand);
     CU_add_test(s, "replica fetch errors, follower role", t_fetch_errors);
     CU_add_test(s, "leadership lost while a produce waits", t_follower_while_waiting);
+    CU_add_test(s, "HW from the checkpoint after a restart", t_hw_checkpoint);
     CU_add_test(s, "follower append and truncation", t_follower_append);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
