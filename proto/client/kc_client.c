@@ -344,6 +344,12 @@ void kc_client_destroy(kc_client_t *client)
     if (!kc_client_ok(c))
         return;
     pthread_mutex_lock(&c->lock);
+    if (c->polling && pthread_equal(c->poll_thread, pthread_self())) {
+        /* from a callback: freeing now would pull the client from under kc_client_poll() */
+        kc_log(c, KC_LOG_ERROR, "kc_client_destroy() called from a callback: ignored");
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
     c->stopping = true;
     pthread_cond_broadcast(&c->rcond);
     pthread_mutex_unlock(&c->lock);
@@ -695,16 +701,24 @@ int kc_client_api_range(kc_client_t *client, int32_t node_id, int16_t api_key, i
 
 /* ---- requests ----------------------------------------------------------------------------- */
 
-/* KC_NODE_ANY: a ready node, else a connecting one, else bootstrap 0, else the first node. */
+/* KC_NODE_ANY: a ready node, else one connecting, else the idle node with the fewest failed
+ * attempts (bootstrap addresses first, in order), so that a dead first bootstrap address does
+ * not catch every request. */
 static kc_node_t *kc_node_pick(kc_client_t *c)
 {
     kc_node_t *best = NULL;
-    int best_rank = 99;
+    int64_t best_rank = INT64_MAX;
     for (size_t i = 0; i < c->nnodes; i++) {
         kc_node_t *node = c->nodes[i];
-        int rank = node->state == KC_CS_READY ? 0 : node->state != KC_CS_DOWN ? 1 : 3;
-        if (rank == 3 && node->id == KC_NODE_BOOTSTRAP(0))
-            rank = 2;
+        int64_t rank;
+        if (node->state == KC_CS_READY)
+            rank = 0;
+        else if (node->state != KC_CS_DOWN)
+            rank = 1;
+        else
+            rank = 2 + (int64_t)node->failures * 4 + (node->id < 0 ? 0 : 2);
+        /* bootstrap ids count down from -2: earlier entries win ties */
+        rank = rank * 65536 + (node->id < 0 ? -2 - node->id : 0);
         if (rank < best_rank) {
             best = node;
             best_rank = rank;

@@ -114,6 +114,7 @@ kc_client_t *kc_client_new(const kc_opts_t *opts, char *errstr, size_t errstr_si
  * Fail every request with KC_E_DESTROYED (callbacks run here, on the calling thread), close
  * the connections, join the resolver thread (which may wait for one getaddrinfo() in
  * progress) and free the client. No other thread may use the client once this has begun.
+ * Called from a callback it does nothing (and logs an error).
  * @thread the driving thread, not from a callback
  */
 void kc_client_destroy(kc_client_t *client);
@@ -131,8 +132,9 @@ void kc_client_wakeup(kc_client_t *client);
 
 /* ---- nodes ---------------------------------------------------------------------------------- */
 
-/** Pseudo node id for kc_request*(): the node with a ready connection, else one connecting,
- *  else the first bootstrap address, else the first known node. */
+/** Pseudo node id for kc_request*(): a node with a ready connection, else one connecting, else
+ *  the idle node with the fewest failed connection attempts (bootstrap addresses first, in
+ *  order). The node is chosen at submission; the request stays with it. */
 #define KC_NODE_ANY (-1)
 /** Bootstrap address i (0-based, in the order added) has node id KC_NODE_BOOTSTRAP(i). */
 #define KC_NODE_BOOTSTRAP(i) (-2 - (int32_t)(i))

@@ -562,7 +562,7 @@ void kc_conn_adopt(kc_client_t *c, kc_node_t *node, int fd, int64_t now)
 void kc_conn_start(kc_client_t *c, kc_node_t *node, int64_t now)
 {
     const struct sockaddr *sa;
-    struct epoll_event ev = {.events = EPOLLOUT};
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT};
     int fd, one = 1, r;
 
     if (node->addr_next >= node->naddrs) {

@@ -875,6 +875,58 @@ static void test_options_and_errors(void)
     CU_ASSERT_STRING_EQUAL(kc_err_str(12345), "unknown error");
 }
 
+static int reentry_poll_rc;
+
+static void on_resp_reenter(kc_client_t *c, int err, int16_t ver, const uint8_t *body, size_t len,
+                            void *opaque)
+{
+    reentry_poll_rc = kc_client_poll(c, 0);
+    kc_client_destroy(c); /* refused from a callback (logged), the client stays usable */
+    /* a callback may submit: this one is answered in a later poll */
+    CU_ASSERT(md_req(c, 1, 1, WAIT_MS) > 0);
+    on_resp(c, err, ver, body, len, opaque);
+}
+
+static void test_reentry_from_callback(void)
+{
+    fs_t fs;
+    kc_client_t *c = mk_client(0, 0);
+    fs_start(&fs, FS_ECHO, 0);
+    fs_run(&fs);
+    kc_client_node_set(c, 1, "127.0.0.1", fs.port);
+    CU_ASSERT(kc_request_raw(c, 1, KP_APIKEY_Metadata, 1, MD_V1_BODY, 4, WAIT_MS, 0,
+                             on_resp_reenter, &T.r[0]) > 0);
+    CU_ASSERT_FATAL(run_until(c, 2, WAIT_MS));
+    CU_ASSERT_EQUAL(reentry_poll_rc, KC_E_BUSY);
+    CU_ASSERT_EQUAL(T.r[0].err, KC_E_OK);
+    CU_ASSERT_EQUAL(T.r[1].err, KC_E_OK);
+    kc_client_destroy(c);
+    fs_stop(&fs);
+}
+
+static void test_any_skips_failing_bootstrap(void)
+{
+    fs_t fs;
+    kc_client_t *c = mk_client(0, 1000);
+    char list[128];
+    int64_t dl;
+    fs_start(&fs, FS_ECHO, 0);
+    fs_run(&fs);
+    snprintf(list, sizeof(list), "127.0.0.1:%d,127.0.0.1:%d", free_port(), fs.port);
+    CU_ASSERT_EQUAL(kc_client_add_bootstrap(c, list), 0);
+    CU_ASSERT(md_req(c, KC_NODE_ANY, 0, 300) > 0); /* goes to the first, which is refused */
+    dl = now_ms() + WAIT_MS;
+    while (metrics(c).connect_failures < 1 && now_ms() < dl)
+        kc_client_poll(c, 20);
+    CU_ASSERT_FATAL(metrics(c).connect_failures == 1);
+    CU_ASSERT(md_req(c, KC_NODE_ANY, 1, WAIT_MS) > 0); /* the second address now */
+    CU_ASSERT_FATAL(run_until(c, 2, WAIT_MS));
+    CU_ASSERT_EQUAL(T.r[0].err, KC_E_TIMED_OUT);
+    CU_ASSERT_EQUAL(T.r[1].err, KC_E_OK);
+    kc_client_destroy(c);
+    fs_stop(&fs);
+}
+
 static void test_big_responses(void)
 {
     fs_t fs;
@@ -965,6 +1017,8 @@ int main(void)
     CU_add_test(s, "no-response requests", test_no_response);
     CU_add_test(s, "bootstrap parsing, names, ANY", test_bootstrap_and_names);
     CU_add_test(s, "3 MiB responses", test_big_responses);
+    CU_add_test(s, "poll and destroy refused from a callback", test_reentry_from_callback);
+    CU_add_test(s, "ANY avoids a failing bootstrap address", test_any_skips_failing_bootstrap);
     CU_add_test(s, "handshake timeout, node address change",
                 test_handshake_timeout_and_address_change);
     CU_basic_set_mode(CU_BRM_VERBOSE);
