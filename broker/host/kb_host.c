@@ -7,9 +7,10 @@
  * given (mirror.enable for kmirror.so). kbx_loader_load checks the flag, dlopens, checks the
  * descriptor (ABI major equal, minor <= ours) and calls init. A refused plugin is logged with
  * the loader's reason and kbroker goes on without it. Unloading (module stop, after the network
- * server drained and cancelled every deferred request, so RPC tokens are settled): fini in
- * reverse load order; the image is never dlclose()d. What a plugin left registered after fini
- * is reported and released (listeners, metrics); its late callbacks are never run.
+ * server drained and cancelled every deferred request, so RPC tokens are settled): the plugin's
+ * waiting local requests are cancelled, then fini, in reverse load order; the image is never
+ * dlclose()d. What a plugin left registered after fini is reported and released (listeners,
+ * metrics); its late callbacks are never run.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +214,7 @@ static void kb_host_load_one(kb_host_t *h, const char *entry)
             kb_hlog(KB_HLOG_ERROR, "plugin refused, kbroker continues without it: %s (%s)", err,
                     kbx_err_str(rc));
         /* init may have registered things before it failed (a plugin bug): take them back. */
+        kb_hlocal_cancel_plugin(h, host);
         kb_kbx_listen_drop_all(h, host);
         kb_kbx_metric_drop_all(h, host);
         return;
@@ -253,6 +255,9 @@ static void kb_host_unload(kb_host_t *h, kbx_host_t *host)
     kbx_loaded_t *lp = host->loaded;
 
     kb_hlog(KB_HLOG_INFO, "plugin %s: stopping", name);
+    /* Its local requests that wait (long-poll Fetch, JoinGroup, ...) end now, as for a client
+     * that went away, so that fini does not wait for them. */
+    kb_hlocal_cancel_plugin(h, host);
     kbx_loader_unload(lp); /* fini; never dlclose */
     pthread_mutex_lock(&h->mu);
     host->loaded = NULL;
@@ -295,7 +300,7 @@ static void kb_host_free(kb_host_t *h)
         free(h->tok_ring[i]); /* retired tokens: their mutexes are unused */
     kb_hrecords_close(&h->rec);
     kb_hq_destroy(&h->ev);
-    kb_hq_destroy(&h->local);
+    kb_hlocal_destroy(&h->local);
     pthread_rwlock_destroy(&h->authz_rw);
     pthread_mutex_destroy(&h->tok_mu);
     pthread_mutex_destroy(&h->met_mu);
@@ -344,7 +349,7 @@ static int kb_module_host_init(kb_broker_t *kb, void **statep, char *errstr, siz
     pthread_rwlock_init(&h->authz_rw, NULL);
     atomic_init(&h->local_corr, 1);
     kb_hq_init(&h->ev, "kb-kbx-event");
-    kb_hq_init(&h->local, "kb-kbx-local");
+    kb_hlocal_init(&h->local);
     kb_htimers_init(&h->timers);
     snprintf(h->local_listener, sizeof(h->local_listener), "%s",
              cfg->inter_broker_listener_name && cfg->inter_broker_listener_name[0]
@@ -372,11 +377,10 @@ static int kb_module_host_init(kb_broker_t *kb, void **statep, char *errstr, siz
         kb_host_free(h);
         return -1;
     }
-    if (kb_hq_start(&h->ev) != 0 || kb_hq_start(&h->local) != 0 ||
-        kb_htimers_start(&h->timers) != 0) {
+    if (kb_hq_start(&h->ev) != 0 || kb_hlocal_start(h) != 0 || kb_htimers_start(&h->timers) != 0) {
         snprintf(errstr, errstr_size, "cannot start the plugin host threads");
         kb_hq_stop(&h->ev);
-        kb_hq_stop(&h->local);
+        kb_hlocal_stop(h);
         kb_htimers_stop(&h->timers);
         kb_host_free(h);
         return -1;
@@ -411,7 +415,7 @@ static void kb_module_host_stop(kb_broker_t *kb, void *state)
             break;
         kb_host_unload(h, last);
     }
-    kb_hq_stop(&h->local);
+    kb_hlocal_stop(h);
     kb_hq_stop(&h->ev);
     kb_htimers_stop(&h->timers);
 }

@@ -105,6 +105,36 @@ void kb_hq_forget_listener(kb_hq_t *q, kb_hlistener_t *l);
 /** Set/clear the listener whose callback runs (event thread). */
 void kb_hq_set_current(kb_hq_t *q, kb_hlistener_t *l);
 
+/* ---- local requests (kb_kbx_local.c): the thread "kb-kbx-local" ---------------------------- */
+
+typedef struct kb_lreq_s kb_lreq_t;
+
+/** The local request thread: starts queued requests (their handlers run here), delivers the
+ *  results to the plugins' callbacks, and cancels waiting requests at their deadline or when
+ *  their plugin is being unloaded. */
+typedef struct kb_hlocal_s {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;                /**< CLOCK_MONOTONIC: work, a nearer deadline, stop */
+    kb_lreq_t *in_head, *in_tail;     /**< submitted, not started */
+    kb_lreq_t *done_head, *done_tail; /**< finished, callback not yet called */
+    kb_lreq_t *live;                  /**< started and not finished (deferred, mostly) */
+    bool stop, started;
+    pthread_t thr;
+} kb_hlocal_t;
+
+int kb_hlocal_init(kb_hlocal_t *l);
+/** Start the thread. @thread main */
+int kb_hlocal_start(kb_host_t *h);
+/** Cancel what still waits (KBX_ERR_SHUTDOWN), deliver every result, join the thread. Requests
+ *  submitted afterwards are refused. @thread main */
+void kb_hlocal_stop(kb_host_t *h);
+void kb_hlocal_destroy(kb_hlocal_t *l);
+/** @p host is being unloaded: its local requests that wait are cancelled (KBX_ERR_SHUTDOWN to
+ *  its callback, the handler owners' cancel callbacks run), now and whenever one of its later
+ *  requests waits. Returns at once; the callbacks follow on "kb-kbx-local" (fini waits for
+ *  them). @thread main, before the plugin's fini */
+void kb_hlocal_cancel_plugin(kb_host_t *h, struct kbx_host *host);
+
 /* ---- timers (kb_kbx_timer.c) ---------------------------------------------------------------- */
 
 typedef struct kb_htimers_s {
@@ -154,7 +184,8 @@ struct kbx_host {
     char *path;
     char *flag;
     kbx_loaded_t *loaded;
-    _Atomic bool dead; /**< fini returned: its callbacks never run again */
+    _Atomic bool dead;     /**< fini returned: its callbacks never run again */
+    _Atomic bool stopping; /**< being unloaded: its waiting local requests are cancelled */
     _Atomic int64_t mem_bytes, mem_allocs;
     kb_gauge_t *m_bytes, *m_allocs;
     /* handles the plugin holds, for the report after fini */
@@ -171,7 +202,7 @@ struct kb_host_s {
     pthread_mutex_t mu;       /**< plugins, metrics list */
     struct kbx_host *plugins; /**< load order (newest last) */
     kb_hq_t ev;               /**< "kb-kbx-event" */
-    kb_hq_t local;            /**< "kb-kbx-local" */
+    kb_hlocal_t local;        /**< "kb-kbx-local" */
     kb_htimers_t timers;      /**< "kb-kbx-timer" */
     kb_hrecords_t rec;
     pthread_mutex_t met_mu;         /**< metrics list; taken before the registry's mutex */

@@ -4,245 +4,346 @@
  * (KB_PRINCIPAL_INTERNAL, which the API handlers treat as privileged: mirror.name in
  * CreateTopics/AlterConfigs, CreateTopics MirrorInfo, internal topics).
  *
- * Requests run one at a time on the host thread "kb-kbx-local": the host writes the request
- * header (v1 or v2 from the codec, client id "kbx-<plugin>", its own correlation ids), builds a
- * connection-less request (kb_req_t without a connection), calls the registered handler like a
- * handler thread does, flattens the response (memory and file segments) and calls the plugin's
- * callback with the body after the response header.
+ * Every API is served, those whose handlers wait included (long-poll Fetch, JoinGroup,
+ * SyncGroup, acks=all Produce): a request is a connection-less request of broker/net
+ * (kb_req_local_new, kb_net.h) whose completion callback hands the flattened response back
+ * here. The host writes the request header (v1 or v2 from the codec, client id
+ * "kbx-<plugin>", its own correlation ids) and the request claims the listener named by
+ * inter.broker.listener.name (else the first listener).
  *
- * Deferred handlers: broker/net completes a deferred request by waking the network thread of
- * its connection, which a connection-less request does not have. Until broker/net offers
- * connection-less requests (kb_req_t with a completion callback; see docs/broker.md), APIs
- * whose handlers wait (Fetch, JoinGroup, SyncGroup) are refused with KBX_ERR_UNSUPPORTED before
- * they run, and a handler of another API that defers anyway is cancelled at once (its cancel
- * callback runs, as for a client that went away) and the request fails the same way.
+ * One host thread, "kb-kbx-local", does everything else, in this order of priority:
+ *   1. delivers finished requests to the plugins' callbacks (never from inside the starting
+ *      call, never on the thread that completed a deferred request -- that thread may hold the
+ *      handler owner's locks);
+ *   2. cancels waiting requests whose deadline (timeout_ms) passed (KBX_ERR_TIMEOUT) or whose
+ *      plugin is being unloaded (KBX_ERR_SHUTDOWN): kb_req_local_cancel, which runs the
+ *      handler owner's cancel callback as when a client goes away;
+ *   3. starts submitted requests: the handler runs on this thread; one that answers at once
+ *      is delivered next, one that defers stays in the live list and does not hold up the
+ *      requests behind it (a long-poll Fetch does not delay the plugin's next CreateTopics).
+ * Requests are independent of each other: a deferred one may finish after a later one.
+ *
+ * Locks: l->mu protects the lists and the per-request cancel fields. It is never held while
+ * calling into broker/net or a plugin; the completion callback (any thread, possibly under a
+ * handler owner's lock) takes it only to move the request to the done list. A request is
+ * freed only by this thread (after delivery), so this thread may use one without l->mu.
  *
  * broker_request: kbroker is a single broker, so the only broker it reaches is itself (served
  * like local_request); any other id is KBX_ERR_NOT_FOUND. Inter-broker channels come with
  * cluster mode.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "kb_err.h"
 #include "kb_host_int.h"
 #include "kb_net.h"
-#include "kb_net_int.h"
 #include "kb_time.h"
-#include "kp_msgs.h"
 
-typedef struct kb_lreq_s {
-    kb_hev_t ev;
+struct kb_lreq_s {
+    kb_lreq_t *next, *prev; /* in / done list (next only) or the live list; under l->mu */
+    kbx_host_t *host;
     int16_t api_key, api_version;
     uint8_t *body;
     size_t len;
-    int64_t deadline_ms; /**< -1: none */
+    int64_t deadline_ms; /* monotonic; -1: none */
     kbx_response_fn cb;
     void *arg;
-    char peer[96];
-    char client_id[96];
-} kb_lreq_t;
+    kb_req_t *req;      /* the broker/net request while started; the creator's reference */
+    int32_t cancel_why; /* l->mu: KBX_ERR_TIMEOUT / KBX_ERR_SHUTDOWN once decided */
+    bool cancel_sent;   /* l->mu: kb_req_local_cancel called */
+    int32_t status;     /* the result, set when it moves to the done list */
+    uint8_t *resp;
+    size_t resp_len;
+};
 
-/* APIs whose handlers defer their requests (see the file comment). */
-static bool kb_lreq_may_defer(int16_t key)
+static const uint8_t kb_lreq_empty[1];
+
+static void kb_lreq_free(kb_lreq_t *lr)
 {
-    return key == KP_APIKEY_Fetch || key == KP_APIKEY_JoinGroup || key == KP_APIKEY_SyncGroup;
-}
-
-/* Copy a response's segments into one buffer (file segments are read with pread). */
-static int kb_lreq_flatten(kb_resp_t *resp, uint8_t **out, size_t *outlen)
-{
-    size_t len = kb_resp_len(resp), o = 0;
-    uint8_t *buf = malloc(len ? len : 1);
-    if (!buf)
-        return -1;
-    for (kb_seg_t *s = resp->head; s; s = s->next) {
-        if (s->kind == KB_SEG_MEM) {
-            memcpy(buf + o, s->ptr, s->len);
-        } else {
-            size_t got = 0;
-            while (got < s->len) {
-                ssize_t n = pread(s->fd, buf + o + got, s->len - got, s->off + (off_t)got);
-                if (n <= 0) {
-                    free(buf);
-                    return -1;
-                }
-                got += (size_t)n;
-            }
-        }
-        o += s->len;
-    }
-    *out = buf;
-    *outlen = o;
-    return 0;
-}
-
-/* Run one request through the handler registry. Returns a KBX status; *resp_out (malloc'd)
- * holds the body on KBX_OK. */
-static int32_t kb_lreq_dispatch(kb_host_t *h, kb_lreq_t *lr, uint8_t **resp_out, size_t *resp_len)
-{
-    kb_api_registry_t *reg = h->kb->reg;
-    kb_api_range_t range;
-    kp_RequestHeader_t hdr;
-    kp_writer_t wr;
-    kp_reader_t rd;
-    kb_req_t *req;
-    kb_resp_t *resp = NULL;
-    kb_api_call_t call;
-    kb_api_result_t res;
-    int16_t hv;
-    int32_t status;
-    uint8_t *frame;
-    size_t flen;
-
-    if (kb_lreq_may_defer(lr->api_key)) {
-        kb_hlog(KB_HLOG_WARN,
-                "plugin %s: local request for API %d refused: its handler waits, "
-                "and deferred handlers need a connection",
-                lr->ev.owner->name, (int)lr->api_key);
-        return KBX_ERR_UNSUPPORTED;
-    }
-    if (kb_api_get(reg, lr->api_key, &range) != 0 || lr->api_version < range.min_ver ||
-        lr->api_version > range.max_ver)
-        return KBX_ERR_UNSUPPORTED;
-    hv = kp_request_header_version(lr->api_key, lr->api_version);
-    if (hv < 0)
-        return KBX_ERR_UNSUPPORTED;
-
-    /* The frame as a client would send it (without the size prefix). */
-    kp_writer_init(&wr);
-    kp_RequestHeader_init(&hdr);
-    hdr.RequestApiKey = lr->api_key;
-    hdr.RequestApiVersion = lr->api_version;
-    hdr.CorrelationId = atomic_fetch_add(&h->local_corr, 1);
-    hdr.ClientId = (kp_str_t){lr->client_id, (int32_t)strlen(lr->client_id)};
-    if (kp_RequestHeader_encode(&wr, &hdr, hv) != 0) {
-        kp_writer_free(&wr);
-        return KBX_ERR_INVALID;
-    }
-    kp_write_raw(&wr, lr->body, lr->len);
-    if (wr.err) {
-        kp_writer_free(&wr);
-        return KBX_ERR_NOMEM;
-    }
-    frame = kp_writer_steal(&wr, &flen);
-    kp_writer_free(&wr);
-    if (!frame)
-        return KBX_ERR_NOMEM;
-
-    req = calloc(1, sizeof(*req));
-    if (!req) {
-        free(frame);
-        return KBX_ERR_NOMEM;
-    }
-    req->magic = KB_REQ_MAGIC;
-    atomic_init(&req->refcnt, 1); /* ours */
-    atomic_init(&req->state, KB_RS_RUNNING);
-    req->buf = frame;
-    req->len = flen;
-    req->api_flags = range.flags;
-    kp_arena_init(&req->arena, flen * 32 + (1u << 20));
-    kp_reader_init(&rd, frame, flen);
-    if (kp_RequestHeader_decode(&rd, &req->arena, &hdr, hv) != 0) {
-        status = KBX_ERR_INVALID;
-        goto out;
-    }
-    req->ctx.conn_id = 0;
-    req->ctx.listener = h->local_listener;
-    req->ctx.peer = lr->peer;
-    req->ctx.principal = KB_PRINCIPAL_INTERNAL;
-    req->ctx.api_key = lr->api_key;
-    req->ctx.api_version = lr->api_version;
-    req->ctx.correlation_id = hdr.CorrelationId;
-    req->ctx.client_id = hdr.ClientId;
-    req->ctx.hdr_version = hv;
-    req->ctx.resp_hdr_version = kp_response_header_version(lr->api_key, lr->api_version);
-    req->ctx.flexible = kp_api_flexible(kp_api_lookup(lr->api_key), lr->api_version);
-    kp_reader_init(&req->ctx.body, frame + rd.pos, flen - rd.pos);
-    req->ctx.arena = &req->arena;
-    req->ctx.frame = frame;
-    req->ctx.frame_len = flen;
-    req->ctx.recv_ns = kb_time_mono_ns();
-
-    if (kb_api_call_begin(reg, lr->api_key, &call) != 0) {
-        status = KBX_ERR_UNSUPPORTED;
-        goto out;
-    }
-    res = call.fn(call.opaque, req, &resp);
-    kb_api_call_end(reg, &call);
-
-    if (res == KB_API_DEFERRED || atomic_load(&req->state) != KB_RS_RUNNING) {
-        int exp = KB_RS_DEFERRED;
-        kb_resp_free(resp);
-        resp = NULL;
-        kb_hlog(KB_HLOG_WARN,
-                "plugin %s: the handler of API %d deferred a local request; "
-                "cancelled (deferred local requests are not supported yet)",
-                lr->ev.owner->name, (int)lr->api_key);
-        if (atomic_compare_exchange_strong(&req->state, &exp, KB_RS_CANCELLED)) {
-            if (req->cancel) {
-                req->cancel(req->cancel_opaque, req);
-                atomic_fetch_sub(&req->refcnt, 1); /* the owner's reference */
-            } else {
-                /* The owner completes it some day and then drops its reference; the request
-                 * must outlive that, so it is leaked on purpose. */
-                return KBX_ERR_UNSUPPORTED;
-            }
-        }
-        status = KBX_ERR_UNSUPPORTED;
-        goto out;
-    }
-    switch (res) {
-    case KB_API_RESPOND:
-        status = resp && kb_lreq_flatten(resp, resp_out, resp_len) == 0 ? KBX_OK : KBX_ERR_NOMEM;
-        break;
-    case KB_API_NO_RESPONSE:
-        *resp_out = malloc(1);
-        *resp_len = 0;
-        status = *resp_out ? KBX_OK : KBX_ERR_NOMEM;
-        break;
-    default: /* KB_API_CLOSE: malformed or refused; a client's connection would be closed */
-        status = KBX_ERR_INVALID;
-        break;
-    }
-out:
-    kb_resp_free(resp);
-    kp_arena_free(&req->arena);
-    free(req->buf);
-    req->magic = 0;
-    free(req);
-    return status;
-}
-
-static void kb_lreq_run(kb_hq_t *q, kb_hev_t *ev, bool run)
-{
-    kb_lreq_t *lr = (kb_lreq_t *)ev;
-    kbx_host_t *host = ev->owner;
-    uint8_t *resp = NULL;
-    size_t resp_len = 0;
-    int32_t status;
-    (void)q;
-
-    if (!run || atomic_load(&host->dead))
-        status = KBX_ERR_SHUTDOWN;
-    else if (lr->deadline_ms >= 0 && kb_host_now_ms() > lr->deadline_ms)
-        status = KBX_ERR_TIMEOUT;
-    else
-        status = kb_lreq_dispatch(host->h, lr, &resp, &resp_len);
-    if (!atomic_load(&host->dead))
-        lr->cb(lr->arg, status, status == KBX_OK ? resp : NULL, status == KBX_OK ? resp_len : 0);
-    atomic_fetch_sub(&host->n_ops, 1);
-    free(resp);
+    free(lr->resp);
     free(lr->body);
     free(lr);
 }
+
+/* Call the plugin back (unless it is gone) and free @p lr. @thread kb-kbx-local */
+static void kb_lreq_deliver(kb_lreq_t *lr)
+{
+    kbx_host_t *host = lr->host;
+
+    kb_req_local_release(lr->req);
+    lr->req = NULL;
+    if (!atomic_load(&host->dead)) {
+        if (lr->status == KBX_OK)
+            lr->cb(lr->arg, KBX_OK, lr->resp ? lr->resp : kb_lreq_empty, lr->resp_len);
+        else
+            lr->cb(lr->arg, lr->status, NULL, 0);
+    }
+    atomic_fetch_sub(&host->n_ops, 1);
+    kb_lreq_free(lr);
+}
+
+/* broker/net's completion: move the request from the live list to the done list.
+ * @thread any (see kb_req_done_fn) */
+static void kb_lreq_done(void *opaque, int status, uint8_t *body, size_t len)
+{
+    kb_lreq_t *lr = opaque;
+    kb_hlocal_t *l = &lr->host->h->local;
+    int32_t st;
+
+    switch (status) {
+    case 0:
+        st = KBX_OK;
+        break;
+    case KB_E_TIMEOUT:
+        st = KBX_ERR_TIMEOUT;
+        break;
+    case KB_E_CANCELLED:
+        st = KBX_ERR_SHUTDOWN;
+        break;
+    case KB_E_PARSE:
+        st = KBX_ERR_INVALID; /* malformed or refused: a client's connection would close */
+        break;
+    case KB_E_UNSUPPORTED:
+        st = KBX_ERR_UNSUPPORTED;
+        break;
+    case KB_E_NOMEM:
+        st = KBX_ERR_NOMEM;
+        break;
+    default:
+        st = KBX_ERR_IO;
+        break;
+    }
+    pthread_mutex_lock(&l->mu);
+    lr->status = st;
+    lr->resp = body;
+    lr->resp_len = len;
+    /* unlink from the live list */
+    if (lr->prev)
+        lr->prev->next = lr->next;
+    else
+        l->live = lr->next;
+    if (lr->next)
+        lr->next->prev = lr->prev;
+    lr->prev = lr->next = NULL;
+    if (l->done_tail)
+        l->done_tail->next = lr;
+    else
+        l->done_head = lr;
+    l->done_tail = lr;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Start one request: build it, list it as live, run its handler. A request that cannot start
+ * is delivered at once with its error. @thread kb-kbx-local */
+static void kb_lreq_start(kb_host_t *h, kb_lreq_t *lr)
+{
+    kb_hlocal_t *l = &h->local;
+    kbx_host_t *host = lr->host;
+    char peer[96], client_id[96];
+    kb_req_local_conf_t conf;
+    int err = 0;
+
+    if (atomic_load(&host->dead) || atomic_load(&host->stopping)) {
+        lr->status = KBX_ERR_SHUTDOWN;
+        kb_lreq_deliver(lr);
+        return;
+    }
+    if (lr->deadline_ms >= 0 && kb_time_mono_ms() > lr->deadline_ms) {
+        lr->status = KBX_ERR_TIMEOUT;
+        kb_lreq_deliver(lr);
+        return;
+    }
+    snprintf(peer, sizeof(peer), "kbx:%s", host->name);
+    snprintf(client_id, sizeof(client_id), "kbx-%s", host->name);
+    memset(&conf, 0, sizeof(conf));
+    conf.api_key = lr->api_key;
+    conf.api_version = lr->api_version;
+    conf.correlation_id = atomic_fetch_add(&h->local_corr, 1);
+    conf.client_id = client_id;
+    conf.listener = h->local_listener;
+    conf.peer = peer;
+    conf.principal = KB_PRINCIPAL_INTERNAL;
+    conf.done = kb_lreq_done;
+    conf.done_opaque = lr;
+    lr->req = kb_req_local_new(h->kb->reg, &conf, lr->body, lr->len, &err);
+    if (!lr->req) {
+        lr->status = err == KB_E_UNSUPPORTED ? KBX_ERR_UNSUPPORTED
+                     : err == KB_E_NOMEM     ? KBX_ERR_NOMEM
+                                             : KBX_ERR_INVALID;
+        kb_lreq_deliver(lr);
+        return;
+    }
+    pthread_mutex_lock(&l->mu);
+    lr->prev = NULL;
+    lr->next = l->live;
+    if (l->live)
+        l->live->prev = lr;
+    l->live = lr;
+    pthread_mutex_unlock(&l->mu);
+    /* The handler answers here (kb_lreq_done runs now) or defers (it runs later elsewhere). */
+    kb_req_local_run(lr->req);
+}
+
+/* The first live request to cancel now, marked as being cancelled; *next_ms: the nearest
+ * deadline of the others. l->mu held. */
+static kb_lreq_t *kb_hlocal_due(kb_hlocal_t *l, int64_t now, int64_t *next_ms)
+{
+    *next_ms = INT64_MAX;
+    for (kb_lreq_t *lr = l->live; lr; lr = lr->next) {
+        if (lr->cancel_sent)
+            continue;
+        if (!lr->cancel_why) {
+            if (l->stop || atomic_load(&lr->host->stopping) || atomic_load(&lr->host->dead))
+                lr->cancel_why = KBX_ERR_SHUTDOWN;
+            else if (lr->deadline_ms >= 0 && lr->deadline_ms <= now)
+                lr->cancel_why = KBX_ERR_TIMEOUT;
+        }
+        if (lr->cancel_why) {
+            lr->cancel_sent = true;
+            return lr;
+        }
+        if (lr->deadline_ms >= 0 && lr->deadline_ms < *next_ms)
+            *next_ms = lr->deadline_ms;
+    }
+    return NULL;
+}
+
+static void *kb_hlocal_main(void *arg)
+{
+    kb_host_t *h = arg;
+    kb_hlocal_t *l = &h->local;
+
+    pthread_setname_np(pthread_self(), "kb-kbx-local");
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        kb_lreq_t *lr;
+        int64_t next_ms;
+
+        if ((lr = l->done_head) != NULL) {
+            l->done_head = lr->next;
+            if (!l->done_head)
+                l->done_tail = NULL;
+            lr->next = NULL;
+            pthread_mutex_unlock(&l->mu);
+            kb_lreq_deliver(lr);
+            pthread_mutex_lock(&l->mu);
+            continue;
+        }
+        if ((lr = kb_hlocal_due(l, kb_time_mono_ms(), &next_ms)) != NULL) {
+            int why = lr->cancel_why == KBX_ERR_TIMEOUT ? KB_E_TIMEOUT : KB_E_CANCELLED;
+            pthread_mutex_unlock(&l->mu);
+            /* The cancel callback runs here; then kb_lreq_done queues the result. A request
+             * that finished meanwhile is on the done list already (KB_E_STATE). */
+            kb_req_local_cancel(lr->req, why);
+            pthread_mutex_lock(&l->mu);
+            continue;
+        }
+        if ((lr = l->in_head) != NULL) {
+            l->in_head = lr->next;
+            if (!l->in_head)
+                l->in_tail = NULL;
+            lr->next = NULL;
+            pthread_mutex_unlock(&l->mu);
+            kb_lreq_start(h, lr);
+            pthread_mutex_lock(&l->mu);
+            continue;
+        }
+        if (l->stop && !l->live)
+            break; /* everything delivered */
+        if (next_ms == INT64_MAX) {
+            pthread_cond_wait(&l->cv, &l->mu);
+        } else {
+            struct timespec ts = {.tv_sec = next_ms / 1000, .tv_nsec = (next_ms % 1000) * 1000000};
+            pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+int kb_hlocal_init(kb_hlocal_t *l)
+{
+    pthread_condattr_t ca;
+    memset(l, 0, sizeof(*l));
+    if (pthread_mutex_init(&l->mu, NULL) != 0)
+        return -1;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&l->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return 0;
+}
+
+int kb_hlocal_start(kb_host_t *h)
+{
+    kb_hlocal_t *l = &h->local;
+    sigset_t all, old;
+    int rc;
+
+    /* Host threads take no signals: the main thread waits for SIGTERM/SIGINT. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&l->thr, NULL, kb_hlocal_main, h);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return -1;
+    l->started = true;
+    return 0;
+}
+
+void kb_hlocal_stop(kb_host_t *h)
+{
+    kb_hlocal_t *l = &h->local;
+    kb_lreq_t *lr;
+
+    pthread_mutex_lock(&l->mu);
+    l->stop = true;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    if (l->started)
+        pthread_join(l->thr, NULL);
+    l->started = false;
+    /* Never started (a failed module init): what was submitted gets its answer here. */
+    pthread_mutex_lock(&l->mu);
+    lr = l->in_head;
+    l->in_head = l->in_tail = NULL;
+    pthread_mutex_unlock(&l->mu);
+    while (lr) {
+        kb_lreq_t *n = lr->next;
+        lr->status = KBX_ERR_SHUTDOWN;
+        kb_lreq_deliver(lr);
+        lr = n;
+    }
+}
+
+void kb_hlocal_destroy(kb_hlocal_t *l)
+{
+    pthread_cond_destroy(&l->cv);
+    pthread_mutex_destroy(&l->mu);
+}
+
+void kb_hlocal_cancel_plugin(kb_host_t *h, kbx_host_t *host)
+{
+    kb_hlocal_t *l = &h->local;
+    atomic_store(&host->stopping, true);
+    pthread_mutex_lock(&l->mu);
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* ---- the kbx functions ----------------------------------------------------------------------- */
 
 static int32_t kb_kbx_request(kbx_host_t *host, int16_t api_key, int16_t api_version,
                               const uint8_t *body, size_t len, int64_t timeout_ms,
                               kbx_response_fn cb, void *arg)
 {
+    kb_hlocal_t *l = &host->h->local;
     kb_lreq_t *lr;
+    bool stopped;
 
     if (!cb || (!body && len) || api_key < 0 || api_version < 0)
         return KBX_ERR_INVALID;
@@ -259,18 +360,28 @@ static int32_t kb_kbx_request(kbx_host_t *host, int16_t api_key, int16_t api_ver
     if (len)
         memcpy(lr->body, body, len);
     lr->len = len;
+    lr->host = host;
     lr->api_key = api_key;
     lr->api_version = api_version;
-    lr->deadline_ms = timeout_ms < 0 ? -1 : kb_host_now_ms() + timeout_ms;
+    lr->deadline_ms = timeout_ms < 0 ? -1 : kb_time_mono_ms() + timeout_ms;
     lr->cb = cb;
     lr->arg = arg;
-    snprintf(lr->peer, sizeof(lr->peer), "kbx:%s", host->name);
-    snprintf(lr->client_id, sizeof(lr->client_id), "kbx-%s", host->name);
-    lr->ev.fn = kb_lreq_run;
-    lr->ev.owner = host;
-    atomic_init(&lr->ev.ready, true);
-    atomic_fetch_add(&host->n_ops, 1);
-    kb_hq_push(&host->h->local, &lr->ev);
+    pthread_mutex_lock(&l->mu);
+    stopped = l->stop;
+    if (!stopped) {
+        atomic_fetch_add(&host->n_ops, 1);
+        if (l->in_tail)
+            l->in_tail->next = lr;
+        else
+            l->in_head = lr;
+        l->in_tail = lr;
+        pthread_cond_broadcast(&l->cv);
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (stopped) {
+        kb_lreq_free(lr);
+        return KBX_ERR_SHUTDOWN;
+    }
     return KBX_OK;
 }
 

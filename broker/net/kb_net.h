@@ -10,6 +10,8 @@
  *     (queued.max.requests; a network thread blocks on a full queue, as Kafka's does).
  * Handlers answer through the network thread that owns the connection (an eventfd wakes it);
  * responses go out in request order on each connection whatever order handlers finish in.
+ * Connection-less requests (kb_req_local_*: the broker sending requests to itself) run the same
+ * handlers and deliver their answer to a completion callback instead.
  *
  * @thread kb_server_* from the owner's thread (main); kb_req_* as documented per function.
  */
@@ -94,6 +96,94 @@ int kb_req_complete(kb_req_t *req, kb_resp_t *resp);
 /** Complete a deferred request by closing its connection (a protocol error found late).
  *  Same rules and results as kb_req_complete(). @thread any */
 int kb_req_complete_close(kb_req_t *req);
+
+/* ------------------------------------------------------------------ connection-less requests */
+
+/*
+ * A connection-less ("local") request runs a registered handler without a socket: the broker
+ * talking to itself (the kbx plugin host's local_request). Everything a handler can do works as
+ * for a socket request -- answer at once, answer nothing, refuse, or kb_req_defer() and be
+ * completed later by kb_req_complete() / kb_req_complete_close() from any thread, with its
+ * cancel callback run if the request is cancelled first -- but the result goes to a completion
+ * callback instead of a connection.
+ *
+ * Life cycle: kb_req_local_new() -> kb_req_local_run() (the handler runs on the caller's
+ * thread) -> the done callback, exactly once, on whichever thread finishes the request ->
+ * kb_req_local_release() by the creator. kb_req_local_cancel() (any thread, e.g. a deadline or
+ * shutdown) cancels a request that has not finished: a deferred request has its cancel
+ * callback run, as when a client disconnects, and its done callback called with the given
+ * status. Nothing cancels local requests automatically (they belong to no connection and the
+ * server's stop does not see them): their creator cancels what it still holds when it stops.
+ */
+
+/**
+ * The result of a connection-less request; called exactly once.
+ * @param status  0: @p body / @p len is the response body (without response header); @p body is
+ *                NULL and @p len 0 when the handler answers nothing (acks=0 Produce).
+ *                The status given to kb_req_local_cancel() (KB_E_CANCELLED, KB_E_TIMEOUT):
+ *                cancelled before the handler's answer. KB_E_PARSE: the handler refused the
+ *                request (a client's connection would be closed). KB_E_UNSUPPORTED: the API was
+ *                unregistered before the handler ran. KB_E_NOMEM / KB_E_IO: the response could
+ *                not be copied (file segments are read with pread).
+ * @param body    malloc'd, owned by the callee (free() it); NULL unless status is 0
+ * @thread whichever thread finishes the request: the caller of kb_req_local_run() (answered at
+ *         once), the caller of kb_req_complete() -- possibly holding the handler owner's
+ *         locks -- or the caller of kb_req_local_cancel(). It must not block and must not
+ *         call into the request's handler or its owner; copy or enqueue, then return.
+ */
+typedef void(kb_req_done_fn)(void *opaque, int status, uint8_t *body, size_t len);
+
+/** How a connection-less request presents itself to the handler (kb_reqctx_t). */
+typedef struct kb_req_local_conf_s {
+    int16_t api_key;
+    int16_t api_version;
+    int32_t correlation_id;
+    const char *client_id; /**< request header client id; copied; NULL = null */
+    const char *listener;  /**< listener the request claims to come from; copied */
+    const char *peer;      /**< shown in logs ("kbx:kmirror"); copied */
+    const char *principal; /**< e.g. KB_PRINCIPAL_INTERNAL; copied */
+    kb_req_done_fn *done;  /**< required */
+    void *done_opaque;
+} kb_req_local_conf_t;
+
+/**
+ * Build a connection-less request: the header (version from the codec) followed by @p body,
+ * decoded exactly as the network layer decodes a client's frame. kb_reqctx_t.conn_id is 0.
+ * @param body  the encoded request body (no header); copied
+ * @param errp  out (may be NULL): KB_E_INVALID (bad arguments), KB_E_UNSUPPORTED (the key or
+ *              version is not served by @p reg), KB_E_PARSE, KB_E_NOMEM
+ * @return the request, holding the creator's reference, or NULL. The done callback is not
+ *         called for a request that was not created.
+ * @thread any. @p reg must outlive the request.
+ */
+kb_req_t *kb_req_local_new(kb_api_registry_t *reg, const kb_req_local_conf_t *conf,
+                           const uint8_t *body, size_t len, int *errp);
+
+/**
+ * Run the handler of @p req on the calling thread (as a handler thread would). When it returns,
+ * the request has either finished (the done callback ran, on this thread) or is deferred, to be
+ * finished by kb_req_complete() or kb_req_local_cancel(). Call it once.
+ * @thread any thread that may run a handler (no locks a handler or its owner might take)
+ */
+void kb_req_local_run(kb_req_t *req);
+
+/**
+ * Cancel @p req unless it has finished. A deferred request: its cancel callback runs here (then
+ * the owner forgets the request; a later kb_req_complete() returns KB_E_CANCELLED) and the done
+ * callback is called here with @p status. A request whose handler is still running: the handler
+ * sees a cancelled request (kb_req_defer() returns KB_E_CANCELLED) and the done callback runs
+ * with @p status when it returns.
+ * @param status  passed to the done callback (KB_E_CANCELLED, KB_E_TIMEOUT, ...); not 0
+ * @return 0, KB_E_STATE (already finished or already cancelled), KB_E_INVALID (not a live local
+ *         request).
+ * @thread any except inside the done callback; the caller must hold no lock the owner's cancel
+ *         callback takes. The creator's reference must still be held.
+ */
+int kb_req_local_cancel(kb_req_t *req, int status);
+
+/** Drop the creator's reference (after kb_req_local_run() returned; also allowed inside the
+ *  done callback, or without running a request that was created). @thread any */
+void kb_req_local_release(kb_req_t *req);
 
 /* ------------------------------------------------------------------ the server */
 

@@ -1,7 +1,9 @@
 #include "kb_resp.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kb_err.h"
 
@@ -168,4 +170,43 @@ kb_resp_t *kb_resp_from_writer(kp_writer_t *wr)
         return NULL;
     }
     return resp;
+}
+
+int kb_resp_flatten(const kb_resp_t *resp, uint8_t **out, size_t *outlen)
+{
+    size_t o = 0;
+    uint8_t *buf;
+
+    *out = NULL;
+    *outlen = 0;
+    if (resp->err)
+        return resp->err;
+    buf = malloc(resp->len ? resp->len : 1);
+    if (!buf)
+        return KB_E_NOMEM;
+    for (const kb_seg_t *s = resp->head; s; s = s->next) {
+        if (s->len > resp->len - o) {
+            free(buf); /* segments longer than the total: a broken response */
+            return KB_E_IO;
+        }
+        if (s->kind == KB_SEG_MEM) {
+            memcpy(buf + o, s->ptr, s->len);
+        } else {
+            size_t got = 0;
+            while (got < s->len) {
+                ssize_t n = pread(s->fd, buf + o + got, s->len - got, s->off + (off_t)got);
+                if (n < 0 && errno == EINTR)
+                    continue;
+                if (n <= 0) {
+                    free(buf);
+                    return KB_E_IO;
+                }
+                got += (size_t)n;
+            }
+        }
+        o += s->len;
+    }
+    *out = buf;
+    *outlen = o;
+    return 0;
 }

@@ -82,6 +82,16 @@ static inline size_t kb_resp_len(const kb_resp_t *resp)
     return resp->len;
 }
 
+/**
+ * Copy the whole body into one buffer: memory segments are copied, file segments read with
+ * pread(2). @p resp is not changed (its segments are released by kb_resp_free() as usual).
+ * @param out     out: a malloc'd buffer of *@p outlen bytes (at least 1 byte allocated), owned by
+ *                the caller; NULL on failure
+ * @return 0, KB_E_NOMEM, KB_E_IO (a file could not be read or is shorter than its range), or
+ *         the response's sticky error.
+ */
+int kb_resp_flatten(const kb_resp_t *resp, uint8_t **out, size_t *outlen);
+
 /* ---- used by the network layer ---- */
 
 /** Release one detached segment (calls its release callback and frees it). */

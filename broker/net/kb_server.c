@@ -169,20 +169,23 @@ static void kb_conn_unref(kb_conn_t *conn)
 
 static void kb_req_free(kb_req_t *req)
 {
-    kb_server_t *srv = req->conn->srv;
     req->magic = 0;
     kb_resp_free(req->resp);
     req->resp = NULL;
     kp_arena_free(&req->arena);
     free(req->buf);
     req->buf = NULL;
-    atomic_fetch_sub(&srv->n_live_reqs, 1);
-    kb_conn_unref(req->conn);
-    req->conn = NULL;
+    if (req->conn) {
+        atomic_fetch_sub(&req->conn->srv->n_live_reqs, 1);
+        kb_conn_unref(req->conn);
+        req->conn = NULL;
+    } else {
+        kb_req_local_free(req);
+    }
     free(req);
 }
 
-static void kb_req_unref(kb_req_t *req)
+void kb_req_unref(kb_req_t *req)
 {
     if (atomic_fetch_sub(&req->refcnt, 1) == 1)
         kb_req_free(req);
@@ -377,6 +380,8 @@ static int kb_req_finish_deferred(kb_req_t *req, kb_resp_t *resp, bool close_con
         kb_log_error("net", "kb_req_complete: not a live request (%p)", (void *)req);
         return KB_E_INVALID;
     }
+    if (!req->conn)
+        return kb_req_local_complete(req, resp, close_conn);
     /* Publish the result before the state change; only this owner writes them while the
      * request is DEFERRED, and the network thread reads them only after the event. */
     req->resp = resp;

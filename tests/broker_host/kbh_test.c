@@ -11,8 +11,10 @@
  * local_request (CreateTopics with mirror.name) is refused to Produce/DeleteRecords (pending:
  * NOT_ENOUGH_REPLICAS, read-only: READ_ONLY_TOPIC) until the plugin makes it writable; raw
  * appends come back byte for byte from Fetch; ABORT and MIRROR_PID_RESET control batches;
- * truncation; ISR wait and epoch bump (Metadata shows the epoch); controller records; a client
- * that disconnects cancels its token; the plugin's metrics on /metrics; SIGTERM -> exit 0; a
+ * truncation; ISR wait and epoch bump (Metadata shows the epoch); controller records; local
+ * requests whose handlers wait (long-poll Fetch woken by kcat, empty at MaxWaitMs, cut by the
+ * local deadline, JoinGroup + SyncGroup, one cancelled at unload); a client that disconnects
+ * cancels its token; the plugin's metrics on /metrics; SIGTERM -> exit 0; a
  * restart without the plugin still refuses writes to the mirror topic.
  *
  * smoke: the real kmirror.so loads with mirror.enable=true (and logs), is not loaded with
@@ -570,7 +572,9 @@ static void test_kbx(const char *plugin)
     int rc;
 
     snprintf(extra, sizeof(extra),
-             "plugin.paths=mirror.enable=%s\nmirror.enable=true\nmirror.test.key=v1\n", plugin);
+             "plugin.paths=mirror.enable=%s\nmirror.enable=true\nmirror.test.key=v1\n"
+             "group.initial.rebalance.delay.ms=200\n",
+             plugin);
     if (broker_start(&b, extra) != 0) {
         CHECK(false, "kbroker with the test plugin did not start");
         return;
@@ -676,6 +680,23 @@ static void test_kbx(const char *plugin)
     /* Controller records. */
     cmd(b.port, "records", &ar, false);
 
+    /* Local requests whose handlers wait (connection-less deferred requests): a long-poll
+     * Fetch that a record produced by kcat completes, while a CreateTopics behind it is not
+     * held up; one that ends empty at MaxWaitMs; one cut by local_request's own deadline; a
+     * one-member group (JoinGroup held for the rebalance, SyncGroup); and one left waiting
+     * until the broker stops, which the host must cancel when it unloads the plugin. */
+    cmd(b.port, "create:kbh-lf:", &ar, false);
+    cmd_until(b.port, "topic:kbh-lf", &ar);
+    cmd(b.port, "lfetch:kbh-lf:hello-local", &ar, false);
+    rc = run_cmd("echo hello-local | kcat -P -b 127.0.0.1:%d -t kbh-lf -p 0 >/dev/null 2>&1",
+                 b.port);
+    CHECK(rc == 0, "kcat -P to kbh-lf failed (%d)", rc);
+    cmd(b.port, "lfetch-wait", &ar, false);
+    cmd(b.port, "lfetch-empty:kbh-lf", &ar, false);
+    cmd(b.port, "lfetch-deadline:kbh-lf", &ar, false);
+    cmd(b.port, "lgroup:kbh-lgroup", &ar, false);
+    cmd(b.port, "lhold:kbh-lf", &ar, false);
+
     /* A client that goes away: the plugin's cancel op runs for its token. */
     {
         kp_writer_t wr;
@@ -719,6 +740,8 @@ static void test_kbx(const char *plugin)
           "no clean plugin stop in the log");
     CHECK(!log_contains("left after fini"), "the test plugin left handles behind");
     CHECK(!log_contains("broke the kbx contract"), "a kbx contract violation was logged");
+    CHECK(log_contains("held local fetch ended: status -12 calls 1"),
+          "the waiting local Fetch was not cancelled once with KBX_ERR_SHUTDOWN at unload");
 
     /* Without the plugin the mirror topic's partitions start pending: writes are refused
      * (retriable) until a plugin decides. */

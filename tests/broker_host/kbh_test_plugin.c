@@ -109,7 +109,20 @@ typedef struct kbh {
     kbx_uuid_t bump_id;
     /* aux thread */
     atomic_int aux_count;
+    /* local requests running side by side: [0] a Fetch waiting for a produce, [1] a Fetch held
+     * until the plugin is unloaded */
+    struct kbh_lop {
+        struct kbh *p;
+        atomic_int calls;
+        int32_t status;
+        uint8_t *resp;
+        size_t len;
+        int64_t start_ns, end_ns;
+        char value[64]; /* the record value the Fetch waits for */
+    } lops[2];
 } kbh_t;
+
+typedef struct kbh_lop kbh_lop_t;
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
@@ -426,11 +439,18 @@ static void kbh_cmd_basic(kbh_t *p, kbh_results_t *R)
         rc = kbh_op_wait(p);
     CHECK(R, "local_request_bad_version", rc == KBX_ERR_UNSUPPORTED, "-> %d", rc);
     kbh_op_begin(p);
-    rc = api->local_request(p->host, 1, 12, NULL, 0, 5000, kbh_resp_cb, p);
+    rc = api->local_request(p->host, 1000, 0, NULL, 0, 5000, kbh_resp_cb, p);
     kbh_op_started(p);
     if (rc == KBX_OK)
         rc = kbh_op_wait(p);
-    CHECK(R, "local_request_fetch_refused", rc == KBX_ERR_UNSUPPORTED, "-> %d", rc);
+    CHECK(R, "local_request_unknown_key", rc == KBX_ERR_UNSUPPORTED, "-> %d", rc);
+    /* A malformed Fetch: the handler refuses it (a client's connection would be closed). */
+    kbh_op_begin(p);
+    rc = api->local_request(p->host, 1, 12, (const uint8_t *)"\x01", 1, 5000, kbh_resp_cb, p);
+    kbh_op_started(p);
+    if (rc == KBX_OK)
+        rc = kbh_op_wait(p);
+    CHECK(R, "local_request_malformed", rc == KBX_ERR_INVALID, "-> %d", rc);
     CHECK(R, "callbacks_never_inside_call", atomic_load(&p->op_in_call_violation) == 0,
           "%d callbacks ran inside the starting call", atomic_load(&p->op_in_call_violation));
 }
@@ -886,6 +906,323 @@ static void kbh_cmd_authz(kbh_t *p, kbh_results_t *R, const char *args, const ch
     kbh_check(R, "authz", rc >= 0, rc, NULL, "-> %d", (int)rc);
 }
 
+/* ---- local requests whose handlers wait ----------------------------------------------------- */
+
+static void kbh_lop_cb(void *arg, int32_t status, const uint8_t *body, size_t len)
+{
+    kbh_lop_t *l = arg;
+    kbh_t *p = l->p;
+    pthread_mutex_lock(&p->mu);
+    l->status = status;
+    l->end_ns = p->api->clock_monotonic_ns(p->host);
+    p->api->mem_free(p->host, l->resp);
+    l->resp = NULL;
+    l->len = 0;
+    if (status == KBX_OK) {
+        l->resp = p->api->mem_alloc(p->host, len ? len : 1);
+        if (l->resp) {
+            memcpy(l->resp, body, len);
+            l->len = len;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    atomic_fetch_add(&l->calls, 1);
+    p->api->latch_set(p->host, p->oplatch);
+}
+
+/* Wait until slot @p l was called back (or @p ms passed); returns the call count. */
+static int kbh_lop_wait(kbh_t *p, kbh_lop_t *l, int64_t ms)
+{
+    int64_t end = p->api->clock_monotonic_ns(p->host) + ms * 1000000;
+    while (!atomic_load(&l->calls) && p->api->clock_monotonic_ns(p->host) < end)
+        p->api->latch_wait(p->host, p->oplatch, 20);
+    return atomic_load(&l->calls);
+}
+
+/* Start a Fetch v12 of partition 0 of @p topic at its log end offset into slot @p l. */
+static int32_t kbh_lop_fetch(kbh_t *p, kbh_lop_t *l, const char *topic, int32_t max_wait_ms,
+                             int64_t timeout_ms, int64_t *leo)
+{
+    kp_FetchRequest_t rq;
+    kp_FetchRequest_FetchTopic_t t;
+    kp_FetchRequest_FetchPartition_t fp;
+    kbx_log_offsets_t o;
+    kbx_partition_t *part = NULL;
+    kbx_uuid_t id;
+    kp_writer_t wr;
+    int32_t rc;
+
+    *leo = -1;
+    if (!kbh_topic_id(p, topic, &id) ||
+        p->api->partition_acquire(p->host, &id, 0, -1, &part) != KBX_OK)
+        return KBX_ERR_NOT_FOUND;
+    *leo = kbh_leo(p, part, &o);
+    p->api->partition_release(p->host, part);
+    kp_FetchRequest_init(&rq);
+    kp_FetchRequest_FetchTopic_init(&t);
+    kp_FetchRequest_FetchPartition_init(&fp);
+    fp.Partition = 0;
+    fp.FetchOffset = *leo;
+    fp.PartitionMaxBytes = 1 << 20;
+    t.Topic = (kp_str_t){topic, (int32_t)strlen(topic)};
+    t.Partitions.cnt = 1;
+    t.Partitions.v = &fp;
+    rq.ReplicaId = -1;
+    rq.MaxWaitMs = max_wait_ms;
+    rq.MinBytes = 1;
+    rq.MaxBytes = 1 << 20;
+    rq.SessionId = 0;
+    rq.SessionEpoch = -1;
+    rq.Topics.cnt = 1;
+    rq.Topics.v = &t;
+    kp_writer_init(&wr);
+    kp_FetchRequest_encode(&wr, &rq, 12);
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&l->calls, 0);
+    l->status = 1;
+    l->p = p;
+    l->start_ns = p->api->clock_monotonic_ns(p->host);
+    pthread_mutex_unlock(&p->mu);
+    rc = p->api->local_request(p->host, 1, 12, wr.buf, wr.len, timeout_ms, kbh_lop_cb, l);
+    kp_writer_free(&wr);
+    return rc;
+}
+
+/* Decode slot @p l's Fetch v12 answer: the partition's error, high watermark and whether the
+ * records hold @p value. Returns 0 or -1. */
+static int kbh_lop_fetch_result(kbh_lop_t *l, const char *value, int16_t *err, int64_t *hw,
+                                int32_t *rec_len, bool *found)
+{
+    kp_FetchResponse_t resp;
+    kp_arena_t ar;
+    kp_reader_t rd;
+    int rc = -1;
+    *err = -1;
+    *hw = -1;
+    *rec_len = -1;
+    *found = false;
+    kp_arena_init(&ar, 0);
+    kp_reader_init(&rd, l->resp, l->len);
+    kp_FetchResponse_init(&resp);
+    if (l->resp && kp_FetchResponse_decode(&rd, &ar, &resp, 12) == 0 && resp.Responses.cnt == 1 &&
+        resp.Responses.v[0].Partitions.cnt == 1) {
+        const kp_FetchResponse_PartitionData_t *pd = &resp.Responses.v[0].Partitions.v[0];
+        *err = pd->ErrorCode;
+        *hw = pd->HighWatermark;
+        *rec_len = pd->Records.len;
+        if (value && pd->Records.len > 0)
+            *found = memmem(pd->Records.ptr, (size_t)pd->Records.len, value, strlen(value)) != NULL;
+        rc = 0;
+    }
+    kp_arena_free(&ar);
+    return rc;
+}
+
+static int64_t kbh_lop_ms(const kbh_lop_t *l)
+{
+    return (l->end_ns - l->start_ns) / 1000000;
+}
+
+/* "lfetch:T:VALUE": a long-poll Fetch (MaxWaitMs 10 s) at the end of T is left waiting; a
+ * CreateTopics through local_request must complete meanwhile. "lfetch-wait" then checks that
+ * the Fetch returned VALUE (produced by the test's client) well before MaxWaitMs. */
+static void kbh_cmd_lfetch(kbh_t *p, kbh_results_t *R, const char *topic, const char *value)
+{
+    kbh_lop_t *l = &p->lops[0];
+    char side[300];
+    int64_t leo;
+    int32_t rc;
+
+    snprintf(l->value, sizeof(l->value), "%s", value);
+    rc = kbh_lop_fetch(p, l, topic, 10000, 15000, &leo);
+    CHECK(R, "lfetch_started", rc == KBX_OK && leo >= 0, "-> %d (leo %" PRId64 ")", rc, leo);
+    snprintf(side, sizeof(side), "%s-side", topic);
+    kbh_cmd_create(p, R, side, "");
+    CHECK(R, "lfetch_not_blocking", atomic_load(&l->calls) == 0,
+          "the Fetch answered before any record was produced (status %d)", l->status);
+}
+
+static void kbh_cmd_lfetch_wait(kbh_t *p, kbh_results_t *R)
+{
+    kbh_lop_t *l = &p->lops[0];
+    int16_t err;
+    int64_t hw;
+    int32_t rlen;
+    bool found;
+    int calls = kbh_lop_wait(p, l, KBH_WAIT_MS);
+
+    pthread_mutex_lock(&p->mu);
+    CHECK(R, "lfetch_answered", calls == 1 && l->status == KBX_OK, "calls %d status %d", calls,
+          l->status);
+    if (calls == 1 && l->status == KBX_OK) {
+        int r = kbh_lop_fetch_result(l, l->value, &err, &hw, &rlen, &found);
+        kbh_check(R, "lfetch_record", r == 0 && err == 0 && found, (int32_t)kbh_lop_ms(l), NULL,
+                  "decode %d error %d records %d bytes, '%s' %sfound", r, err, rlen, l->value,
+                  found ? "" : "not ");
+        /* woken by the produce, not by MaxWaitMs (10 s) */
+        CHECK(R, "lfetch_early", kbh_lop_ms(l) < 8000, "answered after %" PRId64 " ms",
+              kbh_lop_ms(l));
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* "lfetch-empty:T": MaxWaitMs 300, nothing produced: an empty answer after about 300 ms. */
+static void kbh_cmd_lfetch_empty(kbh_t *p, kbh_results_t *R, const char *topic)
+{
+    kbh_lop_t *l = &p->lops[0];
+    int16_t err;
+    int64_t leo, hw;
+    int32_t rlen, rc;
+    bool found;
+    int calls;
+
+    rc = kbh_lop_fetch(p, l, topic, 300, 5000, &leo);
+    calls = rc == KBX_OK ? kbh_lop_wait(p, l, KBH_WAIT_MS) : 0;
+    pthread_mutex_lock(&p->mu);
+    CHECK(R, "lfetch_empty_answered", rc == KBX_OK && calls == 1 && l->status == KBX_OK,
+          "rc %d calls %d status %d", rc, calls, l->status);
+    if (calls == 1 && l->status == KBX_OK) {
+        int r = kbh_lop_fetch_result(l, NULL, &err, &hw, &rlen, &found);
+        CHECK(R, "lfetch_empty_no_records", r == 0 && err == 0 && rlen <= 0 && hw == leo,
+              "decode %d error %d records %d high watermark %" PRId64 " (leo %" PRId64 ")", r, err,
+              rlen, hw, leo);
+        CHECK(R, "lfetch_empty_waited", kbh_lop_ms(l) >= 280 && kbh_lop_ms(l) < 4000,
+              "answered after %" PRId64 " ms (MaxWaitMs 300)", kbh_lop_ms(l));
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* "lfetch-deadline:T": MaxWaitMs 10 s but local_request's timeout 300 ms: KBX_ERR_TIMEOUT. */
+static void kbh_cmd_lfetch_deadline(kbh_t *p, kbh_results_t *R, const char *topic)
+{
+    kbh_lop_t *l = &p->lops[0];
+    int64_t leo;
+    int32_t rc;
+    int calls;
+
+    rc = kbh_lop_fetch(p, l, topic, 10000, 300, &leo);
+    calls = rc == KBX_OK ? kbh_lop_wait(p, l, KBH_WAIT_MS) : 0;
+    pthread_mutex_lock(&p->mu);
+    CHECK(R, "lfetch_deadline", rc == KBX_OK && calls == 1 && l->status == KBX_ERR_TIMEOUT,
+          "rc %d calls %d status %d", rc, calls, l->status);
+    CHECK(R, "lfetch_deadline_time", kbh_lop_ms(l) >= 280 && kbh_lop_ms(l) < 5000,
+          "timed out after %" PRId64 " ms (timeout 300, MaxWaitMs 10000)", kbh_lop_ms(l));
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* "lhold:T": a Fetch with MaxWaitMs 60 s and no timeout, left waiting; fini reports how it
+ * ended (the host must cancel it when it unloads the plugin). */
+static void kbh_cmd_lhold(kbh_t *p, kbh_results_t *R, const char *topic)
+{
+    int64_t leo;
+    int32_t rc = kbh_lop_fetch(p, &p->lops[1], topic, 60000, -1, &leo);
+    CHECK(R, "lhold_started", rc == KBX_OK, "-> %d", rc);
+}
+
+/* One local_request, waited for; the response body in p->op_resp. */
+static int32_t kbh_local(kbh_t *p, int16_t key, int16_t ver, kp_writer_t *wr)
+{
+    int32_t rc;
+    kbh_op_begin(p);
+    rc = p->api->local_request(p->host, key, ver, wr->buf, wr->len, 10000, kbh_resp_cb, p);
+    kbh_op_started(p);
+    kp_writer_free(wr);
+    return rc == KBX_OK ? kbh_op_wait(p) : rc;
+}
+
+/* "lgroup:G": a one-member classic group through local_request: JoinGroup v7 (KIP-394: the
+ * first answer is MEMBER_ID_REQUIRED with the id), JoinGroup again (held by the coordinator
+ * until the rebalance completes), SyncGroup v5 with the leader's assignment, LeaveGroup. */
+static void kbh_cmd_lgroup(kbh_t *p, kbh_results_t *R, const char *group)
+{
+    kp_JoinGroupRequest_t jq;
+    kp_JoinGroupRequest_JoinGroupRequestProtocol_t proto;
+    kp_JoinGroupResponse_t jr;
+    kp_SyncGroupRequest_t sq;
+    kp_SyncGroupRequest_SyncGroupRequestAssignment_t as;
+    kp_SyncGroupResponse_t sr;
+    kp_arena_t ar;
+    kp_reader_t rd;
+    kp_writer_t wr;
+    char member[256] = "";
+    int32_t rc, gen = -1;
+    int16_t ec = -1;
+    int64_t t0;
+
+    kp_arena_init(&ar, 0);
+    kp_JoinGroupRequest_init(&jq);
+    kp_JoinGroupRequest_JoinGroupRequestProtocol_init(&proto);
+    proto.Name = (kp_str_t){"range", 5};
+    proto.Metadata = (kp_bytes_t){(const uint8_t *)"meta", 4};
+    jq.GroupId = (kp_str_t){group, (int32_t)strlen(group)};
+    jq.SessionTimeoutMs = 10000;
+    jq.RebalanceTimeoutMs = 10000;
+    jq.MemberId = (kp_str_t){"", 0};
+    jq.GroupInstanceId = (kp_str_t){NULL, -1};
+    jq.ProtocolType = (kp_str_t){"consumer", 8};
+    jq.Protocols.cnt = 1;
+    jq.Protocols.v = &proto;
+    for (int round = 0; round < 2; round++) {
+        kp_writer_init(&wr);
+        kp_JoinGroupRequest_encode(&wr, &jq, 7);
+        t0 = p->api->clock_monotonic_ns(p->host);
+        rc = kbh_local(p, 11, 7, &wr);
+        ec = -1;
+        if (rc == KBX_OK) {
+            kp_reader_init(&rd, p->op_resp, p->op_resp_len);
+            kp_JoinGroupResponse_init(&jr);
+            if (kp_JoinGroupResponse_decode(&rd, &ar, &jr, 7) == 0) {
+                ec = jr.ErrorCode;
+                gen = jr.GenerationId;
+                snprintf(member, sizeof(member), "%.*s",
+                         jr.MemberId.len > 0 ? (int)jr.MemberId.len : 0,
+                         jr.MemberId.len > 0 ? jr.MemberId.ptr : "");
+            }
+        }
+        if (round == 0) {
+            CHECK(R, "ljoin_member_id_required", rc == KBX_OK && ec == 79 && member[0],
+                  "rc %d ErrorCode %d member '%s'", rc, ec, member);
+            jq.MemberId = (kp_str_t){member, (int32_t)strlen(member)};
+        } else {
+            bool leader = rc == KBX_OK && ec == 0 && jr.Leader.len == (int32_t)strlen(member) &&
+                          !memcmp(jr.Leader.ptr, member, strlen(member)) && jr.Members.cnt == 1;
+            int64_t ms = (p->api->clock_monotonic_ns(p->host) - t0) / 1000000;
+            kbh_check(R, "ljoin", leader && gen >= 1, (int32_t)ms, NULL,
+                      "rc %d ErrorCode %d generation %d", rc, ec, gen);
+            /* the coordinator held (deferred) it for group.initial.rebalance.delay.ms (200) */
+            CHECK(R, "ljoin_deferred", ms >= 150, "answered after %" PRId64 " ms", ms);
+        }
+    }
+
+    kp_SyncGroupRequest_init(&sq);
+    kp_SyncGroupRequest_SyncGroupRequestAssignment_init(&as);
+    sq.GroupId = jq.GroupId;
+    sq.GenerationId = gen;
+    sq.MemberId = (kp_str_t){member, (int32_t)strlen(member)};
+    sq.GroupInstanceId = (kp_str_t){NULL, -1};
+    sq.ProtocolType = (kp_str_t){"consumer", 8};
+    sq.ProtocolName = (kp_str_t){"range", 5};
+    as.MemberId = sq.MemberId;
+    as.Assignment = (kp_bytes_t){(const uint8_t *)"assignment-1", 12};
+    sq.Assignments.cnt = 1;
+    sq.Assignments.v = &as;
+    kp_writer_init(&wr);
+    kp_SyncGroupRequest_encode(&wr, &sq, 5);
+    rc = kbh_local(p, 14, 5, &wr);
+    ec = -1;
+    if (rc == KBX_OK) {
+        kp_reader_init(&rd, p->op_resp, p->op_resp_len);
+        kp_SyncGroupResponse_init(&sr);
+        if (kp_SyncGroupResponse_decode(&rd, &ar, &sr, 5) == 0)
+            ec = sr.ErrorCode;
+    }
+    CHECK(R, "lsync",
+          rc == KBX_OK && ec == 0 && sr.Assignment.len == 12 &&
+              !memcmp(sr.Assignment.ptr, "assignment-1", 12),
+          "rc %d ErrorCode %d", rc, ec);
+    kp_arena_free(&ar);
+}
+
 static void kbh_run(kbh_t *p, const char *cmd, kbh_results_t *R)
 {
     char a[256] = "", b[64] = "";
@@ -922,6 +1259,18 @@ static void kbh_run(kbh_t *p, const char *cmd, kbh_results_t *R)
         kbh_cmd_status(p, R);
     else if (!strncmp(cmd, "authz:", 6))
         kbh_cmd_authz(p, R, a, b);
+    else if (!strncmp(cmd, "lfetch:", 7))
+        kbh_cmd_lfetch(p, R, a, b);
+    else if (!strcmp(cmd, "lfetch-wait"))
+        kbh_cmd_lfetch_wait(p, R);
+    else if (!strncmp(cmd, "lfetch-empty:", 13))
+        kbh_cmd_lfetch_empty(p, R, a);
+    else if (!strncmp(cmd, "lfetch-deadline:", 16))
+        kbh_cmd_lfetch_deadline(p, R, a);
+    else if (!strncmp(cmd, "lhold:", 6))
+        kbh_cmd_lhold(p, R, a);
+    else if (!strncmp(cmd, "lgroup:", 7))
+        kbh_cmd_lgroup(p, R, a);
     else
         CHECK(R, "command", false, "unknown command '%s'", cmd);
 }
@@ -1215,6 +1564,19 @@ static void kbh_fini(void *plugin_ctx)
         kbh_cmd_t *c = p->held;
         p->held = c->next;
         api->mem_free(host, c);
+    }
+    /* Outstanding completions: fini waits for them (kbx.h). The held Fetch is cancelled by
+     * the host when it unloads the plugin; report how it ended. */
+    for (int i = 0; i < 2; i++) {
+        kbh_lop_t *l = &p->lops[i];
+        if (!l->p)
+            continue;
+        kbh_lop_wait(p, l, KBH_WAIT_MS);
+        if (i == 1)
+            kbh_log(p, KBX_LOG_INFO, "held local fetch ended: status %d calls %d", l->status,
+                    atomic_load(&l->calls));
+        api->mem_free(host, l->resp);
+        l->resp = NULL;
     }
     /* 4. listeners and timers */
     if (p->md)
