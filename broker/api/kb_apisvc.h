@@ -42,12 +42,15 @@ typedef struct kb_fsess_cache_s kb_fsess_cache_t;
 /**
  * Transaction hook of Produce: may producer @p pid / @p epoch with @p transactional_id write
  * transactional batches to @p topic / @p partition now (has the partition been added to its
- * transaction)? Return 0 (yes) or a Kafka error code (e.g. INVALID_TXN_STATE,
- * INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE). Without a hook, transactional batches are
- * refused with INVALID_TXN_STATE. @thread handler; must not block for long.
+ * transaction)? @p produce_version is the Produce request's version (the answer depends on it:
+ * Kafka gives TRANSACTION_ABORTABLE only to v11+). Return 0 (yes) or a Kafka error code (e.g.
+ * INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE). Without a hook,
+ * transactional batches are refused with INVALID_TXN_STATE. @thread handler; must not block for
+ * long.
  */
 typedef int16_t(kb_txn_verify_fn)(void *opaque, const char *transactional_id, int64_t pid,
-                                  int16_t epoch, const char *topic, int32_t partition);
+                                  int16_t epoch, const char *topic, int32_t partition,
+                                  int16_t produce_version);
 
 struct kb_apisvc_s {
     const kb_config_t *cfg;

@@ -341,8 +341,8 @@ static void kb_produce_one(kb_apisvc_t *svc, kb_reqctx_t *ctx, const kp_ProduceR
             res->err = KP_ERR_INVALID_TXN_STATE;
             res->msg = "no transaction coordinator: the partition is not part of a transaction";
         } else {
-            res->err =
-                fn(o, txn_id, b.hdr.producerId, b.hdr.producerEpoch, part->topic, part->index);
+            res->err = fn(o, txn_id, b.hdr.producerId, b.hdr.producerEpoch, part->topic,
+                          part->index, ctx->api_version);
         }
         pthread_rwlock_unlock(&svc->hook_rw);
         if (res->err)

@@ -817,19 +817,21 @@ int kb_txn_list(kb_txn_t *c, kb_txn_listing_t **out, size_t *cnt)
 /* ---- Produce verification hook --------------------------------------------------------------- */
 
 int16_t kb_txn_produce_verify(void *opaque, const char *transactional_id, int64_t pid,
-                              int16_t epoch, const char *topic, int32_t partition)
+                              int16_t epoch, const char *topic, int32_t partition,
+                              int16_t produce_version)
 {
     kb_txn_t *c = opaque;
     int16_t ec = kb_txn_verify(c, transactional_id, pid, epoch, topic, partition);
-    /* What a Kafka 4.x partition leader answers a producer (produce v3-11) when the
-     * coordinator's verification fails (ReplicaManager / AddPartitionsToTxnManager). */
+    /* What a Kafka 4.x partition leader answers a producer when the coordinator's verification
+     * fails. TRANSACTION_ABORTABLE (KIP-890) reaches only clients that announced they handle
+     * it, by sending Produce v11 or later; older ones get INVALID_TXN_STATE. */
     switch (ec) {
     case KP_ERR_NONE:
         return KP_ERR_NONE;
     case KP_ERR_PRODUCER_FENCED:
         return KP_ERR_INVALID_PRODUCER_EPOCH;
     case KP_ERR_TRANSACTION_ABORTABLE:
-        return KP_ERR_INVALID_TXN_STATE;
+        return produce_version >= 11 ? KP_ERR_TRANSACTION_ABORTABLE : KP_ERR_INVALID_TXN_STATE;
     case KP_ERR_CONCURRENT_TRANSACTIONS:
     case KP_ERR_COORDINATOR_NOT_AVAILABLE:
     case KP_ERR_COORDINATOR_LOAD_IN_PROGRESS:

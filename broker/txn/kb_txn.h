@@ -93,12 +93,14 @@ int16_t kb_txn_verify(kb_txn_t *c, const char *txn_id, int64_t pid, int16_t epoc
                       const char *topic, int32_t partition);
 
 /** The kb_txn_verify_fn that Produce calls for transactional batches (@p opaque is the
- *  coordinator): kb_txn_verify mapped to what a Kafka 4.x partition leader answers a producer
- *  (Produce v3-10): PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, not in the transaction ->
- *  INVALID_TXN_STATE, CONCURRENT_TRANSACTIONS / coordinator errors -> NOT_ENOUGH_REPLICAS
- *  (retriable for every client), INVALID_PRODUCER_ID_MAPPING as is. */
+ *  coordinator): kb_txn_verify mapped to what a Kafka 4.x partition leader answers a producer:
+ *  PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, not in the transaction -> TRANSACTION_ABORTABLE
+ *  for Produce v11+ (@p produce_version; clients that know the error) and INVALID_TXN_STATE
+ *  below, CONCURRENT_TRANSACTIONS / coordinator errors -> NOT_ENOUGH_REPLICAS (retriable for
+ *  every client), INVALID_PRODUCER_ID_MAPPING as is. */
 int16_t kb_txn_produce_verify(void *opaque, const char *transactional_id, int64_t pid,
-                              int16_t epoch, const char *topic, int32_t partition);
+                              int16_t epoch, const char *topic, int32_t partition,
+                              int16_t produce_version);
 
 /** AddOffsetsToTxn. */
 int16_t kb_txn_add_offsets(kb_txn_t *c, const char *txn_id, int64_t pid, int16_t epoch,

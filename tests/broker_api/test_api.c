@@ -770,13 +770,15 @@ static void t_acks0(void)
 
 typedef struct txv_s {
     int calls;
+    int16_t version; /* the Produce version the hook saw last */
 } txv_t;
 
 static int16_t txv_fn(void *opaque, const char *txn, int64_t pid, int16_t epoch, const char *topic,
-                      int32_t partition)
+                      int32_t partition, int16_t produce_version)
 {
     txv_t *t = opaque;
     t->calls++;
+    t->version = produce_version;
     (void)pid;
     (void)epoch;
     (void)partition;
@@ -805,6 +807,7 @@ static void t_read_committed(void)
     CU_ASSERT_EQUAL(kbat_produce(g_fd, 9, "tx", 0, -1, &wr, &base, "good"), 0);
     CU_ASSERT_EQUAL(base, 3);
     CU_ASSERT_EQUAL(tv.calls, 2);
+    CU_ASSERT_EQUAL(tv.version, 9);
     /* open transaction: read_committed stops at the LSO */
     r = fetch(12, &fp, 1, 0, 1, 1 << 20, 1, 0, -1);
     p = fr_part(r, 0, 0);

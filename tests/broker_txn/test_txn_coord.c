@@ -95,7 +95,7 @@ static int produce(env_t *e, const char *txn, const char *topic, int32_t p, int6
     kp_writer_t w;
     kb_append_info_t info;
     kb_part_t *part;
-    int16_t ec = kb_txn_produce_verify(e->c, txn, pid, epoch, topic, p);
+    int16_t ec = kb_txn_produce_verify(e->c, txn, pid, epoch, topic, p, 11);
     int rc;
     if (ec)
         return ec;
@@ -189,12 +189,25 @@ static void test_commit_abort_markers(void)
     CU_ASSERT_EQUAL(kb_txn_count(e.c), 2);
 
     /* verification of Produce: what Kafka's partition leaders answer clients */
-    CU_ASSERT_EQUAL(kb_txn_produce_verify(e.c, "a", pid, epoch, "t", 0), KP_ERR_INVALID_TXN_STATE);
-    CU_ASSERT_EQUAL(kb_txn_produce_verify(e.c, "zz", pid, epoch, "t", 0),
+    /* not in the transaction: TRANSACTION_ABORTABLE for Produce v11+, INVALID_TXN_STATE below */
+    CU_ASSERT_EQUAL(kb_txn_produce_verify(e.c, "a", pid, epoch, "t", 0, 3),
+                    KP_ERR_INVALID_TXN_STATE);
+    CU_ASSERT_EQUAL(kb_txn_produce_verify(e.c, "a", pid, epoch, "t", 0, 10),
+                    KP_ERR_INVALID_TXN_STATE);
+    CU_ASSERT_EQUAL(kb_txn_produce_verify(e.c, "a", pid, epoch, "t", 0, 11),
+                    KP_ERR_TRANSACTION_ABORTABLE);
+    CU_ASSERT_EQUAL(kb_txn_produce_verify(e.c, "a", pid, epoch, "t", 0, 13),
+                    KP_ERR_TRANSACTION_ABORTABLE);
+    CU_ASSERT_EQUAL(kb_txn_produce_verify(e.c, "zz", pid, epoch, "t", 0, 10),
+                    KP_ERR_INVALID_PRODUCER_ID_MAPPING);
+    CU_ASSERT_EQUAL(kb_txn_produce_verify(e.c, "zz", pid, epoch, "t", 0, 11),
                     KP_ERR_INVALID_PRODUCER_ID_MAPPING);
     CU_ASSERT_EQUAL(add1(&e, "a", pid, epoch, "t", 0), KP_ERR_NONE);
     CU_ASSERT_EQUAL(add1(&e, "a", pid, epoch, "t", 1), KP_ERR_NONE);
-    CU_ASSERT_EQUAL(kb_txn_produce_verify(e.c, "a", pid, (int16_t)(epoch + 1), "t", 0),
+    /* fenced: INVALID_PRODUCER_EPOCH for every version */
+    CU_ASSERT_EQUAL(kb_txn_produce_verify(e.c, "a", pid, (int16_t)(epoch + 1), "t", 0, 10),
+                    KP_ERR_INVALID_PRODUCER_EPOCH);
+    CU_ASSERT_EQUAL(kb_txn_produce_verify(e.c, "a", pid, (int16_t)(epoch + 1), "t", 0, 11),
                     KP_ERR_INVALID_PRODUCER_EPOCH);
     CU_ASSERT_EQUAL(produce(&e, "a", "t", 0, pid, epoch, 0, 3), 0);
     CU_ASSERT_EQUAL(produce(&e, "a", "t", 1, pid, epoch, 0, 2), 0);
@@ -379,7 +392,7 @@ static void test_reload(void)
     producer_of(&e, "t", 0, pc, &pi);
     CU_ASSERT_EQUAL(pi.txn_first_offset, -1);
     /* b goes on after the restart, then times out */
-    CU_ASSERT_EQUAL(kb_txn_produce_verify(e.c, "b", pb, eb, "t", 1), KP_ERR_NONE);
+    CU_ASSERT_EQUAL(kb_txn_produce_verify(e.c, "b", pb, eb, "t", 1, 11), KP_ERR_NONE);
     CU_ASSERT_EQUAL(lso(&e, "t", 1), 0);
     g_now += 5000;
     kb_txn_tick(e.c);

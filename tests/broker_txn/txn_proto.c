@@ -693,11 +693,9 @@ static void scen_txn_tv1(int fd)
     /* transactional Produce */
     ec = produce_txn_v(fd, 10, txn, topic, 1, pid, epoch, 0, 3, NULL);
     CHECK_EC(ec, KP_ERR_INVALID_TXN_STATE, "produce v10 to a partition not added");
-    /* Kafka 4.4 answers TRANSACTION_ABORTABLE from Produce v11 on; kbroker's Produce hook does
-     * not know the version yet (docs/broker.md, open points). */
+    /* Kafka 4.4 answers TRANSACTION_ABORTABLE from Produce v11 on (clients that know it). */
     ec = produce_txn_v(fd, 11, txn, topic, 1, pid, epoch, 0, 3, NULL);
-    CHECK_EC(ec, g_kafka ? KP_ERR_TRANSACTION_ABORTABLE : KP_ERR_INVALID_TXN_STATE,
-             "produce v11 to a partition not added");
+    CHECK_EC(ec, KP_ERR_TRANSACTION_ABORTABLE, "produce v11 to a partition not added");
     ec = produce_txn(fd, txn, topic, 0, pid, epoch, 0, 3, &base);
     CHECK_EC(ec, KP_ERR_NONE, "transactional produce");
     CHECK(base == 0, "base offset %" PRId64, base);
