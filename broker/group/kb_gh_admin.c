@@ -18,15 +18,23 @@
 
 /* ---- FindCoordinator ---------------------------------------------------------------------- */
 
-/* Kafka's ErrorMessage: the error's description, "NONE" for success. */
-static kp_str_t kb_gh_errmsg(int16_t ec)
+/* The ErrorMessage Kafka 4.4 answers: v1-3 the error's description ("NONE" for success, the
+ * name of Errors.NONE); v4+ (per key) an empty string, except for a request it cannot serve at
+ * all (an unknown key type: INVALID_REQUEST, with its description). */
+static kp_str_t kb_gh_errmsg(int16_t ec, int16_t ver)
 {
-    const char *m = ec ? kp_errcode_msg(ec) : "NONE";
+    const char *m;
+    if (ec == KP_ERR_NONE)
+        m = ver >= 4 ? "" : "NONE";
+    else if (ver >= 4 && ec != KP_ERR_INVALID_REQUEST)
+        m = "";
+    else
+        m = kp_errcode_msg(ec);
     return kb_gh_view(m);
 }
 
-static int16_t kb_gh_find_one(kb_gco_t *co, kb_reqctx_t *ctx, int8_t type, kp_str_t key,
-                              int32_t *node, const char **host, int32_t *port)
+static int16_t kb_gh_find_one(kb_gco_t *co, kb_reqctx_t *ctx, int8_t type, int32_t *node,
+                              const char **host, int32_t *port)
 {
     *node = -1;
     *host = "";
@@ -37,9 +45,8 @@ static int16_t kb_gh_find_one(kb_gco_t *co, kb_reqctx_t *ctx, int8_t type, kp_st
             return KP_ERR_COORDINATOR_NOT_AVAILABLE;
         break;
     case KB_GH_KEY_TRANSACTION:
-        /* The transaction coordinator runs on every node of a one-node cluster, too. */
-        if (key.len <= 0)
-            return KP_ERR_INVALID_REQUEST;
+        /* The transaction coordinator runs on every node of a one-node cluster, too. Any key
+         * maps to a partition, the empty one included (group ids too): Kafka 4.4 answers it. */
         if (kb_meta_ensure_internal_topic(co->meta, KB_TOPIC_TRANSACTION_STATE, NULL) != 0)
             return KP_ERR_COORDINATOR_NOT_AVAILABLE;
         break;
@@ -69,9 +76,9 @@ static kb_api_result_t kb_gh_findcoord(void *opaque, kb_req_t *req, kb_resp_t **
     if (ver < 4) {
         const char *host;
         int32_t node, port;
-        int16_t ec = kb_gh_find_one(co, ctx, type, rq.Key, &node, &host, &port);
+        int16_t ec = kb_gh_find_one(co, ctx, type, &node, &host, &port);
         resp.ErrorCode = ec;
-        resp.ErrorMessage = kb_gh_errmsg(ec);
+        resp.ErrorMessage = kb_gh_errmsg(ec, ver);
         resp.NodeId = node;
         resp.Host = kb_gh_view(host);
         resp.Port = port;
@@ -84,15 +91,14 @@ static kb_api_result_t kb_gh_findcoord(void *opaque, kb_req_t *req, kb_resp_t **
         for (int32_t i = 0; i < n; i++) {
             const char *host;
             int32_t node, port;
-            int16_t ec =
-                kb_gh_find_one(co, ctx, type, rq.CoordinatorKeys.v[i], &node, &host, &port);
+            int16_t ec = kb_gh_find_one(co, ctx, type, &node, &host, &port);
             kp_FindCoordinatorResponse_Coordinator_init(&cs[i]);
             cs[i].Key = rq.CoordinatorKeys.v[i];
             cs[i].NodeId = node;
             cs[i].Host = kb_gh_view(host);
             cs[i].Port = port;
             cs[i].ErrorCode = ec;
-            cs[i].ErrorMessage = kb_gh_errmsg(ec);
+            cs[i].ErrorMessage = kb_gh_errmsg(ec, ver);
         }
         resp.Coordinators.cnt = n;
         resp.Coordinators.v = cs;

@@ -472,12 +472,12 @@ static void t_find_coordinator(int fd)
     for (int16_t v = 0; v <= 6; v++) {
         kp_FindCoordinatorRequest_t rq;
         kp_FindCoordinatorResponse_t r;
-        kp_str_t keys[3] = {S("g-a"), S("g-b"), S("")};
+        kp_str_t keys[3] = {S("g-a"), S(""), S("g-b")};
         kp_FindCoordinatorRequest_init(&rq);
         if (v < 4) {
             rq.Key = S("g-find");
         } else {
-            rq.CoordinatorKeys.cnt = 2;
+            rq.CoordinatorKeys.cnt = 3;
             rq.CoordinatorKeys.v = keys;
         }
         CHECK(rpc(fd, KP_APIKEY_FindCoordinator, v, &rq, &r) == 0, "FindCoordinator v%d", v);
@@ -485,28 +485,37 @@ static void t_find_coordinator(int fd)
             CHECK_ERR(r.ErrorCode, 0, "FindCoordinator v%d", v);
             CHECK(r.NodeId == 1 && r.Port == port && kp_str_eq(r.Host, "127.0.0.1"),
                   "FindCoordinator v%d endpoint %d %d", v, r.NodeId, r.Port);
+            /* Kafka 4.4: Errors.NONE's name in v1-3 */
+            CHECK(v == 0 || kp_str_eq(r.ErrorMessage, "NONE"), "FindCoordinator v%d message", v);
         } else {
-            CHECK(r.Coordinators.cnt == 2, "FindCoordinator v%d: two coordinators", v);
+            /* an empty group id has a coordinator too (Kafka 4.4); ErrorMessage "" */
+            CHECK(r.Coordinators.cnt == 3, "FindCoordinator v%d: three coordinators", v);
             for (int32_t i = 0; i < r.Coordinators.cnt; i++)
                 CHECK(r.Coordinators.v[i].ErrorCode == 0 && r.Coordinators.v[i].NodeId == 1 &&
                           r.Coordinators.v[i].Port == port &&
-                          kp_str_eq(r.Coordinators.v[i].Key, i ? "g-b" : "g-a"),
+                          kp_str_eq(r.Coordinators.v[i].Key, i == 0   ? "g-a"
+                                                             : i == 1 ? ""
+                                                                      : "g-b") &&
+                          kp_str_eq(r.Coordinators.v[i].ErrorMessage, ""),
                       "FindCoordinator v%d key %d", v, i);
         }
         if (v == 0)
             continue;
-        /* transactional ids: this node too; an empty one is invalid; type 2+ is refused */
+        /* transactional ids: this node too, the empty one included (Kafka 4.4 answers NONE);
+         * key type 2+ is refused */
         rq.KeyType = 1;
+        keys[2] = S("txn-1");
         if (v < 4)
-            rq.Key = S("txn-1");
-        else
-            rq.CoordinatorKeys.cnt = 3;
+            rq.Key = S("");
         CHECK(rpc(fd, KP_APIKEY_FindCoordinator, v, &rq, &r) == 0, "FindCoordinator v%d txn", v);
         if (v < 4) {
-            CHECK_ERR(r.ErrorCode, 0, "FindCoordinator v%d transaction key", v);
+            CHECK_ERR(r.ErrorCode, 0, "FindCoordinator v%d empty transaction key", v);
+            CHECK(r.NodeId == 1 && kp_str_eq(r.ErrorMessage, "NONE"),
+                  "FindCoordinator v%d empty transaction key: node %d", v, r.NodeId);
         } else {
             CHECK(r.Coordinators.cnt == 3 && r.Coordinators.v[0].ErrorCode == 0 &&
-                      r.Coordinators.v[2].ErrorCode == KP_ERR_INVALID_REQUEST,
+                      r.Coordinators.v[1].ErrorCode == 0 && r.Coordinators.v[1].NodeId == 1 &&
+                      r.Coordinators.v[2].ErrorCode == 0,
                   "FindCoordinator v%d transaction keys", v);
         }
         rq.KeyType = 2;
@@ -515,6 +524,9 @@ static void t_find_coordinator(int fd)
         CHECK(rpc(fd, KP_APIKEY_FindCoordinator, v, &rq, &r) == 0, "FindCoordinator v%d", v);
         CHECK_ERR(v < 4 ? r.ErrorCode : r.Coordinators.v[0].ErrorCode, KP_ERR_INVALID_REQUEST,
                   "FindCoordinator key type 2");
+        /* a request that cannot be served at all keeps the error's description */
+        CHECK((v < 4 ? r.ErrorMessage.len : r.Coordinators.v[0].ErrorMessage.len) > 0,
+              "FindCoordinator v%d key type 2: no ErrorMessage", v);
     }
 }
 
