@@ -352,7 +352,7 @@ size_t kb_acl_count(kb_acl_t *acl)
 
 /* ---- the image ------------------------------------------------------------------------------- */
 
-static bool kb_acl_id_zero(const uint8_t id[16])
+bool kb_acl_id_is_zero(const uint8_t id[16])
 {
     for (int i = 0; i < 16; i++)
         if (id[i])
@@ -382,7 +382,7 @@ static long kb_acl_find_same(const kb_acl_t *acl, const kb_acl_binding_t *b)
 static bool kb_acl_storable(const kb_acl_binding_t *b)
 {
     char msg[8];
-    return b->name && b->principal && b->host && !kb_acl_id_zero(b->id) &&
+    return b->name && b->principal && b->host && !kb_acl_id_is_zero(b->id) &&
            kb_acl_validate(b, msg, sizeof(msg)) == KP_ERR_NONE;
 }
 
@@ -501,7 +501,7 @@ static void kb_acl_new_id(uint8_t id[16])
             }
             got += (size_t)n;
         }
-    } while (kb_acl_id_zero(id));
+    } while (kb_acl_id_is_zero(id));
 }
 
 /* Persist the image minus the bindings flagged in @p drop plus @p add (n_add). acl->wmu held;

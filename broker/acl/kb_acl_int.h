@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "kb_acl.h"
+#include "kp_writer.h"
 
 #define KB_ACL_MAGIC      0x6b61636cu /* "kacl" */
 #define KB_ACL_DEAD_MAGIC 0x6b616364u
@@ -39,8 +40,18 @@ int kb_acl_binding_copy(kb_acl_binding_t *dst, const kb_acl_binding_t *src);
 void kb_acl_binding_clear(kb_acl_binding_t *b);
 /** Same content (everything but the id). */
 bool kb_acl_binding_same(const kb_acl_binding_t *a, const kb_acl_binding_t *b);
+/** Whether @p id is all zero (no binding has that id). */
+bool kb_acl_id_is_zero(const uint8_t id[16]);
 
 /* kb_acl_store.c */
+/** The store file's bytes for @p n bindings appended to @p wr. 0 or KB_E_NOMEM. */
+int kb_acl_store_encode(kp_writer_t *wr, const kb_acl_binding_t *const *v, size_t n);
+/**
+ * Parse a store file's bytes (untrusted) into @p out (owned bindings). 0, or KB_E_PARSE /
+ * KB_E_NOMEM with a message starting with @p path in @p errstr (the list is then empty).
+ */
+int kb_acl_store_parse(const uint8_t *buf, size_t len, const char *path, kb_acl_list_t *out,
+                       char *errstr, size_t errstr_size);
 /**
  * Write @p n bindings (the pointers of @p v) as the store of @p dir, atomically.
  * 0 or KB_E_NOMEM / KB_E_IO (logged with the file name).

@@ -94,14 +94,11 @@ fail_fd:
     return -1;
 }
 
-int kb_acl_store_write(const char *dir, const kb_acl_binding_t *const *v, size_t n)
+int kb_acl_store_encode(kp_writer_t *wr, const kb_acl_binding_t *const *v, size_t n)
 {
-    char path[4096];
-    kp_writer_t pl, wr;
+    kp_writer_t pl;
     int rc = 0;
 
-    if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, KB_ACL_FILE) >= sizeof(path))
-        return KB_E_INVALID;
     kp_writer_init(&pl);
     kp_write_int32(&pl, (int32_t)n);
     for (size_t i = 0; i < n; i++) {
@@ -114,22 +111,34 @@ int kb_acl_store_write(const char *dir, const kb_acl_binding_t *const *v, size_t
         kb_acl_store_wstr(&pl, v[i]->principal);
         kb_acl_store_wstr(&pl, v[i]->host);
     }
-    kp_writer_init(&wr);
     if (!pl.err) {
-        kp_write_raw(&wr, KB_ACL_STORE_MAGIC, 4);
-        kp_write_int16(&wr, KB_ACL_STORE_VERSION);
-        kp_write_uint32(&wr, kp_crc32c(0, pl.buf, pl.len));
-        kp_write_int32(&wr, (int32_t)pl.len);
-        kp_write_raw(&wr, pl.buf, pl.len);
+        kp_write_raw(wr, KB_ACL_STORE_MAGIC, 4);
+        kp_write_int16(wr, KB_ACL_STORE_VERSION);
+        kp_write_uint32(wr, kp_crc32c(0, pl.buf, pl.len));
+        kp_write_int32(wr, (int32_t)pl.len);
+        kp_write_raw(wr, pl.buf, pl.len);
     }
-    if (pl.err || wr.err) {
+    if (pl.err || wr->err)
         rc = KB_E_NOMEM;
-    } else if (kb_acl_store_write_atomic(dir, path, wr.buf, wr.len) != 0) {
+    kp_writer_free(&pl);
+    return rc;
+}
+
+int kb_acl_store_write(const char *dir, const kb_acl_binding_t *const *v, size_t n)
+{
+    char path[4096];
+    kp_writer_t wr;
+    int rc;
+
+    if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, KB_ACL_FILE) >= sizeof(path))
+        return KB_E_INVALID;
+    kp_writer_init(&wr);
+    rc = kb_acl_store_encode(&wr, v, n);
+    if (rc == 0 && kb_acl_store_write_atomic(dir, path, wr.buf, wr.len) != 0) {
         kb_log_error("acl", "cannot write %s: %s (the ACL change is not applied)", path,
                      strerror(errno));
         rc = KB_E_IO;
     }
-    kp_writer_free(&pl);
     kp_writer_free(&wr);
     return rc;
 }
@@ -195,37 +204,25 @@ static int kb_acl_store_slurp(const char *path, uint8_t **bufp, size_t *lenp, ch
     return 0;
 }
 
-int kb_acl_store_read(const char *dir, kb_acl_list_t *out, char *errstr, size_t errstr_size)
+int kb_acl_store_parse(const uint8_t *buf, size_t len, const char *path, kb_acl_list_t *out,
+                       char *errstr, size_t errstr_size)
 {
-    char path[4096];
-    uint8_t *buf = NULL;
-    size_t len = 0;
     kp_reader_t rd;
     uint32_t crc;
     int32_t plen, n;
-    int rc;
+    int rc = KB_E_PARSE;
 
     out->v = NULL;
     out->cnt = 0;
-    if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, KB_ACL_FILE) >= sizeof(path)) {
-        snprintf(errstr, errstr_size, "%s: directory name too long", dir);
-        return KB_E_INVALID;
-    }
-    rc = kb_acl_store_slurp(path, &buf, &len, errstr, errstr_size);
-    if (rc == KB_E_NOT_FOUND)
-        return 0;
-    if (rc)
-        return rc;
-    rc = KB_E_PARSE;
     if (len < KB_ACL_STORE_HDR || memcmp(buf, KB_ACL_STORE_MAGIC, 4) != 0) {
         snprintf(errstr, errstr_size, "%s: not a kbroker ACL file (the file is corrupt)", path);
-        goto out;
+        return rc;
     }
     kp_reader_init(&rd, buf, len);
     kp_reader_skip(&rd, 4);
     if (kp_read_int16(&rd) != KB_ACL_STORE_VERSION) {
         snprintf(errstr, errstr_size, "%s: unknown format version", path);
-        goto out;
+        return rc;
     }
     crc = kp_read_uint32(&rd);
     plen = kp_read_int32(&rd);
@@ -233,24 +230,23 @@ int kb_acl_store_read(const char *dir, kb_acl_list_t *out, char *errstr, size_t 
         kp_crc32c(0, buf + KB_ACL_STORE_HDR, (size_t)plen) != crc) {
         snprintf(errstr, errstr_size,
                  "%s: checksum or length mismatch (the file is corrupt or truncated)", path);
-        goto out;
+        return rc;
     }
     n = kp_read_int32(&rd);
     /* 23 bytes is the smallest binding; the count must fit the payload. */
     if (rd.err || n < 0 || n > KB_ACL_MAX_BINDINGS || (size_t)n > kp_reader_remaining(&rd) / 23) {
         snprintf(errstr, errstr_size, "%s: bad binding count (the file is corrupt)", path);
-        goto out;
+        return rc;
     }
     out->v = calloc((size_t)n + 1, sizeof(*out->v));
     if (!out->v) {
         snprintf(errstr, errstr_size, "%s: out of memory", path);
-        rc = KB_E_NOMEM;
-        goto out;
+        return KB_E_NOMEM;
     }
     for (int32_t i = 0; i < n; i++) {
         kb_acl_binding_t *b = &out->v[out->cnt];
         const uint8_t *id = kp_read_raw(&rd, 16);
-        char msg[300];
+        char msg[300] = "";
         if (id)
             memcpy(b->id, id, 16);
         b->restype = kp_read_int8(&rd);
@@ -266,9 +262,9 @@ int kb_acl_store_read(const char *dir, kb_acl_list_t *out, char *errstr, size_t 
                      rd.errstr ? rd.errstr : "malformed");
             goto out;
         }
-        if (kb_acl_validate(b, msg, sizeof(msg)) != KP_ERR_NONE) {
+        if (kb_acl_id_is_zero(b->id) || kb_acl_validate(b, msg, sizeof(msg)) != KP_ERR_NONE) {
             snprintf(errstr, errstr_size, "%s: binding %d: %s (the file is corrupt)", path, (int)i,
-                     msg);
+                     msg[0] ? msg : "zero id");
             goto out;
         }
         for (size_t k = 0; k + 1 < out->cnt; k++)
@@ -283,10 +279,33 @@ int kb_acl_store_read(const char *dir, kb_acl_list_t *out, char *errstr, size_t 
         goto out;
     }
     rc = 0;
-    kb_log_info("acl", "loaded %zu ACL bindings from %s", out->cnt, path);
 out:
     if (rc)
         kb_acl_list_free(out);
+    return rc;
+}
+
+int kb_acl_store_read(const char *dir, kb_acl_list_t *out, char *errstr, size_t errstr_size)
+{
+    char path[4096];
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc;
+
+    out->v = NULL;
+    out->cnt = 0;
+    if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, KB_ACL_FILE) >= sizeof(path)) {
+        snprintf(errstr, errstr_size, "%s: directory name too long", dir);
+        return KB_E_INVALID;
+    }
+    rc = kb_acl_store_slurp(path, &buf, &len, errstr, errstr_size);
+    if (rc == KB_E_NOT_FOUND)
+        return 0;
+    if (rc)
+        return rc;
+    rc = kb_acl_store_parse(buf, len, path, out, errstr, errstr_size);
+    if (rc == 0)
+        kb_log_info("acl", "loaded %zu ACL bindings from %s", out->cnt, path);
     free(buf);
     return rc;
 }
