@@ -15,11 +15,14 @@
 
 #include "kb_acl.h"
 #include "kb_acl_api.h"
+#include "kb_acl_mrec.h"
 #include "kb_apisvc.h"
 #include "kb_err.h"
 #include "kbat.h"
 #include "kp_errcode.h"
+#include "kp_mrec.h"
 #include "kp_msgs.h"
+#include "kp_writer.h"
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
@@ -491,6 +494,89 @@ static void test_create_delete_semantics(void)
     kb_acl_free(acl);
 }
 
+/* ---- metadata records ------------------------------------------------------------------------ */
+
+/* Encode @p rec as a metadata record value, decode it back and apply it. */
+static int mrec_apply(kb_acl_t *acl, int16_t type, const void *rec)
+{
+    kp_writer_t wr;
+    kp_arena_t ar;
+    kp_mrec_t m;
+    int rc;
+    kp_writer_init(&wr);
+    kp_arena_init(&ar, 0);
+    CU_ASSERT_EQUAL_FATAL(kp_mrec_encode(&wr, type, 0, rec), 0);
+    CU_ASSERT_EQUAL_FATAL(kp_mrec_decode(wr.buf, wr.len, &ar, &m), 0);
+    CU_ASSERT_EQUAL(m.type, (uint32_t)type);
+    rc = kb_acl_mrec_apply(acl, &m);
+    kp_arena_free(&ar);
+    kp_writer_free(&wr);
+    return rc;
+}
+
+static void test_mrec_replay(void)
+{
+    kb_acl_t *ctl = mem_acl(true, NULL, false), *brk = mem_acl(true, NULL, false);
+    kb_acl_binding_t v[2] = {
+        B(KB_ACL_RES_TOPIC, "orders", KB_ACL_PAT_LITERAL, "User:alice", "*", KB_ACL_OP_READ,
+          KB_ACL_PERM_ALLOW),
+        B(KB_ACL_RES_GROUP, "app-", KB_ACL_PAT_PREFIXED, "User:bob", "10.0.0.1", KB_ACL_OP_ALL,
+          KB_ACL_PERM_DENY),
+    };
+    kb_acl_filter_t f = F_ANY();
+    kb_acl_list_t made, seen;
+    kp_AccessControlEntryRecord_t rec;
+    kp_RemoveAccessControlEntryRecord_t rm;
+    kp_NoOpRecord_t noop;
+
+    /* the "controller" creates bindings; a "broker" replays their records */
+    CU_ASSERT_EQUAL(kb_acl_create(ctl, v, 2), 0);
+    CU_ASSERT_EQUAL(kb_acl_describe(ctl, &f, &made), 0);
+    CU_ASSERT_EQUAL_FATAL(made.cnt, 2);
+    for (size_t i = 0; i < made.cnt; i++) {
+        kb_acl_mrec_from_binding(&made.v[i], &rec);
+        CU_ASSERT_EQUAL(mrec_apply(brk, KP_RECTYPE_AccessControlEntryRecord, &rec), 0);
+    }
+    CU_ASSERT_EQUAL(kb_acl_describe(brk, &f, &seen), 0);
+    CU_ASSERT_EQUAL_FATAL(seen.cnt, 2);
+    for (size_t i = 0; i < 2; i++) {
+        CU_ASSERT(!memcmp(seen.v[i].id, made.v[i].id, 16));
+        CU_ASSERT(!strcmp(seen.v[i].name, made.v[i].name) &&
+                  !strcmp(seen.v[i].principal, made.v[i].principal) &&
+                  !strcmp(seen.v[i].host, made.v[i].host) && seen.v[i].op == made.v[i].op &&
+                  seen.v[i].perm == made.v[i].perm && seen.v[i].pattern == made.v[i].pattern);
+    }
+    kb_acl_list_free(&seen);
+    CU_ASSERT(!AZ(brk, "User:bob", "10.0.0.1", KB_ACL_OP_READ, KB_ACL_RES_GROUP, "app-1"));
+    /* a replayed record again: EXISTS, nothing changes */
+    kb_acl_mrec_from_binding(&made.v[0], &rec);
+    CU_ASSERT_EQUAL(mrec_apply(brk, KP_RECTYPE_AccessControlEntryRecord, &rec), KB_E_EXISTS);
+    /* a record CreateAcls would refuse, and a zero id */
+    rec.PatternType = KB_ACL_PAT_MATCH;
+    rec.Id.b[0] ^= 1;
+    CU_ASSERT_EQUAL(mrec_apply(brk, KP_RECTYPE_AccessControlEntryRecord, &rec), KB_E_INVALID);
+    kb_acl_mrec_from_binding(&made.v[0], &rec);
+    memset(rec.Id.b, 0, 16);
+    rec.Operation = KB_ACL_OP_WRITE;
+    CU_ASSERT_EQUAL(mrec_apply(brk, KP_RECTYPE_AccessControlEntryRecord, &rec), KB_E_INVALID);
+    CU_ASSERT_EQUAL(kb_acl_count(brk), 2);
+    /* removal by id; an unknown id */
+    kp_RemoveAccessControlEntryRecord_init(&rm);
+    memcpy(rm.Id.b, made.v[1].id, 16);
+    CU_ASSERT_EQUAL(mrec_apply(brk, KP_RECTYPE_RemoveAccessControlEntryRecord, &rm), 0);
+    CU_ASSERT_EQUAL(mrec_apply(brk, KP_RECTYPE_RemoveAccessControlEntryRecord, &rm),
+                    KB_E_NOT_FOUND);
+    CU_ASSERT_EQUAL(kb_acl_count(brk), 1);
+    CU_ASSERT(AZ(brk, "User:alice", NULL, KB_ACL_OP_READ, KB_ACL_RES_TOPIC, "orders"));
+    /* other record types are not ACL records */
+    kp_NoOpRecord_init(&noop);
+    CU_ASSERT_EQUAL(mrec_apply(brk, KP_RECTYPE_NoOpRecord, &noop), 0);
+    CU_ASSERT_EQUAL(kb_acl_count(brk), 1);
+    kb_acl_list_free(&made);
+    kb_acl_free(ctl);
+    kb_acl_free(brk);
+}
+
 /* ---- the store ------------------------------------------------------------------------------- */
 
 static char g_dir[512];
@@ -910,6 +996,8 @@ int main(void)
     CU_add_test(s, "apply add / remove by id", test_image_apply);
     CU_add_test(s, "create duplicates, delete with overlapping filters",
                 test_create_delete_semantics);
+    CU_add_test(s, "AccessControlEntryRecord / RemoveAccessControlEntryRecord replay",
+                test_mrec_replay);
     s = CU_add_suite("broker_acl_store", store_setup, store_teardown);
     CU_add_test(s, "bindings and ids survive a reopen; deletes too", test_store_reopen);
     CU_add_test(s, "every corrupt or truncated file is refused, naming it", test_store_corrupt);
