@@ -531,6 +531,23 @@ static int kb_acl_persist_with(kb_acl_t *acl, const bool *drop, const kb_acl_bin
     return rc;
 }
 
+/* Room for @p extra more bindings in the image. rw held for writing. */
+static int kb_acl_image_reserve(kb_acl_t *acl, size_t extra)
+{
+    size_t ncap = acl->cap ? acl->cap : 16;
+    kb_acl_binding_t *nv;
+    if (acl->cnt + extra <= acl->cap)
+        return 0;
+    while (ncap < acl->cnt + extra)
+        ncap *= 2;
+    nv = realloc(acl->v, ncap * sizeof(*nv));
+    if (!nv)
+        return KB_E_NOMEM;
+    acl->v = nv;
+    acl->cap = ncap;
+    return 0;
+}
+
 int kb_acl_create(kb_acl_t *acl, const kb_acl_binding_t *v, size_t n)
 {
     kb_acl_binding_t *add = calloc(n + 1, sizeof(*add));
@@ -540,29 +557,37 @@ int kb_acl_create(kb_acl_t *acl, const kb_acl_binding_t *v, size_t n)
     if (!add)
         return KB_E_NOMEM;
     pthread_mutex_lock(&acl->wmu);
+    /* Everything that can fail happens before the file is written: copies of the new bindings
+     * and room in the image. Once the file is durable, applying cannot fail. */
     pthread_rwlock_rdlock(&acl->rw);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && rc == 0; i++) {
         bool dup = kb_acl_find_same(acl, &v[i]) >= 0;
         for (size_t k = 0; k < n_add && !dup; k++)
             dup = kb_acl_binding_same(&add[k], &v[i]);
         if (dup)
             continue;
-        add[n_add] = v[i]; /* borrowed strings; the image copies them */
-        kb_acl_new_id(add[n_add].id);
-        n_add++;
+        rc = kb_acl_binding_copy(&add[n_add], &v[i]);
+        if (rc == 0)
+            kb_acl_new_id(add[n_add++].id);
     }
     pthread_rwlock_unlock(&acl->rw);
-    if (n_add)
-        rc = kb_acl_persist_with(acl, NULL, add, n_add);
-    if (rc == 0) {
+    if (rc == 0 && n_add) {
         pthread_rwlock_wrlock(&acl->rw);
-        for (size_t i = 0; i < n_add && rc == 0; i++)
-            rc = kb_acl_image_push(acl, &add[i]);
+        rc = kb_acl_image_reserve(acl, n_add);
         pthread_rwlock_unlock(&acl->rw);
-        /* Out of memory after the file was written: the file is ahead of the image; the next
-         * start (or write) reconciles. Report it so the client does not assume success. */
+    }
+    if (rc == 0 && n_add)
+        rc = kb_acl_persist_with(acl, NULL, add, n_add);
+    if (rc == 0 && n_add) {
+        pthread_rwlock_wrlock(&acl->rw);
+        memcpy(&acl->v[acl->cnt], add, n_add * sizeof(*add)); /* the image takes the copies */
+        acl->cnt += n_add;
+        pthread_rwlock_unlock(&acl->rw);
+        n_add = 0;
     }
     pthread_mutex_unlock(&acl->wmu);
+    for (size_t i = 0; i < n_add; i++)
+        kb_acl_binding_clear(&add[i]);
     free(add);
     return rc;
 }
