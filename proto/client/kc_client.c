@@ -184,6 +184,23 @@ void kc_opts_init(kc_opts_t *o)
     o->handshake_version = KC_APIV_MAX;
 }
 
+/* ApiVersions v3+ software names must match [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])? or
+ * brokers refuse the handshake with INVALID_REQUEST: check them up front. */
+static bool kc_software_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 255)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        bool alnum =
+            (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        if (!alnum && ((ch != '-' && ch != '.') || i == 0 || i == n - 1))
+            return false;
+    }
+    return true;
+}
+
 static void kc_errstr(char *errstr, size_t size, const char *msg)
 {
     if (errstr && size)
@@ -232,6 +249,12 @@ kc_client_t *kc_client_new(const kc_opts_t *opts, char *errstr, size_t errstr_si
         o.software_name = def.software_name;
     if (!o.software_version)
         o.software_version = def.software_version;
+    if (!kc_software_name_ok(o.software_name) || !kc_software_name_ok(o.software_version)) {
+        kc_errstr(errstr, errstr_size,
+                  "software_name/software_version: letters, digits, '-' and '.' only, "
+                  "starting and ending with a letter or digit");
+        return NULL;
+    }
 
     c = calloc(1, sizeof(*c));
     if (!c) {

@@ -91,10 +91,12 @@ typedef struct kc_opts_s {
     int32_t log_level;                /**< most verbose level passed to log_cb (KC_LOG_INFO) */
     kc_log_cb_t *log_cb;              /**< NULL: no logging */
     void *log_opaque;
-    const char *software_name;    /**< ApiVersions v3+ ClientSoftwareName; copied ("kmirror-kc") */
-    const char *software_version; /**< ApiVersions v3+ ClientSoftwareVersion; copied ("1.0") */
-    int32_t handshake_version;    /**< first ApiVersions version to try (3); tests use a too-new
-                                       one to exercise the fallback */
+    const char *software_name; /**< ApiVersions v3+ ClientSoftwareName; copied ("kmirror-kc");
+                                    [A-Za-z0-9.-], alphanumeric at both ends (else refused) */
+    const char
+        *software_version;     /**< ApiVersions v3+ ClientSoftwareVersion; copied ("1.0"); same */
+    int32_t handshake_version; /**< first ApiVersions version to try (3); tests use a too-new
+                                    one to exercise the fallback */
 } kc_opts_t;
 
 /** Fill @p o with the defaults (and struct_size). @thread any */

@@ -859,6 +859,13 @@ static void test_options_and_errors(void)
     o.struct_size = 0;
     CU_ASSERT_PTR_NULL(kc_client_new(&o, err, sizeof(err)));
     CU_ASSERT(strlen(err) > 0);
+    /* names a broker would refuse in ApiVersions v3 */
+    kc_opts_init(&o);
+    o.software_name = "my client";
+    CU_ASSERT_PTR_NULL(kc_client_new(&o, err, sizeof(err)));
+    o.software_name = "kc";
+    o.software_version = "1.0-";
+    CU_ASSERT_PTR_NULL(kc_client_new(&o, err, sizeof(err)));
     /* an older, shorter options struct: the rest takes the defaults */
     kc_opts_init(&o);
     o.struct_size = (uint32_t)offsetof(kc_opts_t, connect_timeout_ms);
