@@ -26,6 +26,7 @@
 #include "kb_api_int.h"
 #include "kb_apilog.h"
 #include "kb_dq.h"
+#include "kb_err.h"
 #include "kb_rb.h"
 #include "kb_time.h"
 #include "kp_batch.h"
@@ -370,9 +371,13 @@ static void kb_produce_one(kb_apisvc_t *svc, kb_reqctx_t *ctx, const kp_ProduceR
         memcpy(buf, records.ptr, (size_t)records.len);
         len = (size_t)records.len;
     }
-    rc = kb_log_append_leader(part->log, buf, len, kb_part_epoch(part), KB_ORIGIN_CLIENT,
-                              KB_APPEND_F_SKIP_VALIDATE, &info);
+    rc = kb_part_append_leader(part, buf, len, KB_ORIGIN_CLIENT, KB_APPEND_F_SKIP_VALIDATE, &info);
     free(buf);
+    if (rc == KB_E_STATE && kb_part_role(part) != KB_PART_LEADER) {
+        res->err = KP_ERR_NOT_LEADER_OR_FOLLOWER; /* became a follower meanwhile */
+        res->msg = "this broker is not the leader of the partition";
+        return;
+    }
     if (rc == KB_STO_DUPLICATE_SEQUENCE) {
         /* Already written: the producer retried. Answer as the first time (Kafka 4.x), once
          * replicated as far as acks asks. */

@@ -427,6 +427,7 @@ kb_part_t *kb_part_open(kb_partmgr_t *pm, const char *topic, const kp_uuid_t *id
     atomic_init(&part->write_mode, mirror ? KB_WRITE_PENDING : KB_WRITE_WRITABLE);
     atomic_init(&part->deleted, false);
     pthread_mutex_init(&part->mu, NULL);
+    pthread_rwlock_init(&part->role_rw, NULL);
     part->conf = *ex;
     part->mirror = mirror;
     part->internal = internal;
@@ -449,6 +450,7 @@ kb_part_t *kb_part_open(kb_partmgr_t *pm, const char *topic, const kp_uuid_t *id
         if (!nv) {
             pthread_mutex_unlock(&pm->mu);
             pthread_mutex_destroy(&part->mu);
+            pthread_rwlock_destroy(&part->role_rw);
             free(part->repl.r);
             free(part->topic);
             free(part);
@@ -488,6 +490,7 @@ static void kb_part_free(kb_part_t *part)
         w = n;
     }
     pthread_mutex_destroy(&part->mu);
+    pthread_rwlock_destroy(&part->role_rw);
     free(part->repl.r);
     free(part->topic);
     free(part);
@@ -587,7 +590,7 @@ void kb_part_set_epoch(kb_part_t *part, int32_t epoch)
     pthread_mutex_lock(&part->mu);
     part->repl.epoch_start = kb_log_leo(part->log);
     pthread_mutex_unlock(&part->mu);
-    if (!mirror)
+    if (!mirror && kb_part_role(part) == KB_PART_LEADER)
         kb_log_assign_epoch(part->log, epoch, kb_log_leo(part->log));
     /* Fetchers waiting with an older CurrentLeaderEpoch must learn about it. */
     if (part->pm->o.dq)
@@ -652,12 +655,34 @@ void kb_part_advance_hw(kb_part_t *part)
     pthread_mutex_unlock(&part->mu);
 }
 
+int kb_part_append_leader(kb_part_t *part, uint8_t *buf, size_t len, int origin, unsigned flags,
+                          kb_append_info_t *info)
+{
+    int rc;
+    pthread_rwlock_rdlock(&part->role_rw);
+    if (kb_part_role(part) != KB_PART_LEADER) {
+        pthread_rwlock_unlock(&part->role_rw);
+        return KB_E_STATE;
+    }
+    rc = kb_log_append_leader(part->log, buf, len, kb_part_epoch(part), origin, flags, info);
+    pthread_rwlock_unlock(&part->role_rw);
+    if (rc == 0)
+        kb_part_advance_hw(part);
+    return rc;
+}
+
 int kb_part_append_raw(kb_part_t *part, const uint8_t *buf, size_t len, kb_append_info_t *info)
 {
     int rc;
-    if (kb_part_write_mode(part) == KB_WRITE_WRITABLE || kb_part_role(part) != KB_PART_LEADER)
+    if (kb_part_write_mode(part) == KB_WRITE_WRITABLE)
         return KB_E_STATE;
+    pthread_rwlock_rdlock(&part->role_rw);
+    if (kb_part_role(part) != KB_PART_LEADER) {
+        pthread_rwlock_unlock(&part->role_rw);
+        return KB_E_STATE;
+    }
     rc = kb_log_append_raw(part->log, buf, len, info);
+    pthread_rwlock_unlock(&part->role_rw);
     if (rc == 0)
         kb_part_advance_hw(part);
     return rc;
@@ -667,9 +692,13 @@ int kb_part_append_control(kb_part_t *part, int16_t type, int64_t pid, int16_t p
                            int32_t coord_epoch, int32_t leader_epoch, kb_append_info_t *info)
 {
     int rc;
-    if (kb_part_role(part) != KB_PART_LEADER)
+    pthread_rwlock_rdlock(&part->role_rw);
+    if (kb_part_role(part) != KB_PART_LEADER) {
+        pthread_rwlock_unlock(&part->role_rw);
         return KB_E_STATE;
+    }
     rc = kb_log_append_control(part->log, type, pid, pepoch, coord_epoch, leader_epoch, info);
+    pthread_rwlock_unlock(&part->role_rw);
     if (rc == 0)
         kb_part_advance_hw(part);
     return rc;
@@ -847,11 +876,15 @@ static int kb_part_become(kb_part_t *part, int role, int32_t leader, int32_t lea
     if (!nr)
         return KB_E_NOMEM;
 
+    /* The role lock waits for appends in progress and keeps new ones out until the role is
+     * set; mu guards the replication state. */
+    pthread_rwlock_wrlock(&part->role_rw);
     pthread_mutex_lock(&part->mu);
     cur = atomic_load(&part->leader_epoch);
     if (atomic_load(&part->deleted) || !part->log || leader_epoch < cur ||
         (leader_epoch == cur && partition_epoch < part->repl.partition_epoch)) {
         pthread_mutex_unlock(&part->mu);
+        pthread_rwlock_unlock(&part->role_rw);
         free(nr);
         return KB_E_STATE;
     }
@@ -890,6 +923,7 @@ static int kb_part_become(kb_part_t *part, int role, int32_t leader, int32_t lea
         kb_log_assign_epoch(part->log, leader_epoch, leo);
     kb_part_advance_hw_locked(part);
     pthread_mutex_unlock(&part->mu);
+    pthread_rwlock_unlock(&part->role_rw);
     kb_log_info("api",
                 "%s-%" PRId32 ": %s at leader epoch %" PRId32 ", partition epoch %" PRId32
                 " (%zu replicas, ISR of %zu)",
@@ -1123,10 +1157,10 @@ int kb_part_follower_append(kb_part_t *part, const uint8_t *buf, size_t len, int
         info = &local;
     memset(info, 0, sizeof(*info));
     info->first_offset = info->last_offset = -1;
-    /* Under mu: the role cannot change in the middle of the append. */
-    pthread_mutex_lock(&part->mu);
+    /* The role cannot change in the middle of the append. */
+    pthread_rwlock_rdlock(&part->role_rw);
     if (kb_part_role(part) != KB_PART_FOLLOWER || !part->log || atomic_load(&part->deleted)) {
-        pthread_mutex_unlock(&part->mu);
+        pthread_rwlock_unlock(&part->role_rw);
         return KB_E_STATE;
     }
     if (len > 0)
@@ -1139,7 +1173,7 @@ int kb_part_follower_append(kb_part_t *part, const uint8_t *buf, size_t len, int
         int64_t hw = kb_log_hw(part->log);
         rc = kb_log_set_start_offset(part->log, leader_log_start < hw ? leader_log_start : hw);
     }
-    pthread_mutex_unlock(&part->mu);
+    pthread_rwlock_unlock(&part->role_rw);
     return rc;
 }
 
@@ -1172,9 +1206,9 @@ static int kb_part_follower_truncate(kb_part_t *part, int64_t offset, bool fully
     int rc;
     if (offset < 0)
         return KB_STO_INVALID;
-    pthread_mutex_lock(&part->mu);
+    pthread_rwlock_rdlock(&part->role_rw);
     if (kb_part_role(part) != KB_PART_FOLLOWER || !part->log || atomic_load(&part->deleted)) {
-        pthread_mutex_unlock(&part->mu);
+        pthread_rwlock_unlock(&part->role_rw);
         return KB_E_STATE;
     }
     if (!fully) {
@@ -1188,7 +1222,7 @@ static int kb_part_follower_truncate(kb_part_t *part, int64_t offset, bool fully
         }
     }
     rc = fully ? kb_log_truncate_fully(part->log, offset) : kb_log_truncate_to(part->log, offset);
-    pthread_mutex_unlock(&part->mu);
+    pthread_rwlock_unlock(&part->role_rw);
     if (rc == 0)
         kb_log_info("api", "%s-%" PRId32 ": truncated %sto offset %" PRId64, part->topic,
                     part->index, fully ? "fully " : "", offset);

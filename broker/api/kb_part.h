@@ -120,7 +120,8 @@ struct kb_part_s {
     bool internal;               /**< __consumer_offsets, __transaction_state (immutable) */
     kb_dq_watch_t watch;         /**< delayed operations waiting on this partition (dq lock) */
     kb_part_watcher_t *watchers; /**< under mu */
-    _Atomic int role;            /**< KB_PART_LEADER / KB_PART_FOLLOWER (written under mu) */
+    _Atomic int role;            /**< KB_PART_LEADER / KB_PART_FOLLOWER (written under both) */
+    pthread_rwlock_t role_rw;    /**< read: appends and truncations; write: role changes */
     kb_part_repl_t repl;         /**< under mu */
 };
 
@@ -209,6 +210,17 @@ void kb_part_set_write_mode(kb_part_t *part, int mode);
  * follower, READ_ONLY_TOPIC, NOT_ENOUGH_REPLICAS for pending) with a static message in @p msg.
  */
 int16_t kb_part_write_check(kb_part_t *part, const char **msg);
+
+/**
+ * Leader append of producer or coordinator batches (kb_log_append_leader() at the current
+ * leader epoch; @p buf is modified in place) under the role lock, so that a concurrent
+ * become-follower cannot interleave with it: KB_E_STATE unless leader. The HW advances after a
+ * successful append. 0, KB_E_STATE or a negative kb_sto_err_t (KB_STO_DUPLICATE_SEQUENCE with
+ * the original offsets in @p info; KB_E_STATE has the value of a storage error too: check the
+ * role). @locks role (read), log writer, part mu
+ */
+int kb_part_append_leader(kb_part_t *part, uint8_t *buf, size_t len, int origin, unsigned flags,
+                          kb_append_info_t *info);
 
 /** After a leader append: move the HW up to the smallest LEO of the maximal ISR (the LEO with
  *  the single-broker replica set); nothing on a follower. @locks part mu, log writer */

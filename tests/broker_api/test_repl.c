@@ -9,6 +9,7 @@
  * by poll() and condition polling with deadlines only.
  */
 #include <CUnit/Basic.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -609,6 +610,102 @@ static void t_hw_checkpoint(void)
     node_down(&a);
 }
 
+typedef struct spam_s {
+    node_t *n;
+    int fd;
+    _Atomic bool stop;
+    int ok, refused, other;
+} spam_t;
+
+/* Produce acks=1 batches on its own connection until told to stop. */
+static void *spam_thread(void *arg)
+{
+    spam_t *sp = arg;
+    int32_t corr = 1;
+    while (!atomic_load(&sp->stop)) {
+        kp_ProduceRequest_t rq;
+        kp_ProduceRequest_TopicProduceData_t td;
+        kp_ProduceRequest_PartitionProduceData_t pd;
+        kp_ProduceResponse_t resp;
+        kp_arena_t ar;
+        kp_writer_t wr;
+        kp_writer_init(&wr);
+        kbat_batch(&wr, KP_CODEC_NONE, 2, "x", -1, -1, -1, false, false);
+        produce_req(&rq, &td, &pd, "rc", 1, 1000, &wr);
+        kp_arena_init(&ar, 0);
+        kp_ProduceResponse_init(&resp);
+        if (kbat_send(sp->fd, KP_APIKEY_Produce, 9, ++corr, NULL, &rq) != 0 ||
+            kbat_recv(sp->fd, KP_APIKEY_Produce, 9, corr, &resp, &ar, KBAT_WAIT_MS) != 0) {
+            sp->other++;
+        } else {
+            int16_t ec = resp.Responses.v[0].PartitionResponses.v[0].ErrorCode;
+            if (ec == 0)
+                sp->ok++;
+            else if (ec == KP_ERR_NOT_LEADER_OR_FOLLOWER)
+                sp->refused++;
+            else
+                sp->other++;
+        }
+        kp_arena_free(&ar);
+        kp_writer_free(&wr);
+    }
+    return NULL;
+}
+
+/* Role changes against a stream of appends: a follower's log never moves, and every batch is
+ * written at the epoch of the leadership it was appended under. */
+static void t_role_change_vs_appends(void)
+{
+    node_t a;
+    kb_part_t *part;
+    spam_t sp = {0};
+    pthread_t thr;
+    int32_t epoch = 1;
+    node_up(&a, 1);
+    part = leader3(&a, "rc", NULL, ISR3, 1);
+    sp.n = &a;
+    sp.fd = kbat_connect(a.b.port);
+    CU_ASSERT_FATAL(sp.fd >= 0);
+    atomic_init(&sp.stop, false);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&thr, NULL, spam_thread, &sp), 0);
+    for (int round = 0; round < 5; round++) {
+        int64_t leo, end, grow = kb_log_leo(part->log) + 4;
+        /* let some appends through as leader */
+        end = kbat_now_ms() + KBAT_WAIT_MS;
+        while (kb_log_leo(part->log) < grow && kbat_now_ms() < end)
+            poll(NULL, 0, 1);
+        CU_ASSERT(kb_log_leo(part->log) >= grow);
+        epoch++;
+        CU_ASSERT_EQUAL(kb_part_become_follower(part, 2, epoch, epoch, ISR3, 3, ISR3, 3), 0);
+        leo = kb_log_leo(part->log);
+        /* a window in which the producer keeps trying: nothing may be appended */
+        end = kbat_now_ms() + 40;
+        while (kbat_now_ms() < end)
+            poll(NULL, 0, 2);
+        CU_ASSERT_EQUAL(kb_log_leo(part->log), leo);
+        epoch++;
+        CU_ASSERT_EQUAL(kb_part_become_leader(part, epoch, epoch, ISR3, 3, ISR3, 1), 0);
+    }
+    atomic_store(&sp.stop, true);
+    pthread_join(thr, NULL);
+    close(sp.fd);
+    CU_ASSERT(sp.ok > 0);
+    CU_ASSERT_EQUAL(sp.other, 0);
+    /* every batch carries a leader epoch of this node's leaderships (odd ones) */
+    {
+        int32_t *ep = NULL;
+        int64_t *st = NULL;
+        size_t n = 0;
+        CU_ASSERT_EQUAL(kb_log_epoch_entries(part->log, &ep, &st, &n), 0);
+        for (size_t i = 0; i < n; i++)
+            CU_ASSERT(ep[i] == 0 || ep[i] % 2 == 1);
+        free(ep);
+        free(st);
+    }
+    kb_part_release(part);
+    node_down(&a);
+}
+
 /* ---- follower: batches of a real leader ------------------------------------------------------ */
 
 static uint8_t *slurp(const char *path, size_t *len)
@@ -805,6 +902,7 @@ int main(void)
     CU_add_test(s, "replica fetch errors, follower role", t_fetch_errors);
     CU_add_test(s, "leadership lost while a produce waits", t_follower_while_waiting);
     CU_add_test(s, "HW from the checkpoint after a restart", t_hw_checkpoint);
+    CU_add_test(s, "role changes against appends", t_role_change_vs_appends);
     CU_add_test(s, "follower append and truncation", t_follower_append);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
