@@ -452,18 +452,34 @@ static int kb_acl_cmp_resource(const void *pa, const void *pb)
     return 0;
 }
 
-/* A stable sort by resource (insertion sort on indices would do too; bindings are few). */
-static void kb_acl_sort_stable(kb_acl_list_t *l)
+typedef struct kb_acl_seq_s {
+    kb_acl_binding_t b;
+    size_t seq;
+} kb_acl_seq_t;
+
+/* By resource, then by position (qsort is not stable by itself). */
+static int kb_acl_cmp_seq(const void *pa, const void *pb)
 {
-    for (size_t i = 1; i < l->cnt; i++) {
-        kb_acl_binding_t x = l->v[i];
-        size_t j = i;
-        while (j > 0 && kb_acl_cmp_resource(&l->v[j - 1], &x) > 0) {
-            l->v[j] = l->v[j - 1];
-            j--;
-        }
-        l->v[j] = x;
-    }
+    const kb_acl_seq_t *a = pa, *b = pb;
+    int c = kb_acl_cmp_resource(&a->b, &b->b);
+    if (c)
+        return c;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* Sort @p l by resource keeping creation order within a resource. 0 or KB_E_NOMEM. */
+static int kb_acl_sort_stable(kb_acl_list_t *l)
+{
+    kb_acl_seq_t *t = calloc(l->cnt + 1, sizeof(*t));
+    if (!t)
+        return KB_E_NOMEM;
+    for (size_t i = 0; i < l->cnt; i++)
+        t[i] = (kb_acl_seq_t){.b = l->v[i], .seq = i};
+    qsort(t, l->cnt, sizeof(*t), kb_acl_cmp_seq);
+    for (size_t i = 0; i < l->cnt; i++)
+        l->v[i] = t[i].b;
+    free(t);
+    return 0;
 }
 
 int kb_acl_describe(kb_acl_t *acl, const kb_acl_filter_t *f, kb_acl_list_t *out)
@@ -481,8 +497,10 @@ int kb_acl_describe(kb_acl_t *acl, const kb_acl_filter_t *f, kb_acl_list_t *out)
         kb_acl_list_free(out);
         return rc;
     }
-    kb_acl_sort_stable(out);
-    return 0;
+    rc = kb_acl_sort_stable(out);
+    if (rc)
+        kb_acl_list_free(out);
+    return rc;
 }
 
 static void kb_acl_new_id(uint8_t id[16])

@@ -482,12 +482,24 @@ static void test_create_delete_semantics(void)
     CU_ASSERT_STRING_EQUAL(l.v[0].name, "a");
     CU_ASSERT_STRING_EQUAL(l.v[1].name, "b");
     kb_acl_list_free(&l);
+    /* within one resource, creation order (not the principal's) */
+    add(acl, B(KB_ACL_RES_TOPIC, "a", KB_ACL_PAT_LITERAL, "User:zed", "*", KB_ACL_OP_READ,
+               KB_ACL_PERM_ALLOW));
+    add(acl, B(KB_ACL_RES_TOPIC, "a", KB_ACL_PAT_LITERAL, "User:amy", "*", KB_ACL_OP_READ,
+               KB_ACL_PERM_ALLOW));
+    CU_ASSERT_EQUAL(kb_acl_describe(acl, &f[0], &l), 0);
+    CU_ASSERT_EQUAL_FATAL(l.cnt, 4);
+    CU_ASSERT_STRING_EQUAL(l.v[0].principal, "User:a");
+    CU_ASSERT_STRING_EQUAL(l.v[1].principal, "User:zed");
+    CU_ASSERT_STRING_EQUAL(l.v[2].principal, "User:amy");
+    CU_ASSERT_STRING_EQUAL(l.v[3].name, "b");
+    kb_acl_list_free(&l);
     /* two filters matching the same binding both report it */
     f[0].name = "b";
     f[1].restype = KB_ACL_RES_TOPIC;
     CU_ASSERT_EQUAL(kb_acl_delete(acl, f, 2, out), 0);
     CU_ASSERT_EQUAL(out[0].cnt, 1);
-    CU_ASSERT_EQUAL(out[1].cnt, 2);
+    CU_ASSERT_EQUAL(out[1].cnt, 4);
     CU_ASSERT_EQUAL(kb_acl_count(acl), 0);
     kb_acl_list_free(&out[0]);
     kb_acl_list_free(&out[1]);
