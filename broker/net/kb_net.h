@@ -62,8 +62,10 @@ kb_reqctx_t *kb_req_ctx(kb_req_t *req);
 
 /**
  * Called when the client disconnects (or the server stops) before a deferred request was
- * completed. After this callback returns the owner must not touch @p req again. It runs on a
- * network thread: it must not block; it may take the owner's lock (see kb_req_complete()).
+ * completed; for a connection-less request, when kb_req_local_cancel() cancels it. After this
+ * callback returns the owner must not touch @p req again. It runs on a network thread (or the
+ * thread calling kb_req_local_cancel()): it must not block; it may take the owner's lock (see
+ * kb_req_complete()).
  */
 typedef void(kb_req_cancel_fn)(void *opaque, kb_req_t *req);
 
@@ -172,7 +174,8 @@ void kb_req_local_run(kb_req_t *req);
  * the owner forgets the request; a later kb_req_complete() returns KB_E_CANCELLED) and the done
  * callback is called here with @p status. A request whose handler is still running: the handler
  * sees a cancelled request (kb_req_defer() returns KB_E_CANCELLED) and the done callback runs
- * with @p status when it returns.
+ * with @p status when it returns. A request not run yet: kb_req_local_run() only calls the done
+ * callback with @p status.
  * @param status  passed to the done callback (KB_E_CANCELLED, KB_E_TIMEOUT, ...); not 0
  * @return 0, KB_E_STATE (already finished or already cancelled), KB_E_INVALID (not a live local
  *         request).

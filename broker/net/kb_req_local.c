@@ -188,13 +188,14 @@ void kb_req_local_run(kb_req_t *req)
     kb_api_result_t res = KB_API_CLOSE;
     kb_resp_t *resp = NULL;
     kb_api_call_t call;
-    const char *name = kp_api_lookup(req->ctx.api_key)->name;
+    const char *name;
     int exp = KB_RS_RUNNING, st;
 
     if (req->magic != KB_REQ_MAGIC || req->conn) {
         kb_log_error("net", "kb_req_local_run: not a local request (%p)", (void *)req);
         return;
     }
+    name = kp_api_lookup(req->ctx.api_key)->name;
     atomic_fetch_add(&req->refcnt, 1); /* ours, while we look at the request */
     if (atomic_load(&req->state) != KB_RS_RUNNING) {
         /* cancelled before it ran */
