@@ -6,20 +6,19 @@
  * int8 resource type, int8 pattern type, int8 operation, int8 permission, then the resource
  * name, the principal and the host as int16-length strings.
  *
- * The whole image is rewritten on every change: a temp file, fsync, rename over the old file,
- * fsync of the directory (as broker/api's metadata snapshot). A crash leaves either the old or
+ * The whole image is rewritten on every change with kb_file_write_atomic() (broker/util): a temp
+ * file, fsync, rename over the old file, fsync of the directory. A crash leaves either the old or
  * the new file. Nothing read back is trusted: lengths, counts and values are checked, the
  * payload must be consumed exactly, and every binding must pass CreateAcls validation.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "kb_acl_int.h"
 #include "kb_err.h"
+#include "kb_file.h"
 #include "kb_log.h"
 #include "kp_crc32c.h"
 #include "kp_errcode.h"
@@ -35,63 +34,6 @@ static void kb_acl_store_wstr(kp_writer_t *wr, const char *s)
     size_t n = strlen(s);
     kp_write_int16(wr, (int16_t)n);
     kp_write_raw(wr, s, n);
-}
-
-static int kb_acl_store_fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc;
-    if (fd < 0)
-        return -1;
-    rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
-/* Write @p len bytes as @p path atomically. 0 or -1 with errno. */
-static int kb_acl_store_write_atomic(const char *dir, const char *path, const uint8_t *p,
-                                     size_t len)
-{
-    char tmp[4200];
-    int fd, e;
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -1;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            e = n < 0 ? errno : ENOSPC;
-            goto fail_fd;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    if (fsync(fd) != 0) {
-        e = errno;
-        goto fail_fd;
-    }
-    if (close(fd) != 0) {
-        e = errno;
-        unlink(tmp);
-        errno = e;
-        return -1;
-    }
-    if (rename(tmp, path) != 0) {
-        e = errno;
-        unlink(tmp);
-        errno = e;
-        return -1;
-    }
-    /* The rename is only durable once the directory is. */
-    return kb_acl_store_fsync_dir(dir);
-fail_fd:
-    close(fd);
-    unlink(tmp);
-    errno = e;
-    return -1;
 }
 
 int kb_acl_store_encode(kp_writer_t *wr, const kb_acl_binding_t *const *v, size_t n)
@@ -134,7 +76,7 @@ int kb_acl_store_write(const char *dir, const kb_acl_binding_t *const *v, size_t
         return KB_E_INVALID;
     kp_writer_init(&wr);
     rc = kb_acl_store_encode(&wr, v, n);
-    if (rc == 0 && kb_acl_store_write_atomic(dir, path, wr.buf, wr.len) != 0) {
+    if (rc == 0 && kb_file_write_atomic(dir, path, wr.buf, wr.len) != 0) {
         kb_log_error("acl", "cannot write %s: %s (the ACL change is not applied)", path,
                      strerror(errno));
         rc = KB_E_IO;
@@ -171,37 +113,6 @@ static char *kb_acl_store_rstr(kp_reader_t *rd)
     memcpy(s, p, (size_t)n);
     s[n] = '\0';
     return s;
-}
-
-/* Read the whole file. 0, KB_E_NOT_FOUND, or KB_E_IO with a message. */
-static int kb_acl_store_slurp(const char *path, uint8_t **bufp, size_t *lenp, char *errstr,
-                              size_t errstr_size)
-{
-    FILE *f = fopen(path, "rb");
-    long sz;
-    uint8_t *buf;
-    if (!f) {
-        if (errno == ENOENT)
-            return KB_E_NOT_FOUND;
-        snprintf(errstr, errstr_size, "%s: cannot open: %s", path, strerror(errno));
-        return KB_E_IO;
-    }
-    if (fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        snprintf(errstr, errstr_size, "%s: cannot read: %s", path, strerror(errno));
-        fclose(f);
-        return KB_E_IO;
-    }
-    buf = malloc((size_t)sz + 1);
-    if (!buf || fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
-        snprintf(errstr, errstr_size, "%s: cannot read%s", path, buf ? "" : " (out of memory)");
-        free(buf);
-        fclose(f);
-        return KB_E_IO;
-    }
-    fclose(f);
-    *bufp = buf;
-    *lenp = (size_t)sz;
-    return 0;
 }
 
 int kb_acl_store_parse(const uint8_t *buf, size_t len, const char *path, kb_acl_list_t *out,
@@ -298,11 +209,13 @@ int kb_acl_store_read(const char *dir, kb_acl_list_t *out, char *errstr, size_t 
         snprintf(errstr, errstr_size, "%s: directory name too long", dir);
         return KB_E_INVALID;
     }
-    rc = kb_acl_store_slurp(path, &buf, &len, errstr, errstr_size);
-    if (rc == KB_E_NOT_FOUND)
-        return 0;
-    if (rc)
-        return rc;
+    if (kb_file_read_all(path, &buf, &len) != 0) {
+        int e = errno;
+        if (e == ENOENT)
+            return 0;
+        snprintf(errstr, errstr_size, "%s: cannot read: %s", path, strerror(e));
+        return e == ENOMEM ? KB_E_NOMEM : KB_E_IO;
+    }
     rc = kb_acl_store_parse(buf, len, path, out, errstr, errstr_size);
     if (rc == 0)
         kb_log_info("acl", "loaded %zu ACL bindings from %s", out->cnt, path);

@@ -755,6 +755,19 @@ static void test_store_unwritable(void)
     CU_ASSERT_EQUAL(kb_acl_create(acl, &b, 1), KB_E_IO);
     CU_ASSERT_EQUAL(kb_acl_count(acl), 0);
     kb_acl_free(acl);
+    /* a store that cannot be read (a directory in its place) stops the start, naming it */
+    snprintf(sub, sizeof(sub), "%s/isdir", g_dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0755), 0);
+    {
+        char file[700];
+        snprintf(file, sizeof(file), "%s/%s", sub, KB_ACL_FILE);
+        CU_ASSERT_EQUAL_FATAL(mkdir(file, 0755), 0);
+    }
+    err[0] = '\0';
+    acl = kb_acl_new(&o, err, sizeof(err));
+    CU_ASSERT_PTR_NULL(acl);
+    kb_acl_free(acl);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "isdir/" KB_ACL_FILE ": cannot read"));
 }
 
 /* ---- the APIs through the codec -------------------------------------------------------------- */
@@ -1013,7 +1026,8 @@ int main(void)
     s = CU_add_suite("broker_acl_store", store_setup, store_teardown);
     CU_add_test(s, "bindings and ids survive a reopen; deletes too", test_store_reopen);
     CU_add_test(s, "every corrupt or truncated file is refused, naming it", test_store_corrupt);
-    CU_add_test(s, "an unwritable store refuses the change", test_store_unwritable);
+    CU_add_test(s, "an unwritable store refuses the change; an unreadable one the start",
+                test_store_unwritable);
     s = CU_add_suite("broker_acl_api", NULL, NULL);
     CU_add_test(s, "CreateAcls / DescribeAcls / DeleteAcls v1-v3 through the codec",
                 test_api_round_trip);
