@@ -1201,16 +1201,10 @@ int kb_part_follower_position(kb_part_t *part, int32_t *leader, int32_t *leader_
     return 0;
 }
 
-static int kb_part_follower_truncate(kb_part_t *part, int64_t offset, bool fully)
+/* The truncation itself, role lock held (read) and the role checked. */
+static int kb_part_follower_truncate_locked(kb_part_t *part, int64_t offset, bool fully)
 {
     int rc;
-    if (offset < 0)
-        return KB_STO_INVALID;
-    pthread_rwlock_rdlock(&part->role_rw);
-    if (kb_part_role(part) != KB_PART_FOLLOWER || !part->log || atomic_load(&part->deleted)) {
-        pthread_rwlock_unlock(&part->role_rw);
-        return KB_E_STATE;
-    }
     if (!fully) {
         /* An offset inside a batch (a compressed batch holds several records) truncates at the
          * batch's start: the LEO must stay at a batch boundary for the next fetch to append. */
@@ -1222,12 +1216,79 @@ static int kb_part_follower_truncate(kb_part_t *part, int64_t offset, bool fully
         }
     }
     rc = fully ? kb_log_truncate_fully(part->log, offset) : kb_log_truncate_to(part->log, offset);
-    pthread_rwlock_unlock(&part->role_rw);
     if (rc == 0)
         kb_log_info("api", "%s-%" PRId32 ": truncated %sto offset %" PRId64, part->topic,
                     part->index, fully ? "fully " : "", offset);
+    return rc;
+}
+
+/* Role lock (read) taken and the follower role checked: true. */
+static bool kb_part_follower_enter(kb_part_t *part)
+{
+    pthread_rwlock_rdlock(&part->role_rw);
+    if (kb_part_role(part) != KB_PART_FOLLOWER || !part->log || atomic_load(&part->deleted)) {
+        pthread_rwlock_unlock(&part->role_rw);
+        return false;
+    }
+    return true;
+}
+
+static void kb_part_follower_leave(kb_part_t *part)
+{
+    pthread_rwlock_unlock(&part->role_rw);
     if (part->pm->o.dq)
         kb_dq_notify(part->pm->o.dq, &part->watch);
+}
+
+static int kb_part_follower_truncate(kb_part_t *part, int64_t offset, bool fully)
+{
+    int rc;
+    if (offset < 0)
+        return KB_STO_INVALID;
+    if (!kb_part_follower_enter(part))
+        return KB_E_STATE;
+    rc = kb_part_follower_truncate_locked(part, offset, fully);
+    kb_part_follower_leave(part);
+    return rc;
+}
+
+int kb_part_follower_diverging(kb_part_t *part, int32_t leader_epoch, int64_t leader_end_offset,
+                               int64_t *truncated_to, bool *done)
+{
+    int64_t leo, target;
+    bool complete = true;
+    int rc;
+    if (!kb_part_follower_enter(part))
+        return KB_E_STATE;
+    leo = kb_log_leo(part->log);
+    if (leader_end_offset < 0) {
+        target = kb_log_hw(part->log); /* the leader knows no end: fall back to the HW */
+    } else if (leader_epoch < 0) {
+        target = leader_end_offset < leo ? leader_end_offset : leo;
+    } else {
+        int32_t fe;
+        int64_t fo;
+        kb_log_epoch_end_offset(part->log, leader_epoch, &fe, &fo);
+        if (fe < 0 || fo < 0) {
+            /* this replica has no epoch up to the leader's: the leader's end offset decides */
+            target = leader_end_offset;
+        } else if (fe != leader_epoch) {
+            /* it does not know the leader's epoch: back to the end of its own largest older
+             * one, then ask again with that epoch */
+            target = fo;
+            complete = false;
+        } else {
+            target = fo < leader_end_offset ? fo : leader_end_offset;
+        }
+        if (target > leo)
+            target = leo;
+    }
+    rc = target < leo ? kb_part_follower_truncate_locked(part, target, false) : 0;
+    if (truncated_to)
+        *truncated_to = kb_log_leo(part->log);
+    if (done)
+        *done = complete;
+    kb_part_follower_leave(part);
     return rc;
 }
 

@@ -353,6 +353,19 @@ int kb_part_follower_position(kb_part_t *part, int32_t *leader, int32_t *leader_
  */
 int kb_part_truncate_to(kb_part_t *part, int64_t offset);
 
+/**
+ * Kafka's follower rule for a divergence found by the leader (Fetch v12+ DivergingEpoch, or an
+ * OffsetsForLeaderEpoch answer): @p leader_epoch / @p leader_end_offset is the leader's largest
+ * epoch not above the follower's last fetched epoch and where it ends. The follower looks up its
+ * own end of that epoch: if it has the same epoch it truncates to the smaller end offset and is
+ * done; if its largest epoch below it is another one it truncates to that epoch's end and is
+ * not done (*@p done false: fetch again with the new last epoch); with no such epoch the leader's
+ * end offset decides; an undefined end offset (-1) truncates to the HW. Never beyond the LEO.
+ * *@p truncated_to gets the LEO after it. 0, KB_E_STATE (not a follower) or a kb_sto_err_t.
+ */
+int kb_part_follower_diverging(kb_part_t *part, int32_t leader_epoch, int64_t leader_end_offset,
+                               int64_t *truncated_to, bool *done);
+
 /** Follower whose LEO is below the leader's log start: restart the log empty at @p offset. */
 int kb_part_truncate_fully(kb_part_t *part, int64_t offset);
 

@@ -134,6 +134,7 @@ typedef struct rfetch_s {
     int64_t hw, log_start;
     kp_bytes_t records;
     int32_t div_epoch;
+    int64_t div_end;
 } rfetch_t;
 
 /* Send a replica fetch of @p topic-0 at @p offset by @p replica (v12: ReplicaId, v15+:
@@ -195,6 +196,7 @@ static rfetch_t rfetch_recv(node_t *n, int fd, int16_t ver, int32_t corr, int ms
         r.log_start = pd->LogStartOffset;
         r.records = pd->Records;
         r.div_epoch = pd->DivergingEpoch.Epoch;
+        r.div_end = pd->DivergingEpoch.EndOffset;
     }
     return r;
 }
@@ -578,6 +580,50 @@ static void t_follower_while_waiting(void)
     node_down(&a);
 }
 
+/* The branches of the divergence rule on a follower log with epochs 2@0 and 4@3 (LEO 6). */
+static void t_diverging_rule(void)
+{
+    node_t a;
+    kb_part_t *part;
+    int64_t to = -1;
+    bool done = false;
+    node_up(&a, 1);
+    CU_ASSERT_EQUAL_FATAL(kbat_create_topic(a.fd, "d", 1, NULL), 0);
+    part = node_part(&a, "d");
+    /* build the log as a leader at epochs 2 and 4, then become a follower */
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(part, 2, 1, ISR3, 1, ISR3, 1), 0);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(produce(&a, "d", 1, 1000, 1, NULL), 0); /* batch boundaries 0..3 */
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(part, 4, 2, ISR3, 1, ISR3, 1), 0);
+    CU_ASSERT_EQUAL(produce(&a, "d", 1, 1000, 1, NULL), 0);
+    CU_ASSERT_EQUAL(produce(&a, "d", 1, 1000, 1, NULL), 0);
+    CU_ASSERT_EQUAL(produce(&a, "d", 1, 1000, 1, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_follower(part, 2, 6, 3, ISR3, 3, ISR3, 3), 0);
+    CU_ASSERT_EQUAL(kb_log_leo(part->log), 6);
+    CU_ASSERT_EQUAL(kb_log_hw(part->log), 6);
+    /* the leader's epoch 3 is unknown here: back to the end of 2 (offset 3), not done */
+    CU_ASSERT_EQUAL(kb_part_follower_diverging(part, 3, 5, &to, &done), 0);
+    CU_ASSERT_EQUAL(to, 3);
+    CU_ASSERT(!done);
+    CU_ASSERT_EQUAL(kb_log_latest_epoch(part->log), 2);
+    /* same epoch: the smaller end offset (the leader's) */
+    CU_ASSERT_EQUAL(kb_part_follower_diverging(part, 2, 2, &to, &done), 0);
+    CU_ASSERT_EQUAL(to, 2);
+    CU_ASSERT(done);
+    /* a leader end above the LEO cuts nothing */
+    CU_ASSERT_EQUAL(kb_part_follower_diverging(part, 2, 9, &to, &done), 0);
+    CU_ASSERT_EQUAL(to, 2);
+    /* no end offset: the HW (followed the truncation down to 2) */
+    CU_ASSERT_EQUAL(kb_part_follower_diverging(part, 2, -1, &to, &done), 0);
+    CU_ASSERT_EQUAL(to, 2);
+    /* no epoch at or below the leader's (epoch 1 is older than the first, 2@0): (1, 0) */
+    CU_ASSERT_EQUAL(kb_part_follower_diverging(part, 1, 1, &to, &done), 0);
+    CU_ASSERT_EQUAL(to, 0);
+    CU_ASSERT(done);
+    kb_part_release(part);
+    node_down(&a);
+}
+
 static void t_hw_checkpoint(void)
 {
     node_t a;
@@ -807,6 +853,7 @@ static void t_follower_append(void)
     CU_ASSERT_EQUAL(kb_part_follower_append(fp, NULL, 0, 0, -1, NULL), KB_E_STATE);
     CU_ASSERT_EQUAL(kb_part_truncate_to(fp, 0), KB_E_STATE);
     CU_ASSERT_EQUAL(kb_part_follower_position(fp, NULL, NULL, NULL, NULL, NULL), KB_E_STATE);
+    CU_ASSERT_EQUAL(kb_part_follower_diverging(fp, 0, 0, NULL, NULL), KB_E_STATE);
     CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(lp, 3, 1, reps, 2, reps, 2), 0);
     CU_ASSERT_EQUAL_FATAL(kb_part_become_follower(fp, 1, 3, 1, reps, 2, reps, 2), 0);
     /* leader data: plain, compressed, idempotent batches */
@@ -862,7 +909,8 @@ static void t_follower_append(void)
     {
         rfetch_t r;
         int32_t ee;
-        int64_t eo;
+        int64_t eo, to = -1;
+        bool done = false;
         CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(fp, 5, 3, reps, 2, reps, 2), 0);
         CU_ASSERT_EQUAL(produce(&b, "f", 1, 1000, 3, &base), 0); /* 14..16 at epoch 5 on b */
         CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(lp, 6, 4, reps, 2, reps, 2), 0);
@@ -871,11 +919,19 @@ static void t_follower_append(void)
         r = replica_fetch(&a, 12, 2, "f", kb_log_leo(fp->log), 6, kb_log_latest_epoch(fp->log));
         CU_ASSERT_EQUAL(r.err, 0);
         CU_ASSERT_EQUAL(r.div_epoch, 4);
+        CU_ASSERT_EQUAL(r.div_end, 14);
         kb_log_epoch_end_offset(lp->log, 5, &ee, &eo);
         CU_ASSERT_EQUAL(ee, 4);
         CU_ASSERT_EQUAL(eo, 14);
-        CU_ASSERT_EQUAL(kb_part_truncate_to(fp, eo), 0);
+        CU_ASSERT_EQUAL(kb_part_follower_diverging(fp, r.div_epoch, r.div_end, &to, &done), 0);
+        CU_ASSERT_EQUAL(to, 14);
+        CU_ASSERT(done);
         CU_ASSERT_EQUAL(kb_log_leo(fp->log), 14);
+        CU_ASSERT_EQUAL(kb_log_latest_epoch(fp->log), 4);
+        /* nothing more to cut when asked again */
+        CU_ASSERT_EQUAL(kb_part_follower_diverging(fp, 4, 14, &to, &done), 0);
+        CU_ASSERT_EQUAL(to, 14);
+        CU_ASSERT(done);
         follow(&a, lp, fp);
         CU_ASSERT_EQUAL(kb_log_leo(fp->log), 15);
         CU_ASSERT(same_segment(lp, fp));
@@ -902,6 +958,7 @@ int main(void)
     CU_add_test(s, "replica fetch errors, follower role", t_fetch_errors);
     CU_add_test(s, "leadership lost while a produce waits", t_follower_while_waiting);
     CU_add_test(s, "HW from the checkpoint after a restart", t_hw_checkpoint);
+    CU_add_test(s, "divergence truncation rule", t_diverging_rule);
     CU_add_test(s, "role changes against appends", t_role_change_vs_appends);
     CU_add_test(s, "follower append and truncation", t_follower_append);
     CU_basic_set_mode(CU_BRM_VERBOSE);
