@@ -783,6 +783,65 @@ static void kb_config_check_metrics_listener(kb_config_t *cfg)
     cfg->metrics_port = l.port;
 }
 
+/* process.roles, controller.quorum.voters and controller.listener.names (design C1): one voter,
+ * ID@host:port; a controller must be that voter; a broker-only process needs the voter and the
+ * name of the controllers' listener. */
+static void kb_config_check_roles(kb_config_t *cfg)
+{
+    const char *v = cfg->controller_quorum_voters ? cfg->controller_quorum_voters : "";
+    bool ctrl = kb_config_has_role(cfg, "controller"), brk = kb_config_has_role(cfg, "broker");
+    kb_config_listener_t l;
+    char buf[600], why[512], *end;
+    const char *at;
+    long id;
+
+    cfg->voter_id = -1;
+    cfg->voter_host[0] = '\0';
+    cfg->voter_port = -1;
+    if (*v) {
+        if (strchr(v, ',')) {
+            kb_config_errf(cfg,
+                           "controller.quorum.voters: '%s' names more than one voter; kbroker "
+                           "has one fixed controller (ID@host:port)",
+                           v);
+            return;
+        }
+        at = strchr(v, '@');
+        errno = 0;
+        id = strtol(v, &end, 10);
+        if (!at || end != at || at == v || errno || id < 0 || id > INT32_MAX) {
+            kb_config_errf(cfg, "controller.quorum.voters: '%s' is not ID@host:port", v);
+            return;
+        }
+        snprintf(buf, sizeof(buf), "V://%s", at + 1);
+        if (kb_config_parse_listener(buf, &l, why, sizeof(why)) != 0 || l.port == 0 || !l.host[0]) {
+            kb_config_errf(cfg, "controller.quorum.voters: '%s' is not ID@host:port", v);
+            return;
+        }
+        cfg->voter_id = (int32_t)id;
+        memcpy(cfg->voter_host, l.host, sizeof(cfg->voter_host));
+        cfg->voter_port = l.port;
+    }
+    if (ctrl && cfg->voter_id >= 0 && cfg->node_id >= 0 && cfg->voter_id != cfg->node_id)
+        kb_config_errf(cfg,
+                       "controller.quorum.voters: voter %d is not this node (node.id %d), but "
+                       "process.roles includes controller",
+                       cfg->voter_id, cfg->node_id);
+    if (brk && !ctrl) {
+        if (cfg->voter_id < 0)
+            kb_config_errf(cfg, "controller.quorum.voters: required when process.roles is broker "
+                                "(the controller to register with, ID@host:port)");
+        if (!cfg->controller_listener_names || !*cfg->controller_listener_names)
+            kb_config_errf(cfg, "controller.listener.names: required when process.roles is "
+                                "broker");
+    }
+    if (cfg->broker_heartbeat_interval_ms >= cfg->broker_session_timeout_ms)
+        kb_config_errf(cfg,
+                       "broker.heartbeat.interval.ms: %d is not below broker.session.timeout.ms "
+                       "%d",
+                       cfg->broker_heartbeat_interval_ms, cfg->broker_session_timeout_ms);
+}
+
 /* ---------------------------------------------------------------- finalize */
 
 /* True if @p name was given but its value was rejected (already reported). */
@@ -881,6 +940,7 @@ int kb_config_finalize(kb_config_t *cfg)
                        cfg->transaction_state_log_min_isr,
                        cfg->transaction_state_log_replication_factor);
     kb_config_check_listeners(cfg);
+    kb_config_check_roles(cfg);
     kb_config_check_metrics_listener(cfg);
     return kb_config_error_cnt(cfg) ? KB_E_INVALID : 0;
 }

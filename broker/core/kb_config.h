@@ -68,6 +68,8 @@ typedef struct kb_config_s {
     char *controller_quorum_voters;
     char *controller_listener_names;
     char *inter_broker_listener_name;
+    int32_t broker_heartbeat_interval_ms;
+    int32_t broker_session_timeout_ms;
     char *cluster_id;
     /* network */
     char *listeners;
@@ -157,6 +159,9 @@ typedef struct kb_config_s {
     size_t lst_cnt;
     kb_config_listener_t *adv; /**< parsed `advertised.listeners` (defaults to lst) */
     size_t adv_cnt;
+    int32_t voter_id;       /**< from controller.quorum.voters; -1 when unset */
+    char voter_host[256];   /**< the controller's host (controller.quorum.voters) */
+    int voter_port;         /**< the controller's port; -1 when unset */
     char metrics_host[256]; /**< from metrics.listener; "" when disabled */
     int metrics_port;       /**< -1 when disabled */
 

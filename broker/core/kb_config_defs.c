@@ -66,13 +66,21 @@ const kb_conf_def_t kb_config_defs[] = {
             "This server's id in the cluster. Required (or broker.id)."),
     KEY_INT("broker.id", broker_id, "-1", -1, IMAX, 0,
             "Older name of node.id; if both are given they must be equal."),
-    KEY_LIST("process.roles", process_roles, "broker", kb_conf_roles, 0,
-             "Roles of this process: broker, controller or both. The controller role is "
-             "accepted for the coming cluster mode."),
-    KEY_LIST("controller.quorum.voters", controller_quorum_voters, "", NULL, NOFX,
-             "Controller quorum as id@host:port,... (cluster mode, not yet used)."),
+    KEY_LIST("process.roles", process_roles, "broker,controller", kb_conf_roles, 0,
+             "Roles of this process: broker, controller or both (a self-contained node). A "
+             "cluster has one controller (controller.quorum.voters) and brokers that register "
+             "with it."),
+    KEY_LIST("controller.quorum.voters", controller_quorum_voters, "", NULL, 0,
+             "The controller as id@host:port (exactly one voter: kbroker has no quorum). "
+             "Required for a broker-only process; for a controller its id must be node.id."),
     KEY_LIST("controller.listener.names", controller_listener_names, "", NULL, 0,
-             "Listener names used by the controller; they are not advertised to clients."),
+             "Listener names used by the controller; they are not advertised to clients. The "
+             "controller APIs are served only on them. Required for a broker-only process "
+             "(the first names the listener it connects to)."),
+    KEY_INT("broker.heartbeat.interval.ms", broker_heartbeat_interval_ms, "2000", 1, IMAX, 0,
+            "Interval between a broker's heartbeats to the controller."),
+    KEY_INT("broker.session.timeout.ms", broker_session_timeout_ms, "9000", 1, IMAX, 0,
+            "A broker without a heartbeat for this long is fenced by the controller."),
     KEY_STR("inter.broker.listener.name", inter_broker_listener_name, NULL, NULL, 0,
             "Listener that brokers use to talk to each other; must be one of listeners."),
     KEY_STR("cluster.id", cluster_id, NULL, NULL, 0,

@@ -247,8 +247,12 @@ static void test_config_minimal_valid(void)
     CU_ASSERT_STRING_EQUAL(kb_config_str(cfg, "log.cleanup.policy"), "delete");
     CU_ASSERT_PTR_NULL(kb_config_str(cfg, "num.io.threads")); /* wrong type */
     CU_ASSERT_EQUAL(kb_config_int(cfg, "no.such.key"), 0);
+    /* default process.roles: a self-contained node, broker and controller */
     CU_ASSERT(kb_config_has_role(cfg, "broker"));
-    CU_ASSERT(!kb_config_has_role(cfg, "controller"));
+    CU_ASSERT(kb_config_has_role(cfg, "controller"));
+    CU_ASSERT_EQUAL(cfg->broker_heartbeat_interval_ms, 2000);
+    CU_ASSERT_EQUAL(cfg->broker_session_timeout_ms, 9000);
+    CU_ASSERT_EQUAL(cfg->voter_id, -1);
     kb_config_free(cfg);
 }
 
@@ -286,6 +290,14 @@ static void test_config_invalid_classes(void)
          "listeners:", "both use port 7"},
         {"listener.security.protocol.map=PLAINTEXT:TLS",
          "listener.security.protocol.map:", "not one of"},
+        {"controller.quorum.voters=1@h:1,2@h:2", "controller.quorum.voters:", "more than one"},
+        {"controller.quorum.voters=1@h", "controller.quorum.voters:", "ID@host:port"},
+        {"controller.quorum.voters=x@h:1", "controller.quorum.voters:", "ID@host:port"},
+        {"controller.quorum.voters=2@h:1", "controller.quorum.voters:", "is not this node"},
+        {"process.roles=broker", "controller.quorum.voters:", "required"},
+        {"process.roles=broker\ncontroller.quorum.voters=2@h:1",
+         "controller.listener.names:", "required"},
+        {"broker.heartbeat.interval.ms=9000", "broker.heartbeat.interval.ms:", "is not below"},
         {"advertised.listeners=OTHER://h:1", "advertised.listeners:", "not one of the listeners"},
         {"advertised.listeners=PLAINTEXT://0.0.0.0:1", "advertised.listeners:", "non-routable"},
         {"inter.broker.listener.name=INTERNAL", "inter.broker.listener.name:", "not one of"},
@@ -422,6 +434,20 @@ static void test_config_listeners(void)
     CU_ASSERT(cfg->adv[0].host[0] != '\0');
     CU_ASSERT_STRING_EQUAL(cfg->adv[1].name, "V6");
     CU_ASSERT(kb_config_has_role(cfg, "controller"));
+    kb_config_free(cfg);
+
+    /* a broker-only node of a cluster: the controller from controller.quorum.voters */
+    cfg = cfg_from("node.id=2\nprocess.roles=broker\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+                   "log.dirs=/tmp/kbt-logs\ncontroller.quorum.voters=1@[::1]:9093\n"
+                   "controller.listener.names=CONTROLLER\n",
+                   NULL);
+    if (kb_config_error_cnt(cfg))
+        dump_errors(cfg);
+    CU_ASSERT_EQUAL_FATAL(kb_config_error_cnt(cfg), 0);
+    CU_ASSERT(!kb_config_has_role(cfg, "controller"));
+    CU_ASSERT_EQUAL(cfg->voter_id, 1);
+    CU_ASSERT_STRING_EQUAL(cfg->voter_host, "::1");
+    CU_ASSERT_EQUAL(cfg->voter_port, 9093);
     kb_config_free(cfg);
 }
 
