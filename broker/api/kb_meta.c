@@ -1,5 +1,8 @@
 /*
- * kb_meta.c -- the single-broker metadata store (see kb_meta.h).
+ * kb_meta.c -- the metadata image, the one path that changes it (records applied batch by batch,
+ * which also drives the local partitions and the listeners), and the controller's mutations
+ * (validate against the image, turn the change into records, commit them through the metadata
+ * log, apply). kb_meta_log.c keeps the log. See kb_meta.h and docs/broker.md.
  */
 #include "kb_meta.h"
 
@@ -18,54 +21,13 @@
 
 #include "kb_err.h"
 #include "kb_apilog.h"
+#include "kb_meta_int.h"
 #include "kb_props.h"
-#include "kp_crc32c.h"
+#include "kp_batch.h"
 #include "kp_errcode.h"
-#include "kp_reader.h"
 #include "kp_writer.h"
 
-#define KB_META_FILE     "kbroker-metadata"
-#define KB_META_MAGIC    "KBMD"
-#define KB_META_VERSION  1
-#define KB_META_MAX_PART 100000
-#define KB_PID_BLOCK     1000
-
-typedef struct kb_mtopic_s {
-    struct kb_mtopic_s *next_name, *next_id;
-    char *name;
-    kp_uuid_t id;
-    bool internal;
-    int32_t nparts;
-    int32_t *epochs;
-    kb_kv_t *cfg;
-    size_t cfg_cnt;
-    kb_part_t **parts; /* NULL when no partition manager is attached or a log failed */
-} kb_mtopic_t;
-
-struct kb_meta_listener_s {
-    kb_meta_listener_t *next;
-    kb_meta_listen_fn *fn;
-    void *opaque;
-};
-
-struct kb_meta_s {
-    const kb_config_t *cfg;
-    kb_partmgr_t *pm;
-    char cluster_id[64];
-    int32_t node_id;
-    char node_id_str[16];
-    char *dir; /* first log dir */
-    pthread_mutex_t change_mu;
-    pthread_rwlock_t rw;
-    kb_mtopic_t **by_name, **by_id;
-    size_t nbuckets, ntopics;
-    kb_kv_t *dyn_node, *dyn_dflt;
-    size_t dyn_node_cnt, dyn_dflt_cnt;
-    int64_t offset;
-    int64_t pid_persisted; /* first producer id not yet covered by a persisted block */
-    int64_t pid_next;
-    kb_meta_listener_t *listeners; /* under change_mu */
-};
+#define KB_PID_BLOCK 1000
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
@@ -150,12 +112,21 @@ static int kb_kv_set(kb_kv_t **kvp, size_t *cnt, const char *key, const char *va
     return 0;
 }
 
-static void kb_mtopic_free(kb_mtopic_t *t)
+static void kb_mpart_clear(kb_mpart_t *p)
+{
+    free(p->replicas);
+    free(p->isr);
+    memset(p, 0, sizeof(*p));
+}
+
+void kb_mtopic_free(kb_mtopic_t *t)
 {
     if (!t)
         return;
     free(t->name);
-    free(t->epochs);
+    for (int32_t i = 0; t->pi && i < t->cap; i++)
+        kb_mpart_clear(&t->pi[i]);
+    free(t->pi);
     kb_kv_free(t->cfg, t->cfg_cnt);
     free(t->parts);
     free(t);
@@ -281,88 +252,6 @@ static void kb_meta_unlink(kb_meta_t *meta, kb_mtopic_t *t)
     for (size_t kb_b_ = 0; kb_b_ < (meta)->nbuckets; kb_b_++)                                      \
         for (kb_mtopic_t *t = (meta)->by_name[kb_b_]; t; t = t->next_name)
 
-/* ---- persistence ------------------------------------------------------------------------- */
-
-static void kb_meta_wstr(kp_writer_t *wr, const char *s)
-{
-    size_t n = strlen(s);
-    kp_write_int32(wr, (int32_t)n);
-    kp_write_raw(wr, s, n);
-}
-
-static char *kb_meta_rstr(kp_reader_t *rd)
-{
-    int32_t n = kp_read_int32(rd);
-    const uint8_t *p;
-    char *s;
-    if (n < 0 || (size_t)n > kp_reader_remaining(rd)) {
-        kp_reader_fail(rd, KP_E_TRUNCATED, "string length");
-        return NULL;
-    }
-    p = kp_read_raw(rd, (size_t)n);
-    if (!p && n)
-        return NULL;
-    s = malloc((size_t)n + 1);
-    if (!s) {
-        kp_reader_fail(rd, KP_E_NOMEM, "out of memory");
-        return NULL;
-    }
-    if (n)
-        memcpy(s, p, (size_t)n);
-    s[n] = '\0';
-    return s;
-}
-
-static void kb_meta_wkv(kp_writer_t *wr, const kb_kv_t *kv, size_t cnt)
-{
-    kp_write_int32(wr, (int32_t)cnt);
-    for (size_t i = 0; i < cnt; i++) {
-        kb_meta_wstr(wr, kv[i].key);
-        kb_meta_wstr(wr, kv[i].value);
-    }
-}
-
-static int kb_meta_rkv(kp_reader_t *rd, kb_kv_t **out, size_t *cnt)
-{
-    int32_t n = kp_read_int32(rd);
-    kb_kv_t *kv;
-    *out = NULL;
-    *cnt = 0;
-    if (n < 0 || (size_t)n > kp_reader_remaining(rd) / 8)
-        return kp_reader_fail(rd, KP_E_TRUNCATED, "config count");
-    kv = calloc((size_t)n + 1, sizeof(*kv));
-    if (!kv)
-        return kp_reader_fail(rd, KP_E_NOMEM, "out of memory");
-    for (int32_t i = 0; i < n && !rd->err; i++) {
-        kv[i].key = kb_meta_rstr(rd);
-        kv[i].value = kb_meta_rstr(rd);
-        *cnt = (size_t)i + 1;
-    }
-    *out = kv;
-    return rd->err;
-}
-
-static void kb_meta_serialize(const kb_meta_t *meta, kp_writer_t *wr)
-{
-    kb_meta_wstr(wr, meta->cluster_id);
-    kp_write_int32(wr, meta->node_id);
-    kp_write_int64(wr, meta->offset);
-    kp_write_int64(wr, meta->pid_persisted);
-    kb_meta_wkv(wr, meta->dyn_node, meta->dyn_node_cnt);
-    kb_meta_wkv(wr, meta->dyn_dflt, meta->dyn_dflt_cnt);
-    kp_write_int32(wr, (int32_t)meta->ntopics);
-    KB_META_FOREACH(meta, t)
-    {
-        kb_meta_wstr(wr, t->name);
-        kp_write_uuid(wr, &t->id);
-        kp_write_int8(wr, (int8_t)(t->internal ? 1 : 0));
-        kp_write_int32(wr, t->nparts);
-        for (int32_t i = 0; i < t->nparts; i++)
-            kp_write_int32(wr, t->epochs[i]);
-        kb_meta_wkv(wr, t->cfg, t->cfg_cnt);
-    }
-}
-
 static int kb_meta_fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -411,142 +300,6 @@ static int kb_meta_write_atomic(const char *dir, const char *name, const void *b
     return 0;
 }
 
-/* Write the snapshot. change_mu held (the state cannot change underneath). */
-static int kb_meta_persist(kb_meta_t *meta)
-{
-    kp_writer_t pl, wr;
-    int rc;
-    kp_writer_init(&pl);
-    kb_meta_serialize(meta, &pl);
-    if (pl.err) {
-        kp_writer_free(&pl);
-        return KB_E_NOMEM;
-    }
-    kp_writer_init(&wr);
-    kp_write_raw(&wr, KB_META_MAGIC, 4);
-    kp_write_int16(&wr, KB_META_VERSION);
-    kp_write_uint32(&wr, kp_crc32c(0, pl.buf, pl.len));
-    kp_write_int32(&wr, (int32_t)pl.len);
-    kp_write_raw(&wr, pl.buf, pl.len);
-    kp_writer_free(&pl);
-    if (wr.err) {
-        kp_writer_free(&wr);
-        return KB_E_NOMEM;
-    }
-    rc = kb_meta_write_atomic(meta->dir, KB_META_FILE, wr.buf, wr.len);
-    kp_writer_free(&wr);
-    if (rc)
-        kb_log_error("meta", "cannot write %s/%s: %s", meta->dir, KB_META_FILE, strerror(errno));
-    return rc;
-}
-
-static int kb_meta_load(kb_meta_t *meta, char *errstr, size_t errstr_size)
-{
-    char path[4200];
-    FILE *f;
-    long sz;
-    uint8_t *buf = NULL;
-    kp_reader_t rd;
-    uint32_t crc;
-    int32_t len, n;
-    char *cid = NULL;
-    int rc = KB_E_PARSE;
-
-    snprintf(path, sizeof(path), "%s/%s", meta->dir, KB_META_FILE);
-    f = fopen(path, "rb");
-    if (!f)
-        return errno == ENOENT ? KB_E_NOT_FOUND : KB_E_IO;
-    if (fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        snprintf(errstr, errstr_size, "%s: cannot read", path);
-        return KB_E_IO;
-    }
-    buf = malloc((size_t)sz + 1);
-    if (!buf || fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
-        fclose(f);
-        free(buf);
-        snprintf(errstr, errstr_size, "%s: cannot read", path);
-        return KB_E_IO;
-    }
-    fclose(f);
-    kp_reader_init(&rd, buf, (size_t)sz);
-    if (sz < 14 || memcmp(buf, KB_META_MAGIC, 4) != 0) {
-        snprintf(errstr, errstr_size, "%s: not a kbroker metadata file", path);
-        goto out;
-    }
-    kp_reader_skip(&rd, 4);
-    if (kp_read_int16(&rd) != KB_META_VERSION) {
-        snprintf(errstr, errstr_size, "%s: unknown version", path);
-        goto out;
-    }
-    crc = kp_read_uint32(&rd);
-    len = kp_read_int32(&rd);
-    if (len < 0 || (size_t)len != kp_reader_remaining(&rd) ||
-        kp_crc32c(0, buf + 14, (size_t)len) != crc) {
-        snprintf(errstr, errstr_size, "%s: checksum mismatch (the file is corrupt)", path);
-        goto out;
-    }
-    cid = kb_meta_rstr(&rd);
-    if (cid && meta->cluster_id[0] && strcmp(cid, meta->cluster_id)) {
-        snprintf(errstr, errstr_size,
-                 "%s belongs to cluster %s, but this broker's cluster.id is %s", path, cid,
-                 meta->cluster_id);
-        rc = KB_E_INVALID;
-        goto out;
-    }
-    if (cid && !meta->cluster_id[0])
-        snprintf(meta->cluster_id, sizeof(meta->cluster_id), "%.63s", cid);
-    if (kp_read_int32(&rd) != meta->node_id && !rd.err) {
-        snprintf(errstr, errstr_size, "%s was written by another node.id", path);
-        rc = KB_E_INVALID;
-        goto out;
-    }
-    meta->offset = kp_read_int64(&rd);
-    meta->pid_persisted = kp_read_int64(&rd);
-    meta->pid_next = meta->pid_persisted;
-    kb_meta_rkv(&rd, &meta->dyn_node, &meta->dyn_node_cnt);
-    kb_meta_rkv(&rd, &meta->dyn_dflt, &meta->dyn_dflt_cnt);
-    n = kp_read_int32(&rd);
-    for (int32_t i = 0; i < n && !rd.err; i++) {
-        kb_mtopic_t *t = calloc(1, sizeof(*t));
-        if (!t) {
-            kp_reader_fail(&rd, KP_E_NOMEM, "out of memory");
-            break;
-        }
-        t->name = kb_meta_rstr(&rd);
-        kp_read_uuid(&rd, &t->id);
-        t->internal = kp_read_int8(&rd) & 1;
-        t->nparts = kp_read_int32(&rd);
-        if (t->nparts < 0 || t->nparts > KB_META_MAX_PART ||
-            (size_t)t->nparts > kp_reader_remaining(&rd) / 4) {
-            kp_reader_fail(&rd, KP_E_TRUNCATED, "partition count");
-            kb_mtopic_free(t);
-            break;
-        }
-        t->epochs = calloc((size_t)t->nparts + 1, sizeof(*t->epochs));
-        t->parts = calloc((size_t)t->nparts + 1, sizeof(*t->parts));
-        for (int32_t p = 0; t->epochs && p < t->nparts; p++)
-            t->epochs[p] = kp_read_int32(&rd);
-        kb_meta_rkv(&rd, &t->cfg, &t->cfg_cnt);
-        if (rd.err || !t->name || !t->epochs || !t->parts || kb_meta_insert(meta, t) != 0) {
-            kb_mtopic_free(t);
-            if (!rd.err)
-                kp_reader_fail(&rd, KP_E_NOMEM, "out of memory");
-            break;
-        }
-    }
-    if (rd.err) {
-        snprintf(errstr, errstr_size, "%s: malformed (%s)", path,
-                 rd.errstr ? rd.errstr : "truncated");
-        goto out;
-    }
-    rc = 0;
-out:
-    free(cid);
-    free(buf);
-    return rc;
-}
-
 /* ---- meta.properties ------------------------------------------------------------------------ */
 
 typedef struct kb_metaprops_s {
@@ -590,10 +343,9 @@ kb_meta_t *kb_meta_open(const kb_config_t *cfg, char *errstr, size_t errstr_size
 {
     kb_meta_t *meta = calloc(1, sizeof(*meta));
     char *dirs = NULL, *p, *save = NULL;
-    kb_metaprops_t mp[64];
-    const char *dirv[64];
+    kb_metaprops_t mp[65];
+    const char *dirv[65];
     size_t nd = 0;
-    int rc;
 
     if (!meta) {
         snprintf(errstr, errstr_size, "out of memory");
@@ -605,6 +357,7 @@ kb_meta_t *kb_meta_open(const kb_config_t *cfg, char *errstr, size_t errstr_size
     pthread_mutex_init(&meta->change_mu, NULL);
     pthread_rwlock_init(&meta->rw, NULL);
     meta->pid_persisted = meta->pid_next = 0;
+    meta->offset = -1;
 
     dirs = strdup(cfg->eff_log_dirs ? cfg->eff_log_dirs : "/tmp/kafka-logs");
     if (!dirs)
@@ -617,8 +370,18 @@ kb_meta_t *kb_meta_open(const kb_config_t *cfg, char *errstr, size_t errstr_size
         goto fail;
     }
     meta->dir = strdup(dirv[0]);
-    if (!meta->dir)
+    meta->mdir =
+        strdup(cfg->metadata_log_dir && cfg->metadata_log_dir[0] ? cfg->metadata_log_dir : dirv[0]);
+    if (!meta->dir || !meta->mdir)
         goto nomem;
+    /* The metadata log dir gets its meta.properties too (Kafka's layout). */
+    {
+        bool listed = false;
+        for (size_t i = 0; i < nd; i++)
+            listed = listed || !strcmp(dirv[i], meta->mdir);
+        if (!listed)
+            dirv[nd++] = meta->mdir;
+    }
     if (cfg->cluster_id && cfg->cluster_id[0])
         snprintf(meta->cluster_id, sizeof(meta->cluster_id), "%.63s", cfg->cluster_id);
 
@@ -657,12 +420,6 @@ kb_meta_t *kb_meta_open(const kb_config_t *cfg, char *errstr, size_t errstr_size
         }
     }
 
-    rc = kb_meta_load(meta, errstr, errstr_size);
-    if (rc != 0 && rc != KB_E_NOT_FOUND) {
-        if (rc == KB_E_IO && !errstr[0])
-            snprintf(errstr, errstr_size, "%s/%s: %s", meta->dir, KB_META_FILE, strerror(errno));
-        goto fail;
-    }
     if (!meta->cluster_id[0]) {
         kp_uuid_t u;
         kb_uuid_random(&u);
@@ -683,11 +440,8 @@ kb_meta_t *kb_meta_open(const kb_config_t *cfg, char *errstr, size_t errstr_size
             }
         }
     }
-    if (rc == KB_E_NOT_FOUND && kb_meta_persist(meta) != 0) {
-        snprintf(errstr, errstr_size, "cannot write %s/%s: %s", meta->dir, KB_META_FILE,
-                 strerror(errno));
+    if (kb_meta_log_open(meta, errstr, errstr_size) != 0)
         goto fail;
-    }
     free(dirs);
     return meta;
 nomem:
@@ -733,8 +487,8 @@ static int kb_meta_open_parts(kb_meta_t *meta, kb_mtopic_t *t, int32_t from, int
         return 0;
     kb_meta_build(meta, t, &lc, &ex);
     for (int32_t i = from; i < to; i++) {
-        t->parts[i] = kb_part_open(meta->pm, t->name, &t->id, i, t->epochs[i], &lc, &ex, mirror,
-                                   t->internal, err, err_size);
+        t->parts[i] = kb_part_open(meta->pm, t->name, &t->id, i, t->pi[i].leader_epoch, &lc, &ex,
+                                   mirror, t->internal, err, err_size);
         if (!t->parts[i]) {
             kb_log_error("meta", "cannot open %s-%" PRId32 ": %s", t->name, i, err);
             if (undo_on_error) {
@@ -752,6 +506,8 @@ static int kb_meta_open_parts(kb_meta_t *meta, kb_mtopic_t *t, int32_t from, int
 static void kb_meta_orphan(void *opaque, const char *topic, int32_t partition)
 {
     kb_meta_t *meta = opaque;
+    if (!strcmp(topic, KB_TOPIC_CLUSTER_METADATA))
+        return; /* the metadata log in a log dir (the storage engine does not list it) */
     kb_partmgr_delete_orphan(meta->pm, topic, partition);
 }
 
@@ -799,7 +555,9 @@ void kb_meta_close(kb_meta_t *meta)
     free(meta->by_id);
     kb_kv_free(meta->dyn_node, meta->dyn_node_cnt);
     kb_kv_free(meta->dyn_dflt, meta->dyn_dflt_cnt);
+    kb_meta_log_close(meta);
     free(meta->dir);
+    free(meta->mdir);
     pthread_rwlock_destroy(&meta->rw);
     pthread_mutex_destroy(&meta->change_mu);
     free(meta);
@@ -886,7 +644,8 @@ int kb_meta_topic_epochs(kb_meta_t *meta, const char *name, int32_t **epochs, in
     if ((t = kb_meta_find(meta, name))) {
         *epochs = malloc(((size_t)t->nparts + 1) * sizeof(**epochs));
         if (*epochs) {
-            memcpy(*epochs, t->epochs, (size_t)t->nparts * sizeof(**epochs));
+            for (int32_t i = 0; i < t->nparts; i++)
+                (*epochs)[i] = t->pi[i].leader_epoch;
             *cnt = t->nparts;
             rc = 0;
         } else {
@@ -1004,51 +763,710 @@ static kb_mtopic_t *kb_meta_collision(const kb_meta_t *meta, const char *name)
     return NULL;
 }
 
-/* ---- listeners ---------------------------------------------------------------------------- */
+/* ---- the apply path ------------------------------------------------------------------------- */
 
-static void kb_meta_emit(kb_meta_t *meta, kb_meta_event_t *ev)
-{
-    ev->offset = meta->offset;
-    for (kb_meta_listener_t *l = meta->listeners; l; l = l->next)
-        l->fn(l->opaque, ev);
-}
+/*
+ * Records change the image under the write lock, one batch at a time. What the change means
+ * for the local partitions (logs to delete or open, epochs, reconfiguration) and for the
+ * listeners is collected in a delta and carried out after the lock is dropped, still under
+ * change_mu: side effects first, then the events in record order.
+ */
 
-static void kb_meta_emit_topic(kb_meta_t *meta, const kb_mtopic_t *t, uint32_t flags)
-{
+#define KB_MACT_EVENT  1
+#define KB_MACT_DELETE 2 /* delete a local partition (its topic left the image) */
+#define KB_MACT_EPOCH  3 /* tell a local partition its new leader epoch */
+#define KB_MACT_OPEN   4 /* open the local log of a new partition (no staged log) */
+
+typedef struct kb_mact_s {
+    int kind;
+    kb_part_t *part;   /* DELETE, EPOCH (a reference) */
+    kp_uuid_t id;      /* EVENT (topic events), OPEN */
+    int32_t partition; /* EVENT (EPOCH), OPEN */
+    int32_t epoch;     /* EVENT (EPOCH), EPOCH */
+    int type;          /* EVENT: KB_META_EV_* */
+    uint32_t flags;    /* EVENT: TOPIC */
+    bool has_topic;    /* EVENT: info is valid */
     kb_topic_info_t info;
-    kb_meta_event_t ev = {.type = KB_META_EV_TOPIC, .flags = flags, .topic = &info};
-    kb_meta_info(t, &info);
-    if (flags & KB_META_TOPIC_DELETED)
-        info.partitions = 0;
-    kb_meta_emit(meta, &ev);
-}
+    int8_t rtype; /* EVENT: CONFIG */
+    char *rname, *key, *value;
+} kb_mact_t;
 
-static void kb_meta_emit_config(kb_meta_t *meta, int8_t rtype, const char *rname,
-                                const kb_topic_info_t *topic, const char *key, const char *value)
-{
-    kb_meta_event_t ev = {.type = KB_META_EV_CONFIG,
-                          .topic = topic,
-                          .resource_type = rtype,
-                          .resource_name = rname,
-                          .key = key,
-                          .value = value};
-    kb_meta_emit(meta, &ev);
-}
+typedef struct kb_mdelta_s {
+    kb_mact_t *v;
+    size_t n, cap;
+    bool reconf_all;
+    size_t last_tev;      /* 1 + index of the last topic event, 0 = none */
+    kb_mtopic_t *removed; /* topics unlinked by the batch, freed after the events */
+    int err;              /* KB_E_NOMEM: some side effect or event could not be recorded */
+} kb_mdelta_t;
 
-/* Events for every key whose value differs between @p old and @p cur. */
-static void kb_meta_emit_diff(kb_meta_t *meta, int8_t rtype, const char *rname,
-                              const kb_topic_info_t *topic, const kb_kv_t *old, size_t old_cnt,
-                              const kb_kv_t *cur, size_t cur_cnt)
+static kb_mact_t *kb_mdelta_push(kb_mdelta_t *d, int kind)
 {
-    for (size_t i = 0; i < cur_cnt; i++) {
-        const char *o = kb_kv_get(old, old_cnt, cur[i].key);
-        if (!o || strcmp(o, cur[i].value))
-            kb_meta_emit_config(meta, rtype, rname, topic, cur[i].key, cur[i].value);
+    kb_mact_t *a;
+    if (d->n == d->cap) {
+        size_t nc = d->cap ? d->cap * 2 : 16;
+        kb_mact_t *nv = realloc(d->v, nc * sizeof(*nv));
+        if (!nv) {
+            d->err = KB_E_NOMEM;
+            return NULL;
+        }
+        d->v = nv;
+        d->cap = nc;
     }
-    for (size_t i = 0; i < old_cnt; i++)
-        if (!kb_kv_get(cur, cur_cnt, old[i].key))
-            kb_meta_emit_config(meta, rtype, rname, topic, old[i].key, NULL);
+    a = &d->v[d->n++];
+    memset(a, 0, sizeof(*a));
+    a->kind = kind;
+    return a;
 }
+
+static void kb_mdelta_topic_event(kb_mdelta_t *d, const kb_mtopic_t *t, uint32_t flags)
+{
+    kb_mact_t *a;
+    /* One PARTITIONS event for a run of PartitionRecords of a topic; a CREATED one covers
+     * its partitions. */
+    if ((flags & KB_META_TOPIC_PARTITIONS) && d->last_tev > 0) {
+        a = &d->v[d->last_tev - 1];
+        if (!memcmp(a->id.b, t->id.b, 16) &&
+            (a->flags & (KB_META_TOPIC_CREATED | KB_META_TOPIC_PARTITIONS)))
+            return;
+    }
+    if (!(a = kb_mdelta_push(d, KB_MACT_EVENT)))
+        return;
+    a->type = KB_META_EV_TOPIC;
+    a->flags = flags;
+    a->id = t->id;
+    a->has_topic = true;
+    kb_meta_info(t, &a->info);
+    d->last_tev = d->n;
+}
+
+static void kb_mdelta_free(kb_mdelta_t *d)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        free(d->v[i].rname);
+        free(d->v[i].key);
+        free(d->v[i].value);
+        if (d->v[i].part)
+            kb_part_release(d->v[i].part);
+    }
+    free(d->v);
+    while (d->removed) {
+        kb_mtopic_t *t = d->removed;
+        d->removed = t->next_name;
+        kb_mtopic_free(t);
+    }
+    memset(d, 0, sizeof(*d));
+}
+
+/* Make room for partition @p p (< KB_META_MAX_PART) in @p t. 0 or KB_E_NOMEM. */
+static int kb_mtopic_reserve(kb_mtopic_t *t, int32_t p)
+{
+    int32_t nc;
+    kb_mpart_t *npi;
+    kb_part_t **np;
+    if (p < t->cap)
+        return 0;
+    nc = t->cap ? t->cap : 1;
+    while (nc <= p)
+        nc = nc > KB_META_MAX_PART / 2 ? KB_META_MAX_PART : nc * 2;
+    npi = realloc(t->pi, (size_t)nc * sizeof(*npi));
+    if (!npi)
+        return KB_E_NOMEM;
+    t->pi = npi;
+    np = realloc(t->parts, (size_t)nc * sizeof(*np));
+    if (!np)
+        return KB_E_NOMEM;
+    t->parts = np;
+    memset(&t->pi[t->cap], 0, (size_t)(nc - t->cap) * sizeof(*npi));
+    memset(&t->parts[t->cap], 0, (size_t)(nc - t->cap) * sizeof(*np));
+    t->cap = nc;
+    return 0;
+}
+
+static int32_t *kb_ints_dup(const int32_t *v, int32_t n)
+{
+    int32_t *c = malloc(((size_t)(n > 0 ? n : 0) + 1) * sizeof(*c));
+    if (c && n > 0)
+        memcpy(c, v, (size_t)n * sizeof(*c));
+    return c;
+}
+
+static int kb_meta_apply_topic(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d, char *err,
+                               size_t err_size)
+{
+    kb_mtopic_t *t;
+    char msg[300];
+    if (!r->name || !kb_meta_topic_name_valid(r->name, msg, sizeof(msg)) ||
+        !strcmp(r->name, KB_TOPIC_CLUSTER_METADATA)) {
+        snprintf(err, err_size, "invalid topic name: %s", r->name ? r->name : "(none)");
+        return -1;
+    }
+    if (kb_uuid_is_zero(&r->topic_id)) {
+        snprintf(err, err_size, "topic %s has the zero topic id", r->name);
+        return -1;
+    }
+    if (kb_meta_find(meta, r->name) || kb_meta_find_id(meta, &r->topic_id)) {
+        snprintf(err, err_size, "topic %s (or its id) already exists", r->name);
+        return -1;
+    }
+    t = calloc(1, sizeof(*t));
+    if (t)
+        t->id = r->topic_id;
+    if (!t || !(t->name = strdup(r->name)) || kb_meta_insert(meta, t) != 0) {
+        kb_mtopic_free(t);
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
+    /* Kafka has no internal flag in TopicRecord: internal topics are known by their names. */
+    t->internal = kb_meta_topic_is_internal_name(t->name);
+    kb_mdelta_topic_event(d, t, KB_META_TOPIC_CREATED);
+    return 0;
+}
+
+static int kb_meta_check_replicas(const kb_mrec_t *r, char *err, size_t err_size)
+{
+    if (r->nreplicas < 0 || r->nisr < 0) {
+        snprintf(err, err_size, "partition %" PRId32 " without replicas or ISR", r->partition);
+        return -1;
+    }
+    return 0;
+}
+
+static int kb_meta_apply_partition(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d, char *err,
+                                   size_t err_size)
+{
+    kb_mtopic_t *t = kb_meta_find_id(meta, &r->topic_id);
+    kb_mpart_t np;
+    bool added;
+    if (!t) {
+        snprintf(err, err_size, "PartitionRecord of an unknown topic id");
+        return -1;
+    }
+    if (r->partition < 0 || r->partition > t->nparts || r->partition >= KB_META_MAX_PART) {
+        snprintf(err, err_size,
+                 "PartitionRecord %s-%" PRId32 " out of order (%" PRId32 " partitions)", t->name,
+                 r->partition, t->nparts);
+        return -1;
+    }
+    if (kb_meta_check_replicas(r, err, err_size) != 0)
+        return -1;
+    memset(&np, 0, sizeof(np));
+    np.replicas = kb_ints_dup(r->replicas, r->nreplicas);
+    np.isr = kb_ints_dup(r->isr, r->nisr);
+    if (!np.replicas || !np.isr || kb_mtopic_reserve(t, r->partition) != 0) {
+        kb_mpart_clear(&np);
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
+    np.nreplicas = r->nreplicas;
+    np.nisr = r->nisr;
+    np.leader = r->leader;
+    np.leader_epoch = r->leader_epoch < 0 ? 0 : r->leader_epoch;
+    np.partition_epoch = r->partition_epoch < 0 ? 0 : r->partition_epoch;
+    added = r->partition == t->nparts;
+    kb_mpart_clear(&t->pi[r->partition]);
+    t->pi[r->partition] = np;
+    if (!added) {
+        /* A replacement (a snapshot's view of a partition): its epoch may have moved. */
+        kb_mact_t *a;
+        if (t->parts[r->partition] && (a = kb_mdelta_push(d, KB_MACT_EPOCH))) {
+            kb_part_ref(t->parts[r->partition]);
+            a->part = t->parts[r->partition];
+            a->epoch = np.leader_epoch;
+        }
+        return 0;
+    }
+    t->nparts++;
+    if (meta->staged && !memcmp(meta->staged->id.b, t->id.b, 16) &&
+        r->partition < meta->staged->cap && meta->staged->parts[r->partition]) {
+        t->parts[r->partition] = meta->staged->parts[r->partition];
+        meta->staged->parts[r->partition] = NULL;
+    } else if (meta->pm) {
+        kb_mact_t *a = kb_mdelta_push(d, KB_MACT_OPEN);
+        if (a) {
+            a->id = t->id;
+            a->partition = r->partition;
+        }
+    }
+    /* A new topic's partitions are part of its CREATED event. */
+    kb_mdelta_topic_event(d, t, KB_META_TOPIC_PARTITIONS);
+    return 0;
+}
+
+static int kb_meta_apply_change(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d, char *err,
+                                size_t err_size)
+{
+    kb_mtopic_t *t = kb_meta_find_id(meta, &r->topic_id);
+    kb_mpart_t *p;
+    int32_t *nr = NULL, *ni = NULL;
+    kb_mact_t *a;
+    if (!t || r->partition < 0 || r->partition >= t->nparts) {
+        snprintf(err, err_size, "PartitionChangeRecord of an unknown partition %" PRId32,
+                 r->partition);
+        return -1;
+    }
+    p = &t->pi[r->partition];
+    if (r->leader != KB_MREC_NO_LEADER_CHANGE && r->leader_epoch >= 0 &&
+        r->leader_epoch <= p->leader_epoch) {
+        snprintf(err, err_size, "%s-%" PRId32 ": leader epoch %" PRId32 " is not above %" PRId32,
+                 t->name, r->partition, r->leader_epoch, p->leader_epoch);
+        return -1;
+    }
+    if ((r->nreplicas >= 0 && !(nr = kb_ints_dup(r->replicas, r->nreplicas))) ||
+        (r->nisr >= 0 && !(ni = kb_ints_dup(r->isr, r->nisr)))) {
+        free(nr);
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
+    if (nr) {
+        free(p->replicas);
+        p->replicas = nr;
+        p->nreplicas = r->nreplicas;
+    }
+    if (ni) {
+        free(p->isr);
+        p->isr = ni;
+        p->nisr = r->nisr;
+    }
+    p->partition_epoch++;
+    if (r->leader == KB_MREC_NO_LEADER_CHANGE)
+        return 0;
+    /* As Kafka: a record naming the leader (even the same one) starts a new leader epoch. */
+    p->leader = r->leader;
+    p->leader_epoch = r->leader_epoch >= 0 ? r->leader_epoch : p->leader_epoch + 1;
+    if (t->parts && t->parts[r->partition] && (a = kb_mdelta_push(d, KB_MACT_EPOCH))) {
+        kb_part_ref(t->parts[r->partition]);
+        a->part = t->parts[r->partition];
+        a->epoch = p->leader_epoch;
+    }
+    if ((a = kb_mdelta_push(d, KB_MACT_EVENT))) {
+        a->type = KB_META_EV_EPOCH;
+        a->id = t->id;
+        a->has_topic = true;
+        kb_meta_info(t, &a->info);
+        a->partition = r->partition;
+        a->epoch = p->leader_epoch;
+    }
+    return 0;
+}
+
+static void kb_mdelta_config_event(kb_mdelta_t *d, const kb_mtopic_t *t, const kb_mrec_t *r)
+{
+    kb_mact_t *a = kb_mdelta_push(d, KB_MACT_EVENT);
+    if (!a)
+        return;
+    a->type = KB_META_EV_CONFIG;
+    a->rtype = r->resource_type;
+    if (t) {
+        a->id = t->id;
+        a->has_topic = true;
+        kb_meta_info(t, &a->info);
+    }
+    a->rname = strdup(r->resource_name);
+    a->key = strdup(r->key);
+    a->value = r->value ? strdup(r->value) : NULL;
+    if (!a->rname || !a->key || (r->value && !a->value))
+        d->err = KB_E_NOMEM;
+}
+
+static int kb_meta_apply_config(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d, char *err,
+                                size_t err_size)
+{
+    kb_kv_t **kv;
+    size_t *cnt;
+    kb_mtopic_t *t = NULL;
+    const char *old;
+    if (r->resource_type == KB_RES_TOPIC) {
+        if (!(t = kb_meta_find(meta, r->resource_name))) {
+            snprintf(err, err_size, "ConfigRecord of an unknown topic %s", r->resource_name);
+            return -1;
+        }
+        kv = &t->cfg;
+        cnt = &t->cfg_cnt;
+    } else if (r->resource_type == KB_RES_BROKER) {
+        if (r->resource_name[0] && strcmp(r->resource_name, meta->node_id_str))
+            return 0; /* another broker's dynamic config */
+        kv = r->resource_name[0] ? &meta->dyn_node : &meta->dyn_dflt;
+        cnt = r->resource_name[0] ? &meta->dyn_node_cnt : &meta->dyn_dflt_cnt;
+    } else {
+        return 0; /* other resource types are not kept */
+    }
+    if (!r->key[0]) {
+        snprintf(err, err_size, "ConfigRecord without a key");
+        return -1;
+    }
+    old = kb_kv_get(*kv, *cnt, r->key);
+    if ((!old && !r->value) || (old && r->value && !strcmp(old, r->value)))
+        return 0;
+    if (kb_kv_set(kv, cnt, r->key, r->value) != 0) {
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
+    if (t)
+        t->reconf = true;
+    else
+        d->reconf_all = true;
+    kb_mdelta_config_event(d, t, r);
+    return 0;
+}
+
+static int kb_meta_apply_remove(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d, char *err,
+                                size_t err_size)
+{
+    kb_mtopic_t *t = kb_meta_find_id(meta, &r->topic_id);
+    kb_mact_t *a;
+    if (!t) {
+        snprintf(err, err_size, "RemoveTopicRecord of an unknown topic id");
+        return -1;
+    }
+    kb_meta_unlink(meta, t);
+    for (int32_t i = 0; t->parts && i < t->nparts; i++) {
+        if (t->parts[i] && (a = kb_mdelta_push(d, KB_MACT_DELETE))) {
+            a->part = t->parts[i]; /* the image's reference, handed to the delete */
+            t->parts[i] = NULL;
+        }
+    }
+    if ((a = kb_mdelta_push(d, KB_MACT_EVENT))) {
+        a->type = KB_META_EV_TOPIC;
+        a->flags = KB_META_TOPIC_DELETED;
+        a->id = t->id;
+        a->has_topic = true;
+        kb_meta_info(t, &a->info);
+        a->info.partitions = 0;
+    }
+    t->next_name = d->removed;
+    d->removed = t;
+    return 0;
+}
+
+/* One record into the image (rw write lock and change_mu held). 0 or -1 with @p err. */
+static int kb_meta_apply_rec(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d, char *err,
+                             size_t err_size)
+{
+    switch (r->type) {
+    case KB_MREC_TOPIC:
+        return kb_meta_apply_topic(meta, r, d, err, err_size);
+    case KB_MREC_PARTITION:
+        return kb_meta_apply_partition(meta, r, d, err, err_size);
+    case KB_MREC_PARTITION_CHANGE:
+        return kb_meta_apply_change(meta, r, d, err, err_size);
+    case KB_MREC_CONFIG:
+        return kb_meta_apply_config(meta, r, d, err, err_size);
+    case KB_MREC_REMOVE_TOPIC:
+        return kb_meta_apply_remove(meta, r, d, err, err_size);
+    case KB_MREC_PRODUCER_IDS:
+        if (r->next_producer_id < meta->pid_persisted) {
+            snprintf(err, err_size,
+                     "ProducerIdsRecord moves the next block back (%" PRId64 " < %" PRId64 ")",
+                     r->next_producer_id, meta->pid_persisted);
+            return -1;
+        }
+        meta->pid_persisted = r->next_producer_id;
+        return 0;
+    default:
+        snprintf(err, err_size, "%s is not applied by kbroker", kb_mrec_type_name(r->type));
+        return -1;
+    }
+}
+
+static void kb_meta_reconfigure_topic(kb_meta_t *meta, kb_mtopic_t *t);
+
+/* The side effects and events of a delta (change_mu held, rw not held). */
+static void kb_mdelta_run(kb_meta_t *meta, kb_mdelta_t *d)
+{
+    char err[512];
+    for (size_t i = 0; i < d->n; i++) {
+        kb_mact_t *a = &d->v[i];
+        switch (a->kind) {
+        case KB_MACT_DELETE:
+            kb_part_delete(a->part);
+            a->part = NULL;
+            break;
+        case KB_MACT_EPOCH:
+            kb_part_set_epoch(a->part, a->epoch);
+            break;
+        case KB_MACT_OPEN: {
+            kb_mtopic_t *t = kb_meta_find_id(meta, &a->id);
+            kb_part_t *part;
+            kb_log_config_t lc;
+            kb_tconf_extra_t ex;
+            if (!t || a->partition >= t->nparts || t->parts[a->partition])
+                break;
+            kb_meta_build(meta, t, &lc, &ex);
+            part = kb_part_open(meta->pm, t->name, &t->id, a->partition,
+                                t->pi[a->partition].leader_epoch, &lc, &ex, kb_meta_is_mirror(t),
+                                t->internal, err, sizeof(err));
+            if (!part) {
+                kb_log_error("meta", "cannot open %s-%" PRId32 ": %s", t->name, a->partition, err);
+                break;
+            }
+            pthread_rwlock_wrlock(&meta->rw);
+            t->parts[a->partition] = part;
+            pthread_rwlock_unlock(&meta->rw);
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    KB_META_FOREACH(meta, t)
+    {
+        if (t->reconf || d->reconf_all)
+            kb_meta_reconfigure_topic(meta, t);
+        t->reconf = false;
+    }
+    if (d->err)
+        kb_log_error("meta", "out of memory: listeners miss some metadata changes");
+    for (size_t i = 0; i < d->n; i++) {
+        kb_mact_t *a = &d->v[i];
+        kb_meta_event_t ev;
+        if (a->kind != KB_MACT_EVENT)
+            continue;
+        /* Topic state as the batch left it (a CREATED event shows every partition and the
+         * mirror flag its configs give), unless the topic is gone. */
+        if (a->has_topic && !(a->type == KB_META_EV_TOPIC && (a->flags & KB_META_TOPIC_DELETED))) {
+            kb_mtopic_t *t = kb_meta_find_id(meta, &a->id);
+            if (t)
+                kb_meta_info(t, &a->info);
+        }
+        memset(&ev, 0, sizeof(ev));
+        ev.type = a->type;
+        ev.flags = a->flags;
+        ev.offset = meta->offset;
+        ev.topic = a->has_topic ? &a->info : NULL;
+        ev.partition = a->partition;
+        ev.leader_epoch = a->epoch;
+        ev.resource_type = a->rtype;
+        ev.resource_name = a->rname;
+        ev.key = a->key;
+        ev.value = a->value;
+        for (kb_meta_listener_t *l = meta->listeners; l; l = l->next)
+            l->fn(l->opaque, &ev);
+    }
+}
+
+int kb_meta_apply_buf(kb_meta_t *meta, const uint8_t *buf, size_t len, char *err, size_t err_size)
+{
+    kp_batch_iter_t it;
+    kp_batch_t b;
+    kp_writer_t scratch;
+    int rc, ret = 0;
+
+    kp_writer_init(&scratch);
+    kp_batch_iter_init(&it, buf, len, 0, 0);
+    while (ret == 0 && (rc = kp_batch_iter_next(&it, &b)) == 1) {
+        kp_record_iter_t ri;
+        kp_record_t rec;
+        kb_mdelta_t d;
+        if (kp_batch_hdr_is_control(&b.hdr) || kp_batch_hdr_last_offset(&b.hdr) <= meta->offset)
+            continue;
+        kp_writer_reset(&scratch);
+        if (kp_record_iter_init(&ri, &b, &scratch, 256u << 20) != 0) {
+            snprintf(err, err_size, "offset %" PRId64 ": cannot decompress the batch",
+                     b.hdr.baseOffset);
+            ret = -1;
+            break;
+        }
+        memset(&d, 0, sizeof(d));
+        pthread_rwlock_wrlock(&meta->rw);
+        while (ret == 0 && (rc = kp_record_iter_next(&ri, &rec)) == 1) {
+            kb_mrec_t r;
+            char e[400];
+            if (rec.offset <= meta->offset)
+                continue;
+            if (rec.value.len < 0 ||
+                kb_mrec_decode(&r, rec.value.ptr, (size_t)rec.value.len, e, sizeof(e)) != 0) {
+                snprintf(err, err_size, "offset %" PRId64 ": undecodable metadata record: %s",
+                         rec.offset, rec.value.len < 0 ? "null value" : e);
+                ret = -1;
+                break;
+            }
+            if (kb_meta_apply_rec(meta, &r, &d, e, sizeof(e)) != 0) {
+                snprintf(err, err_size, "offset %" PRId64 ": %s: %s", rec.offset,
+                         kb_mrec_type_name(r.type), e);
+                ret = -1;
+            } else {
+                meta->offset = rec.offset;
+            }
+            kb_mrec_clear(&r);
+        }
+        if (ret == 0 && rc < 0) {
+            snprintf(err, err_size, "offset %" PRId64 ": malformed records in the batch (%s)",
+                     b.hdr.baseOffset, ri.errstr ? ri.errstr : "corrupt");
+            ret = -1;
+        }
+        pthread_rwlock_unlock(&meta->rw);
+        kb_mdelta_run(meta, &d);
+        kb_mdelta_free(&d);
+    }
+    if (ret == 0 && rc < 0) {
+        kp_batch_hdr_t h;
+        int64_t at = kp_batch_hdr_decode(buf + it.pos, len - it.pos, &h) == 0 ? h.baseOffset : -1;
+        snprintf(err, err_size, "offset %" PRId64 ": corrupt record batch", at);
+        ret = -1;
+    }
+    kp_writer_free(&scratch);
+    return ret;
+}
+
+/* ---- the image as records ------------------------------------------------------------------- */
+
+void kb_meta_recs_free(kb_mrec_t *recs, size_t cnt)
+{
+    for (size_t i = 0; recs && i < cnt; i++)
+        kb_mrec_clear(&recs[i]);
+    free(recs);
+}
+
+typedef struct kb_mrecs_s {
+    kb_mrec_t *v;
+    size_t n, cap;
+    int err;
+} kb_mrecs_t;
+
+static kb_mrec_t *kb_mrecs_add(kb_mrecs_t *rs, int16_t type)
+{
+    if (rs->err)
+        return NULL;
+    if (rs->n == rs->cap) {
+        size_t nc = rs->cap ? rs->cap * 2 : 8;
+        kb_mrec_t *nv = realloc(rs->v, nc * sizeof(*nv));
+        if (!nv) {
+            rs->err = KB_E_NOMEM;
+            return NULL;
+        }
+        rs->v = nv;
+        rs->cap = nc;
+    }
+    kb_mrec_init(&rs->v[rs->n], type);
+    return &rs->v[rs->n++];
+}
+
+static void kb_mrecs_topic(kb_mrecs_t *rs, const char *name, const kp_uuid_t *id)
+{
+    kb_mrec_t *r = kb_mrecs_add(rs, KB_MREC_TOPIC);
+    if (!r)
+        return;
+    r->topic_id = *id;
+    if (!(r->name = strdup(name)))
+        rs->err = KB_E_NOMEM;
+}
+
+static void kb_mrecs_partition(kb_mrecs_t *rs, const kp_uuid_t *id, int32_t partition,
+                               const kb_mpart_t *p)
+{
+    kb_mrec_t *r = kb_mrecs_add(rs, KB_MREC_PARTITION);
+    if (!r)
+        return;
+    r->topic_id = *id;
+    r->partition = partition;
+    r->replicas = kb_ints_dup(p->replicas, p->nreplicas);
+    r->isr = kb_ints_dup(p->isr, p->nisr);
+    r->nreplicas = p->nreplicas;
+    r->nisr = p->nisr;
+    r->leader = p->leader;
+    r->leader_epoch = p->leader_epoch;
+    r->partition_epoch = p->partition_epoch;
+    if (!r->replicas || !r->isr)
+        rs->err = KB_E_NOMEM;
+}
+
+static void kb_mrecs_config(kb_mrecs_t *rs, int8_t rtype, const char *rname, const char *key,
+                            const char *value)
+{
+    kb_mrec_t *r = kb_mrecs_add(rs, KB_MREC_CONFIG);
+    if (!r)
+        return;
+    r->resource_type = rtype;
+    r->resource_name = strdup(rname);
+    r->key = strdup(key);
+    r->value = value ? strdup(value) : NULL;
+    if (!r->resource_name || !r->key || (value && !r->value))
+        rs->err = KB_E_NOMEM;
+}
+
+/* The partition state of a new partition on this single node. */
+static void kb_meta_single_part(const kb_meta_t *meta, kb_mpart_t *p, int32_t *self, int32_t epoch)
+{
+    *self = meta->node_id;
+    p->replicas = p->isr = self;
+    p->nreplicas = p->nisr = 1;
+    p->leader = meta->node_id;
+    p->leader_epoch = epoch;
+    p->partition_epoch = 0;
+}
+
+int kb_meta_image_records(kb_meta_t *meta, kb_mrec_t **out, size_t *cnt)
+{
+    kb_mrecs_t rs = {0};
+    pthread_rwlock_rdlock(&meta->rw);
+    KB_META_FOREACH(meta, t)
+    {
+        kb_mrecs_topic(&rs, t->name, &t->id);
+        for (int32_t i = 0; i < t->nparts; i++)
+            kb_mrecs_partition(&rs, &t->id, i, &t->pi[i]);
+        for (size_t i = 0; i < t->cfg_cnt; i++)
+            kb_mrecs_config(&rs, KB_RES_TOPIC, t->name, t->cfg[i].key, t->cfg[i].value);
+    }
+    for (size_t i = 0; i < meta->dyn_dflt_cnt; i++)
+        kb_mrecs_config(&rs, KB_RES_BROKER, "", meta->dyn_dflt[i].key, meta->dyn_dflt[i].value);
+    for (size_t i = 0; i < meta->dyn_node_cnt; i++)
+        kb_mrecs_config(&rs, KB_RES_BROKER, meta->node_id_str, meta->dyn_node[i].key,
+                        meta->dyn_node[i].value);
+    if (meta->pid_persisted > 0) {
+        kb_mrec_t *r = kb_mrecs_add(&rs, KB_MREC_PRODUCER_IDS);
+        if (r) {
+            r->broker_id = meta->node_id;
+            r->next_producer_id = meta->pid_persisted;
+        }
+    }
+    pthread_rwlock_unlock(&meta->rw);
+    if (rs.err) {
+        kb_meta_recs_free(rs.v, rs.n);
+        return rs.err;
+    }
+    *out = rs.v;
+    *cnt = rs.n;
+    return 0;
+}
+
+/* ---- replication state ---------------------------------------------------------------------- */
+
+int kb_meta_part_state(kb_meta_t *meta, const kp_uuid_t *id, int32_t partition,
+                       kb_meta_part_state_t *out)
+{
+    kb_mtopic_t *t;
+    int rc = KB_META_UNKNOWN_TOPIC;
+    pthread_rwlock_rdlock(&meta->rw);
+    t = kb_meta_find_id(meta, id);
+    if (t && (partition < 0 || partition >= t->nparts)) {
+        rc = KB_META_UNKNOWN_PARTITION;
+    } else if (t) {
+        const kb_mpart_t *p = &t->pi[partition];
+        memset(out, 0, sizeof(*out));
+        out->leader = p->leader;
+        out->leader_epoch = p->leader_epoch;
+        out->partition_epoch = p->partition_epoch;
+        out->nreplicas = p->nreplicas < KB_META_MAX_REPLICAS ? p->nreplicas : KB_META_MAX_REPLICAS;
+        out->nisr = p->nisr < KB_META_MAX_REPLICAS ? p->nisr : KB_META_MAX_REPLICAS;
+        memcpy(out->replicas, p->replicas, (size_t)out->nreplicas * sizeof(int32_t));
+        memcpy(out->isr, p->isr, (size_t)out->nisr * sizeof(int32_t));
+        rc = KB_META_OK;
+    }
+    pthread_rwlock_unlock(&meta->rw);
+    return rc;
+}
+
+int kb_meta_apply_records(kb_meta_t *meta, const void *buf, size_t len, char *err, size_t err_size)
+{
+    int rc;
+    pthread_mutex_lock(&meta->change_mu);
+    rc = kb_meta_apply_buf(meta, buf, len, err, err_size);
+    pthread_mutex_unlock(&meta->change_mu);
+    return rc == 0 ? 0 : KB_E_INVALID;
+}
+
+/* ---- listeners ---------------------------------------------------------------------------- */
 
 kb_meta_listener_t *kb_meta_listen(kb_meta_t *meta, kb_meta_listen_fn *fn, void *opaque,
                                    bool snapshot)
@@ -1137,17 +1555,85 @@ static int16_t kb_meta_validate_configs(const kb_meta_t *meta, const kb_kv_t *kv
     return kb_tconf_validate_set(kv, cnt, meta->cfg, &dyn, msg, msg_size);
 }
 
+/* Commit the records of @p rs (change_mu held; freed here). 0 or a Kafka error with @p msg. */
+static int16_t kb_meta_commit(kb_meta_t *meta, kb_mrecs_t *rs, char *msg, size_t msg_size)
+{
+    int rc = rs->err ? rs->err : kb_meta_log_commit(meta, rs->v, rs->n);
+    kb_meta_recs_free(rs->v, rs->n);
+    memset(rs, 0, sizeof(*rs));
+    if (rc == 0)
+        return 0;
+    if (rc == KB_E_NOMEM) {
+        snprintf(msg, msg_size, "out of memory");
+        return KP_ERR_UNKNOWN_SERVER_ERROR;
+    }
+    snprintf(msg, msg_size, "Cannot write the metadata");
+    return KP_ERR_KAFKA_STORAGE_ERROR;
+}
+
+/* Logs of partitions [from, to) of a topic opened ahead of its commit (the staged topic shares
+ * name and configs with @p like). The caller frees it with kb_meta_unstage. */
+static kb_mtopic_t *kb_meta_stage(kb_meta_t *meta, const kb_mtopic_t *like, int32_t from,
+                                  int32_t to, char *err, size_t err_size, bool *io_error)
+{
+    kb_mtopic_t *st = calloc(1, sizeof(*st));
+    *io_error = false;
+    if (!st)
+        return NULL;
+    *st = *like;
+    st->pi = calloc((size_t)to, sizeof(*st->pi));
+    st->parts = calloc((size_t)to, sizeof(*st->parts));
+    st->cap = to;
+    if (!st->pi || !st->parts) {
+        free(st->pi);
+        free(st->parts);
+        free(st);
+        return NULL;
+    }
+    if (kb_meta_open_parts(meta, st, from, to, true, err, err_size) != 0) {
+        free(st->pi);
+        free(st->parts);
+        free(st);
+        *io_error = true;
+        return NULL;
+    }
+    return st;
+}
+
+/* Delete the staged logs the commit did not take over (none after a successful commit). */
+static void kb_meta_unstage(kb_meta_t *meta, kb_mtopic_t *st)
+{
+    if (!st)
+        return;
+    if (meta->staged == st)
+        meta->staged = NULL;
+    for (int32_t i = 0; i < st->cap; i++)
+        if (st->parts[i])
+            kb_part_delete(st->parts[i]);
+    free(st->pi);
+    free(st->parts);
+    free(st);
+}
+
 /* change_mu held. */
 static int16_t kb_meta_create_locked(kb_meta_t *meta, const kb_topic_spec_t *spec,
                                      bool validate_only, kp_uuid_t *id_out, char *msg,
                                      size_t msg_size)
 {
-    kb_mtopic_t *t, *other;
+    kb_mtopic_t *other, *st, like;
+    kb_mrecs_t rs = {0};
+    kb_mpart_t p0;
+    int32_t self;
     int16_t ec;
     char err[512];
+    bool io_error;
 
     if (!kb_meta_topic_name_valid(spec->name, msg, msg_size))
         return KP_ERR_INVALID_TOPIC_EXCEPTION;
+    if (!strcmp(spec->name, KB_TOPIC_CLUSTER_METADATA)) {
+        snprintf(msg, msg_size, "Creation of internal topic %s is prohibited.", spec->name);
+        return KP_ERR_INVALID_REQUEST;
+    }
     if (kb_meta_find(meta, spec->name)) {
         snprintf(msg, msg_size, "Topic '%s' already exists.", spec->name);
         return KP_ERR_TOPIC_ALREADY_EXISTS;
@@ -1176,67 +1662,46 @@ static int16_t kb_meta_create_locked(kb_meta_t *meta, const kb_topic_spec_t *spe
     if (validate_only)
         return 0;
 
-    t = calloc(1, sizeof(*t));
-    if (!t)
-        goto nomem;
-    t->name = strdup(spec->name);
-    t->nparts = spec->partitions;
-    t->internal = spec->internal;
-    t->epochs = calloc((size_t)t->nparts, sizeof(*t->epochs));
-    t->parts = calloc((size_t)t->nparts, sizeof(*t->parts));
-    if (!t->name || !t->epochs || !t->parts ||
-        kb_kv_dup(spec->configs, spec->config_cnt, &t->cfg) != 0)
-        goto nomem;
-    t->cfg_cnt = spec->config_cnt;
+    memset(&like, 0, sizeof(like));
+    like.name = (char *)spec->name;
+    like.internal = kb_meta_topic_is_internal_name(spec->name);
+    like.cfg = (kb_kv_t *)spec->configs;
+    like.cfg_cnt = spec->config_cnt;
     if (spec->id && !kb_uuid_is_zero(spec->id)) {
-        t->id = *spec->id;
+        like.id = *spec->id;
     } else {
         do
-            kb_uuid_random(&t->id);
-        while (kb_meta_find_id(meta, &t->id));
+            kb_uuid_random(&like.id);
+        while (kb_meta_find_id(meta, &like.id) || kb_uuid_is_zero(&like.id));
     }
-    if (kb_meta_open_parts(meta, t, 0, t->nparts, true, err, sizeof(err)) != 0) {
-        snprintf(msg, msg_size, "Cannot create the log of a partition of %s: %s", t->name, err);
-        kb_mtopic_free(t);
+    /* The logs first: a topic whose logs cannot be created is not committed. */
+    st = kb_meta_stage(meta, &like, 0, spec->partitions, err, sizeof(err), &io_error);
+    if (!st && io_error) {
+        snprintf(msg, msg_size, "Cannot create the log of a partition of %s: %s", spec->name, err);
         return KP_ERR_KAFKA_STORAGE_ERROR;
     }
-    pthread_rwlock_wrlock(&meta->rw);
-    if (kb_meta_insert(meta, t) != 0) {
-        pthread_rwlock_unlock(&meta->rw);
-        for (int32_t i = 0; meta->pm && i < t->nparts; i++)
-            kb_part_delete(t->parts[i]);
-        kb_mtopic_free(t);
-        goto nomem_nofree;
+    if (!st) {
+        snprintf(msg, msg_size, "out of memory");
+        return KP_ERR_UNKNOWN_SERVER_ERROR;
     }
-    meta->offset++;
-    pthread_rwlock_unlock(&meta->rw);
-    if (kb_meta_persist(meta) != 0) {
-        pthread_rwlock_wrlock(&meta->rw);
-        kb_meta_unlink(meta, t);
-        meta->offset--;
-        pthread_rwlock_unlock(&meta->rw);
-        for (int32_t i = 0; meta->pm && i < t->nparts; i++)
-            kb_part_delete(t->parts[i]);
-        kb_mtopic_free(t);
-        snprintf(msg, msg_size, "Cannot write the metadata");
-        return KP_ERR_KAFKA_STORAGE_ERROR;
-    }
+    kb_mrecs_topic(&rs, spec->name, &like.id);
+    memset(&p0, 0, sizeof(p0));
+    kb_meta_single_part(meta, &p0, &self, 0);
+    for (int32_t i = 0; i < spec->partitions; i++)
+        kb_mrecs_partition(&rs, &like.id, i, &p0);
+    for (size_t i = 0; i < spec->config_cnt; i++)
+        kb_mrecs_config(&rs, KB_RES_TOPIC, spec->name, spec->configs[i].key,
+                        spec->configs[i].value ? spec->configs[i].value : "");
+    meta->staged = st;
+    ec = kb_meta_commit(meta, &rs, msg, msg_size);
+    kb_meta_unstage(meta, st);
+    if (ec)
+        return ec;
     if (id_out)
-        *id_out = t->id;
-    kb_log_info("meta", "created topic %s with %" PRId32 " partitions%s", t->name, t->nparts,
-                t->internal ? " (internal)" : "");
-    kb_meta_emit_topic(meta, t, KB_META_TOPIC_CREATED);
-    if (t->cfg_cnt) {
-        kb_topic_info_t info;
-        kb_meta_info(t, &info);
-        kb_meta_emit_diff(meta, KB_RES_TOPIC, t->name, &info, NULL, 0, t->cfg, t->cfg_cnt);
-    }
+        *id_out = like.id;
+    kb_log_info("meta", "created topic %s with %" PRId32 " partitions%s", spec->name,
+                spec->partitions, like.internal ? " (internal)" : "");
     return 0;
-nomem:
-    kb_mtopic_free(t);
-nomem_nofree:
-    snprintf(msg, msg_size, "out of memory");
-    return KP_ERR_UNKNOWN_SERVER_ERROR;
 }
 
 int16_t kb_meta_create_topic(kb_meta_t *meta, const kb_topic_spec_t *spec, bool validate_only,
@@ -1254,6 +1719,10 @@ int16_t kb_meta_delete_topic(kb_meta_t *meta, const char *name, const kp_uuid_t 
                              size_t msg_size)
 {
     kb_mtopic_t *t;
+    kb_mrecs_t rs = {0};
+    kb_mrec_t *r;
+    char tname[KB_TOPIC_NAME_MAX + 1];
+    int16_t ec;
     msg[0] = '\0';
     pthread_mutex_lock(&meta->change_mu);
     t = name ? kb_meta_find(meta, name) : kb_meta_find_id(meta, id);
@@ -1264,37 +1733,27 @@ int16_t kb_meta_delete_topic(kb_meta_t *meta, const char *name, const kp_uuid_t 
                       : "This server does not host this topic ID.");
         return name ? KP_ERR_UNKNOWN_TOPIC_OR_PARTITION : KP_ERR_UNKNOWN_TOPIC_ID;
     }
-    pthread_rwlock_wrlock(&meta->rw);
-    kb_meta_unlink(meta, t);
-    meta->offset++;
-    pthread_rwlock_unlock(&meta->rw);
-    if (kb_meta_persist(meta) != 0) {
-        pthread_rwlock_wrlock(&meta->rw);
-        kb_meta_insert(meta, t);
-        meta->offset--;
-        pthread_rwlock_unlock(&meta->rw);
-        pthread_mutex_unlock(&meta->change_mu);
-        snprintf(msg, msg_size, "Cannot write the metadata");
-        return KP_ERR_KAFKA_STORAGE_ERROR;
-    }
-    for (int32_t i = 0; meta->pm && i < t->nparts; i++)
-        if (t->parts[i])
-            kb_part_delete(t->parts[i]);
-    kb_log_info("meta", "deleted topic %s", t->name);
-    kb_meta_emit_topic(meta, t, KB_META_TOPIC_DELETED);
+    snprintf(tname, sizeof(tname), "%s", t->name);
+    if ((r = kb_mrecs_add(&rs, KB_MREC_REMOVE_TOPIC)))
+        r->topic_id = t->id;
+    /* The logs are deleted once the removal is committed (by the apply). */
+    ec = kb_meta_commit(meta, &rs, msg, msg_size);
     pthread_mutex_unlock(&meta->change_mu);
-    kb_mtopic_free(t);
-    return 0;
+    if (!ec)
+        kb_log_info("meta", "deleted topic %s", tname);
+    return ec;
 }
 
 int16_t kb_meta_create_partitions(kb_meta_t *meta, const char *name, int32_t count,
                                   bool validate_only, char *msg, size_t msg_size)
 {
-    kb_mtopic_t *t;
-    int32_t *ne;
-    kb_part_t **np;
-    int32_t old;
+    kb_mtopic_t *t, *st;
+    kb_mrecs_t rs = {0};
+    kb_mpart_t p0;
+    int32_t self;
+    int16_t ec;
     char err[512];
+    bool io_error;
     msg[0] = '\0';
     pthread_mutex_lock(&meta->change_mu);
     t = kb_meta_find(meta, name);
@@ -1322,51 +1781,28 @@ int16_t kb_meta_create_partitions(kb_meta_t *meta, const char *name, int32_t cou
         pthread_mutex_unlock(&meta->change_mu);
         return 0;
     }
-    ne = calloc((size_t)count, sizeof(*ne));
-    np = calloc((size_t)count, sizeof(*np));
-    if (!ne || !np) {
-        free(ne);
-        free(np);
+    /* New partitions' logs are opened before they are committed. */
+    st = kb_meta_stage(meta, t, t->nparts, count, err, sizeof(err), &io_error);
+    if (!st) {
         pthread_mutex_unlock(&meta->change_mu);
+        if (io_error) {
+            snprintf(msg, msg_size, "Cannot create the new partitions: %s", err);
+            return KP_ERR_KAFKA_STORAGE_ERROR;
+        }
         snprintf(msg, msg_size, "out of memory");
         return KP_ERR_UNKNOWN_SERVER_ERROR;
     }
-    memcpy(ne, t->epochs, (size_t)t->nparts * sizeof(*ne));
-    memcpy(np, t->parts, (size_t)t->nparts * sizeof(*np));
-    old = t->nparts;
-    pthread_rwlock_wrlock(&meta->rw);
-    free(t->epochs);
-    free(t->parts);
-    t->epochs = ne;
-    t->parts = np;
-    pthread_rwlock_unlock(&meta->rw);
-    /* New partitions are opened before they become visible (nparts is still the old count). */
-    if (kb_meta_open_parts(meta, t, old, count, true, err, sizeof(err)) != 0) {
-        pthread_mutex_unlock(&meta->change_mu);
-        snprintf(msg, msg_size, "Cannot create the new partitions: %s", err);
-        return KP_ERR_KAFKA_STORAGE_ERROR;
-    }
-    pthread_rwlock_wrlock(&meta->rw);
-    t->nparts = count;
-    meta->offset++;
-    pthread_rwlock_unlock(&meta->rw);
-    if (kb_meta_persist(meta) != 0) {
-        pthread_rwlock_wrlock(&meta->rw);
-        t->nparts = old;
-        meta->offset--;
-        pthread_rwlock_unlock(&meta->rw);
-        for (int32_t i = old; meta->pm && i < count; i++) {
-            kb_part_delete(t->parts[i]);
-            t->parts[i] = NULL;
-        }
-        pthread_mutex_unlock(&meta->change_mu);
-        snprintf(msg, msg_size, "Cannot write the metadata");
-        return KP_ERR_KAFKA_STORAGE_ERROR;
-    }
-    kb_log_info("meta", "topic %s now has %" PRId32 " partitions", name, count);
-    kb_meta_emit_topic(meta, t, KB_META_TOPIC_PARTITIONS);
+    memset(&p0, 0, sizeof(p0));
+    kb_meta_single_part(meta, &p0, &self, 0);
+    for (int32_t i = t->nparts; i < count; i++)
+        kb_mrecs_partition(&rs, &t->id, i, &p0);
+    meta->staged = st;
+    ec = kb_meta_commit(meta, &rs, msg, msg_size);
+    kb_meta_unstage(meta, st);
     pthread_mutex_unlock(&meta->change_mu);
-    return 0;
+    if (!ec)
+        kb_log_info("meta", "topic %s now has %" PRId32 " partitions", name, count);
+    return ec;
 invalid:
     pthread_mutex_unlock(&meta->change_mu);
     return KP_ERR_INVALID_PARTITIONS;
@@ -1551,15 +1987,31 @@ static void kb_meta_reconfigure_topic(kb_meta_t *meta, kb_mtopic_t *t)
             kb_part_reconfigure(t->parts[i], &lc, &ex, mirror);
 }
 
+/* ConfigRecords turning the override set @p old into @p cur (a null value removes a key), in
+ * the order listeners have always seen the changes: set keys, then removed ones. */
+static void kb_meta_diff_records(kb_mrecs_t *rs, int8_t rtype, const char *rname,
+                                 const kb_kv_t *old, size_t old_cnt, const kb_kv_t *cur,
+                                 size_t cur_cnt)
+{
+    for (size_t i = 0; i < cur_cnt; i++) {
+        const char *o = kb_kv_get(old, old_cnt, cur[i].key);
+        if (!o || strcmp(o, cur[i].value))
+            kb_mrecs_config(rs, rtype, rname, cur[i].key, cur[i].value);
+    }
+    for (size_t i = 0; i < old_cnt; i++)
+        if (!kb_kv_get(cur, cur_cnt, old[i].key))
+            kb_mrecs_config(rs, rtype, rname, old[i].key, NULL);
+}
+
 int16_t kb_meta_alter_topic_configs(kb_meta_t *meta, const char *topic, const kb_cfg_op_t *ops,
                                     size_t n, bool replace_all, bool privileged, bool validate_only,
                                     char *msg, size_t msg_size)
 {
     kb_mtopic_t *t;
-    kb_kv_t *kv = NULL, *old;
-    size_t cnt = 0, old_cnt;
+    kb_kv_t *kv = NULL;
+    size_t cnt = 0;
+    kb_mrecs_t rs = {0};
     int16_t ec;
-    kb_topic_info_t info;
 
     msg[0] = '\0';
     /* Keys and values first: nothing about them depends on the topic. */
@@ -1598,30 +2050,11 @@ int16_t kb_meta_alter_topic_configs(kb_meta_t *meta, const char *topic, const kb
         kb_kv_free(kv, cnt);
         return ec;
     }
-    old = t->cfg;
-    old_cnt = t->cfg_cnt;
-    pthread_rwlock_wrlock(&meta->rw);
-    t->cfg = kv;
-    t->cfg_cnt = cnt;
-    meta->offset++;
-    pthread_rwlock_unlock(&meta->rw);
-    if (kb_meta_persist(meta) != 0) {
-        pthread_rwlock_wrlock(&meta->rw);
-        t->cfg = old;
-        t->cfg_cnt = old_cnt;
-        meta->offset--;
-        pthread_rwlock_unlock(&meta->rw);
-        pthread_mutex_unlock(&meta->change_mu);
-        kb_kv_free(kv, cnt);
-        snprintf(msg, msg_size, "Cannot write the metadata");
-        return KP_ERR_KAFKA_STORAGE_ERROR;
-    }
-    kb_meta_reconfigure_topic(meta, t);
-    kb_meta_info(t, &info);
-    kb_meta_emit_diff(meta, KB_RES_TOPIC, t->name, &info, old, old_cnt, kv, cnt);
+    kb_meta_diff_records(&rs, KB_RES_TOPIC, t->name, t->cfg, t->cfg_cnt, kv, cnt);
+    kb_kv_free(kv, cnt);
+    ec = rs.n || rs.err ? kb_meta_commit(meta, &rs, msg, msg_size) : 0;
     pthread_mutex_unlock(&meta->change_mu);
-    kb_kv_free(old, old_cnt);
-    return 0;
+    return ec;
 }
 
 int16_t kb_meta_alter_broker_configs(kb_meta_t *meta, const char *scope, const kb_cfg_op_t *ops,
@@ -1631,6 +2064,7 @@ int16_t kb_meta_alter_broker_configs(kb_meta_t *meta, const char *scope, const k
     bool node = scope && scope[0];
     kb_kv_t *kv = NULL, *old;
     size_t cnt = 0, old_cnt;
+    kb_mrecs_t rs = {0};
     int16_t ec;
 
     msg[0] = '\0';
@@ -1662,39 +2096,11 @@ int16_t kb_meta_alter_broker_configs(kb_meta_t *meta, const char *scope, const k
         kb_kv_free(kv, cnt);
         return ec;
     }
-    pthread_rwlock_wrlock(&meta->rw);
-    if (node) {
-        meta->dyn_node = kv;
-        meta->dyn_node_cnt = cnt;
-    } else {
-        meta->dyn_dflt = kv;
-        meta->dyn_dflt_cnt = cnt;
-    }
-    meta->offset++;
-    pthread_rwlock_unlock(&meta->rw);
-    if (kb_meta_persist(meta) != 0) {
-        pthread_rwlock_wrlock(&meta->rw);
-        if (node) {
-            meta->dyn_node = old;
-            meta->dyn_node_cnt = old_cnt;
-        } else {
-            meta->dyn_dflt = old;
-            meta->dyn_dflt_cnt = old_cnt;
-        }
-        meta->offset--;
-        pthread_rwlock_unlock(&meta->rw);
-        pthread_mutex_unlock(&meta->change_mu);
-        kb_kv_free(kv, cnt);
-        snprintf(msg, msg_size, "Cannot write the metadata");
-        return KP_ERR_KAFKA_STORAGE_ERROR;
-    }
-    KB_META_FOREACH(meta, t)
-    kb_meta_reconfigure_topic(meta, t);
-    kb_meta_emit_diff(meta, KB_RES_BROKER, node ? meta->node_id_str : "", NULL, old, old_cnt, kv,
-                      cnt);
+    kb_meta_diff_records(&rs, KB_RES_BROKER, node ? meta->node_id_str : "", old, old_cnt, kv, cnt);
+    kb_kv_free(kv, cnt);
+    ec = rs.n || rs.err ? kb_meta_commit(meta, &rs, msg, msg_size) : 0;
     pthread_mutex_unlock(&meta->change_mu);
-    kb_kv_free(old, old_cnt);
-    return 0;
+    return ec;
 }
 
 int kb_meta_broker_dyncfg(kb_meta_t *meta, kb_kv_t **node, size_t *node_cnt, kb_kv_t **dflt,
@@ -1750,8 +2156,10 @@ int16_t kb_meta_bump_epoch(kb_meta_t *meta, const kp_uuid_t *id, int32_t partiti
 {
     kb_mtopic_t *t;
     int32_t old, ne;
-    kb_topic_info_t info;
-    kb_meta_event_t ev = {.type = KB_META_EV_EPOCH};
+    kb_mrecs_t rs = {0};
+    kb_mrec_t *r;
+    char msg[128];
+    int16_t ec;
     pthread_mutex_lock(&meta->change_mu);
     t = kb_meta_find_id(meta, id);
     if (!t) {
@@ -1762,31 +2170,25 @@ int16_t kb_meta_bump_epoch(kb_meta_t *meta, const kp_uuid_t *id, int32_t partiti
         pthread_mutex_unlock(&meta->change_mu);
         return KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
     }
-    old = t->epochs[partition];
-    ne = old + 1 > min_epoch ? old + 1 : min_epoch;
-    pthread_rwlock_wrlock(&meta->rw);
-    t->epochs[partition] = ne;
-    meta->offset++;
-    pthread_rwlock_unlock(&meta->rw);
-    if (kb_meta_persist(meta) != 0) {
-        pthread_rwlock_wrlock(&meta->rw);
-        t->epochs[partition] = old;
-        meta->offset--;
-        pthread_rwlock_unlock(&meta->rw);
+    old = t->pi[partition].leader_epoch;
+    if (old == INT32_MAX) {
         pthread_mutex_unlock(&meta->change_mu);
-        return KP_ERR_KAFKA_STORAGE_ERROR;
+        return KP_ERR_INVALID_REQUEST;
     }
-    if (t->parts && t->parts[partition])
-        kb_part_set_epoch(t->parts[partition], ne);
-    kb_meta_info(t, &info);
-    ev.topic = &info;
-    ev.partition = partition;
-    ev.leader_epoch = ne;
-    kb_meta_emit(meta, &ev);
+    ne = old + 1 > min_epoch ? old + 1 : min_epoch;
+    /* Kafka's epoch bump: a PartitionChangeRecord naming the current leader; a jump past the
+     * next epoch carries kbroker's explicit epoch (kb_meta_rec.h). */
+    if ((r = kb_mrecs_add(&rs, KB_MREC_PARTITION_CHANGE))) {
+        r->topic_id = t->id;
+        r->partition = partition;
+        r->leader = t->pi[partition].leader >= 0 ? t->pi[partition].leader : meta->node_id;
+        r->leader_epoch = ne == old + 1 ? -1 : ne;
+    }
+    ec = kb_meta_commit(meta, &rs, msg, sizeof(msg));
     pthread_mutex_unlock(&meta->change_mu);
-    if (new_epoch)
+    if (!ec && new_epoch)
         *new_epoch = ne;
-    return 0;
+    return ec;
 }
 
 int kb_meta_alloc_producer_ids(kb_meta_t *meta, int32_t count, int64_t *first)
@@ -1796,13 +2198,17 @@ int kb_meta_alloc_producer_ids(kb_meta_t *meta, int32_t count, int64_t *first)
         return KB_E_INVALID;
     pthread_mutex_lock(&meta->change_mu);
     if (meta->pid_next + count > meta->pid_persisted) {
-        int64_t old = meta->pid_persisted;
         int64_t need = meta->pid_next + count - meta->pid_persisted;
-        meta->pid_persisted += ((need + KB_PID_BLOCK - 1) / KB_PID_BLOCK) * KB_PID_BLOCK;
-        if (kb_meta_persist(meta) != 0) {
-            meta->pid_persisted = old;
-            rc = KB_E_IO;
+        kb_mrecs_t rs = {0};
+        kb_mrec_t *r = kb_mrecs_add(&rs, KB_MREC_PRODUCER_IDS);
+        char msg[128];
+        if (r) {
+            r->broker_id = meta->node_id;
+            r->next_producer_id =
+                meta->pid_persisted + ((need + KB_PID_BLOCK - 1) / KB_PID_BLOCK) * KB_PID_BLOCK;
         }
+        if (kb_meta_commit(meta, &rs, msg, sizeof(msg)) != 0)
+            rc = KB_E_IO;
     }
     if (!rc) {
         *first = meta->pid_next;

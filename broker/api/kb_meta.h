@@ -1,24 +1,30 @@
 /*
  * kb_meta.h -- kbroker's cluster metadata: cluster id, this node, topics (name, topic id,
- * partition count, leader epochs, config overrides, internal flag), dynamic broker configs,
- * producer-id blocks; durable in the first log dir; change listeners; and the local partitions
- * (kb_part_t) that belong to each topic.
+ * partitions with their replicas, ISR, leader, leader epoch and partition epoch, config
+ * overrides, internal flag), dynamic broker configs, producer-id blocks; change listeners; and
+ * the local partitions (kb_part_t) that belong to each topic.
  *
- * This is the single-broker implementation of what a controller-backed cluster will provide:
- * callers use only these functions (lookups, mutations returning Kafka error codes, listeners),
- * so a later implementation may forward mutations to a controller and apply its records.
+ * KRaft's shape in one process (docs/design.md C1, C2): the controller half validates a mutation
+ * against the image, turns it into metadata records (TopicRecord, PartitionRecord, ConfigRecord,
+ * PartitionChangeRecord, RemoveTopicRecord, ProducerIdsRecord; kb_meta_rec.h), commits them as
+ * one record batch to the metadata log and applies them; the broker half is the image, which
+ * changes only by applying records (the same path replays the log at start and will apply the
+ * records a remote controller sends, kb_meta_apply_records), and that path also drives the local
+ * partitions and the listeners.
  *
- * Durability: one checksummed snapshot file, `<first log.dir>/kbroker-metadata`, rewritten for
- * every change (temp file, fsync, rename, fsync of the directory), so a kill -9 leaves either
- * the old or the new state. `meta.properties` (Kafka's format: version, cluster.id, node.id,
- * directory.id) is written in every log dir and checked at start. Partition logs are created
- * before a new topic is committed and deleted after a deletion is committed; directories left
- * behind by a crash in between are removed at start (kb_meta_attach).
+ * Durability: the metadata log `__cluster_metadata-0` in `metadata.log.dir` (default: the first
+ * log dir), kept by the storage engine; a mutation is acknowledged once its batch is fsynced.
+ * Start = replay of the whole log (a torn tail is cut by the storage engine's recovery; an
+ * undecodable or inapplicable record stops the start with a message naming its offset). An old
+ * `kbroker-metadata` snapshot is migrated into the log once. `meta.properties` (Kafka's format:
+ * version, cluster.id, node.id, directory.id) is written in every log dir and checked at start.
+ * Partition logs are created before a new topic is committed and deleted after a deletion is
+ * committed; directories left behind by a crash in between are removed at start (kb_meta_attach).
  *
- * Locks: a change mutex serialises every mutation together with the listener calls it makes
- * (so listeners see changes in order, one at a time); a rwlock guards the tables for lookups.
- * Listeners run with the change mutex held: they must not call mutating functions of this
- * header (lookups are fine) and must not block.
+ * Locks: a change mutex serialises every mutation and apply together with the listener calls it
+ * makes (so listeners see changes in order, one at a time); a rwlock guards the tables for
+ * lookups. Listeners run with the change mutex held: they must not call mutating functions of
+ * this header (lookups are fine) and must not block.
  *
  * Names are NUL-terminated; topic names are at most 249 bytes.
  *
@@ -42,6 +48,8 @@ typedef struct kb_meta_s kb_meta_t;
 
 #define KB_TOPIC_CONSUMER_OFFSETS  "__consumer_offsets"
 #define KB_TOPIC_TRANSACTION_STATE "__transaction_state"
+/** The metadata log's topic (partition 0, in metadata.log.dir; never a client topic). */
+#define KB_TOPIC_CLUSTER_METADATA "__cluster_metadata"
 
 /** A copy of a topic's metadata. */
 typedef struct kb_topic_info_s {
@@ -79,7 +87,7 @@ void kb_meta_close(kb_meta_t *meta);
 
 const char *kb_meta_cluster_id(const kb_meta_t *meta);
 int32_t kb_meta_node_id(const kb_meta_t *meta);
-/** Number of changes applied so far (the metadata "offset" listeners see). */
+/** The metadata offset: the log offset of the last applied record (-1 before the first). */
 int64_t kb_meta_offset(kb_meta_t *meta);
 
 /* ---- lookups ------------------------------------------------------------------------------ */
@@ -93,6 +101,26 @@ int kb_meta_topics(kb_meta_t *meta, kb_topic_info_t **out, size_t *cnt);
 
 /** The leader epochs of a topic's partitions: malloc'd (caller frees). 0 or KB_E_NOT_FOUND. */
 int kb_meta_topic_epochs(kb_meta_t *meta, const char *name, int32_t **epochs, int32_t *cnt);
+
+/** Most replicas kb_meta_part_state reports per partition. */
+#define KB_META_MAX_REPLICAS 64
+
+/** A partition's replication state in the image. */
+typedef struct kb_meta_part_state_s {
+    int32_t leader;          /**< node id, -1 = none */
+    int32_t leader_epoch;    /**< bumped by every leader change (and kb_meta_bump_epoch) */
+    int32_t partition_epoch; /**< bumped by every change of the partition */
+    int32_t nreplicas;
+    int32_t nisr;
+    int32_t replicas[KB_META_MAX_REPLICAS]; /**< preferred order */
+    int32_t isr[KB_META_MAX_REPLICAS];
+} kb_meta_part_state_t;
+
+/** Replicas, ISR, leader and epochs of partition @p partition of topic @p id. KB_META_OK,
+ *  KB_META_UNKNOWN_TOPIC or KB_META_UNKNOWN_PARTITION. (Single node: replicas = ISR = [this
+ *  node], leader = this node.) */
+int kb_meta_part_state(kb_meta_t *meta, const kp_uuid_t *id, int32_t partition,
+                       kb_meta_part_state_t *out);
 
 /** A copy of a topic's config overrides (hidden keys included): free with kb_kv_free(). */
 int kb_meta_topic_configs(kb_meta_t *meta, const char *name, kb_kv_t **kv, size_t *cnt);
@@ -118,7 +146,8 @@ typedef struct kb_topic_spec_s {
     const kb_kv_t *configs; /**< overrides (validated here) */
     size_t config_cnt;
     const kp_uuid_t *id; /**< NULL or zero: a random one */
-    bool internal;       /**< flag the topic internal */
+    bool internal;       /**< unused: internal topics are known by their names (as in Kafka,
+                              whose TopicRecord has no such flag) */
     bool privileged;     /**< the broker itself or the plugin: hidden keys (mirror.name) allowed */
 } kb_topic_spec_t;
 
@@ -192,6 +221,15 @@ int kb_meta_alloc_producer_ids(kb_meta_t *meta, int32_t count, int64_t *first);
  * For the group and transaction coordinators. 0 or a Kafka error code.
  */
 int16_t kb_meta_ensure_internal_topic(kb_meta_t *meta, const char *name, kb_topic_info_t *out);
+
+/**
+ * Apply metadata record batches that a remote controller committed (the broker half of a
+ * cluster; nothing calls it yet): records at or below kb_meta_offset() are skipped, the others
+ * change the image, the local partitions and tell the listeners, batch by batch. Not for a
+ * process that is its own controller. 0, or KB_E_INVALID with @p err naming the offset of the
+ * record that could not be decoded or applied (the records before it stay applied).
+ */
+int kb_meta_apply_records(kb_meta_t *meta, const void *buf, size_t len, char *err, size_t err_size);
 
 /* ---- listeners ---------------------------------------------------------------------------- */
 

@@ -89,6 +89,7 @@ typedef struct kb_config_s {
     /* logs */
     char *log_dirs;
     char *log_dir;
+    char *metadata_log_dir;
     int32_t num_recovery_threads_per_data_dir;
     int32_t num_partitions;
     int32_t default_replication_factor;

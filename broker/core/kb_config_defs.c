@@ -125,6 +125,9 @@ const kb_conf_def_t kb_config_defs[] = {
              "Directories holding partition logs; overrides log.dir."),
     KEY_STR("log.dir", log_dir, "/tmp/kafka-logs", NULL, 0,
             "Directory holding partition logs when log.dirs is unset."),
+    KEY_STR("metadata.log.dir", metadata_log_dir, NULL, NULL, 0,
+            "Directory of the metadata log (__cluster_metadata-0); default: the first log "
+            "directory."),
     KEY_INT("num.recovery.threads.per.data.dir", num_recovery_threads_per_data_dir, "2", 1, IMAX,
             DYN, "Threads per log directory for recovery at start and flush at shutdown."),
     KEY_INT("num.partitions", num_partitions, "1", 1, IMAX, 0,

@@ -305,6 +305,10 @@ kb_logmgr_t *kb_logmgr_open(const kb_logmgr_opts_t *o, char *errstr, size_t errs
             }
             if (kb_logmgr_parse_dir(de->d_name, topic, sizeof(topic), &part))
                 continue;
+            /* The metadata log lives in a log dir but belongs to the metadata layer (as Kafka's
+             * LogManager leaves __cluster_metadata-0 to the Raft layer). */
+            if (!strcmp(topic, "__cluster_metadata"))
+                continue;
             {
                 struct stat st;
                 if (stat(p, &st) || !S_ISDIR(st.st_mode))

@@ -1,0 +1,83 @@
+/*
+ * kb_meta_rec.h -- the metadata records kbroker's controller writes to the metadata log
+ * (`__cluster_metadata-0`) and its brokers apply to their image, in Apache Kafka's KRaft framing:
+ * the value of each log record is
+ *
+ *     frameVersion uvarint (1) | record type uvarint | record version uvarint | record
+ *
+ * with the record in the flexible encoding of Kafka's metadata record schemas (compact strings
+ * and arrays, tagged fields). Only the record types and fields kbroker uses are represented;
+ * tagged fields a decoder does not know are skipped, as Kafka's decoders do.
+ *
+ * kbroker extension: PartitionChangeRecord tagged field KB_MREC_TAG_LEADER_EPOCH (int32) sets the
+ * new leader epoch explicitly (a leader-epoch bump to at least a given epoch, kbx
+ * leader_epoch_bump); Kafka's decoders skip it and would add one instead.
+ *
+ * @thread any (no shared state)
+ */
+#ifndef KB_META_REC_H
+#define KB_META_REC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kp_types.h"
+#include "kp_writer.h"
+
+/* Record types (Kafka's metadata record api keys). */
+#define KB_MREC_TOPIC            2  /**< TopicRecord */
+#define KB_MREC_PARTITION        3  /**< PartitionRecord */
+#define KB_MREC_CONFIG           4  /**< ConfigRecord */
+#define KB_MREC_PARTITION_CHANGE 5  /**< PartitionChangeRecord */
+#define KB_MREC_REMOVE_TOPIC     9  /**< RemoveTopicRecord */
+#define KB_MREC_PRODUCER_IDS     15 /**< ProducerIdsRecord */
+
+#define KB_MREC_FRAME_VERSION 1
+
+/** PartitionChangeRecord.Leader: the leader did not change. */
+#define KB_MREC_NO_LEADER_CHANGE (-2)
+/** kbroker's PartitionChangeRecord tag: the new leader epoch (see the header comment). */
+#define KB_MREC_TAG_LEADER_EPOCH 10000
+
+/** Most replicas (or ISR members) a partition record may carry. */
+#define KB_MREC_MAX_REPLICAS 1024
+
+/** One decoded (or to be encoded) metadata record. Strings and arrays are malloc'd and owned by
+ *  the record (kb_mrec_clear frees them). Fields not used by the type are ignored. */
+typedef struct kb_mrec_s {
+    int16_t type;
+    int16_t version;
+    kp_uuid_t topic_id; /**< TOPIC, PARTITION, PARTITION_CHANGE, REMOVE_TOPIC */
+    char *name;         /**< TOPIC: the topic name */
+    int32_t partition;  /**< PARTITION, PARTITION_CHANGE */
+    int32_t *replicas;  /**< PARTITION; PARTITION_CHANGE (NULL with nreplicas -1: unchanged) */
+    int32_t nreplicas;
+    int32_t *isr; /**< the same for the ISR */
+    int32_t nisr;
+    int32_t leader;           /**< PARTITION; PARTITION_CHANGE: KB_MREC_NO_LEADER_CHANGE */
+    int32_t leader_epoch;     /**< PARTITION; PARTITION_CHANGE: kbroker's tag, -1 = absent */
+    int32_t partition_epoch;  /**< PARTITION */
+    int8_t resource_type;     /**< CONFIG: KB_RES_TOPIC / KB_RES_BROKER (kb_tconf.h) */
+    char *resource_name;      /**< CONFIG: topic name, "" or the node id */
+    char *key;                /**< CONFIG */
+    char *value;              /**< CONFIG: NULL = the key is removed */
+    int32_t broker_id;        /**< PRODUCER_IDS */
+    int64_t broker_epoch;     /**< PRODUCER_IDS */
+    int64_t next_producer_id; /**< PRODUCER_IDS: first id of the next block */
+} kb_mrec_t;
+
+/** An empty record of @p type with Kafka's defaults (arrays null for PARTITION_CHANGE). */
+void kb_mrec_init(kb_mrec_t *r, int16_t type);
+void kb_mrec_clear(kb_mrec_t *r);
+
+/** Name of a record type ("TopicRecord", ...; "unknown" otherwise). */
+const char *kb_mrec_type_name(int16_t type);
+
+/** Append the framed record to @p wr. 0, or a negative kp_err_t (the writer's error). */
+int kb_mrec_encode(const kb_mrec_t *r, kp_writer_t *wr);
+
+/** Decode one framed record from exactly @p len bytes. 0, or -1 with a message in @p err (bad
+ *  frame version, unknown type or version, truncated or malformed field, trailing bytes). */
+int kb_mrec_decode(kb_mrec_t *r, const void *buf, size_t len, char *err, size_t err_size);
+
+#endif /* KB_META_REC_H */
