@@ -157,7 +157,8 @@ static bool kb_fetch_attempt(kb_fetch_op_t *op, bool final)
         e->part = part;
         e->seq = kb_dq_watch_seq(&part->watch);
         e->leader_epoch = kb_part_epoch(part);
-        kb_part_repl_info(part, NULL, &e->leader_id, NULL);
+        if (kb_part_role(part) != KB_PART_LEADER)
+            kb_part_repl_info(part, NULL, &e->leader_id, NULL);
         e->err = kb_h_epoch_check(e->current_leader_epoch, e->leader_epoch);
         /* Followers are not read by replicas, nor by consumers before v11 (which carry no
          * client metadata for fetching from a follower, KIP-392). */

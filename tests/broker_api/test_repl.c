@@ -135,6 +135,7 @@ typedef struct rfetch_s {
     kp_bytes_t records;
     int32_t div_epoch;
     int64_t div_end;
+    int32_t cur_leader, cur_leader_epoch; /* CurrentLeader (v12+) */
 } rfetch_t;
 
 /* Send a replica fetch of @p topic-0 at @p offset by @p replica (v12: ReplicaId, v15+:
@@ -197,6 +198,8 @@ static rfetch_t rfetch_recv(node_t *n, int fd, int16_t ver, int32_t corr, int ms
         r.records = pd->Records;
         r.div_epoch = pd->DivergingEpoch.Epoch;
         r.div_end = pd->DivergingEpoch.EndOffset;
+        r.cur_leader = pd->CurrentLeader.LeaderId;
+        r.cur_leader_epoch = pd->CurrentLeader.LeaderEpoch;
     }
     return r;
 }
@@ -550,8 +553,12 @@ static void t_fetch_errors(void)
     {
         const int32_t reps[] = {1, 2, 3};
         int64_t base;
+        rfetch_t r;
         CU_ASSERT_EQUAL(kb_part_become_follower(part, 2, 2, 2, reps, 3, reps, 3), 0);
-        CU_ASSERT_EQUAL(replica_fetch(&a, 12, 3, "e", 0, 2, -1).err, KP_ERR_NOT_LEADER_OR_FOLLOWER);
+        r = replica_fetch(&a, 12, 3, "e", 0, 2, -1);
+        CU_ASSERT_EQUAL(r.err, KP_ERR_NOT_LEADER_OR_FOLLOWER);
+        CU_ASSERT_EQUAL(r.cur_leader, 2); /* where to go instead */
+        CU_ASSERT_EQUAL(r.cur_leader_epoch, 2);
         CU_ASSERT_EQUAL(replica_fetch(&a, 10, -1, "e", 0, -1, -1).err,
                         KP_ERR_NOT_LEADER_OR_FOLLOWER);
         CU_ASSERT_EQUAL(replica_fetch(&a, 12, -1, "e", 0, 2, -1).err, 0);
