@@ -1,6 +1,6 @@
 /*
  * kb_dq.h -- delayed operations ("purgatory"): requests that wait for something to happen on
- * one or more partitions (long-poll Fetch waiting for min.bytes, and later acks=all Produce
+ * one or more partitions (long-poll Fetch waiting for min.bytes, acks=all Produce
  * waiting for the high watermark) or for their deadline, whichever comes first.
  *
  * One thread owns the timers (a binary heap on monotonic deadlines) and runs the attempts; it
