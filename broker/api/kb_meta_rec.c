@@ -1,14 +1,18 @@
 /*
- * kb_meta_rec.c -- metadata records in Kafka's KRaft framing (see kb_meta_rec.h).
+ * kb_meta_rec.c -- metadata records in Kafka's KRaft framing (see kb_meta_rec.h), through the
+ * generated codec of proto/schema/metadata and proto/runtime/kp_mrec.
  */
 #include "kb_meta_rec.h"
 
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kp_reader.h"
+#include "kp_arena.h"
+#include "kp_err.h"
+#include "kp_mrec.h"
 
 void kb_mrec_init(kb_mrec_t *r, int16_t type)
 {
@@ -49,319 +53,247 @@ const char *kb_mrec_type_name(int16_t type)
         return "RemoveTopicRecord";
     case KB_MREC_PRODUCER_IDS:
         return "ProducerIdsRecord";
-    default:
-        return "unknown";
+    default: {
+        const kp_record_info_t *i = kp_record_lookup(type);
+        return i ? i->name : "unknown";
+    }
     }
 }
 
-/* ---- encoding ----------------------------------------------------------------------------- */
+/* ---- encoding (the generated codec, proto/schema/metadata) ---------------------------------- */
 
-static void kb_mrec_wstr(kp_writer_t *wr, const char *s)
+static kp_str_t kb_mrec_str(const char *s)
 {
-    kp_str_t v = {s, s ? (int32_t)strlen(s) : -1};
-    kp_write_string(wr, v, 1);
-}
-
-static void kb_mrec_wints(kp_writer_t *wr, const int32_t *v, int32_t n)
-{
-    kp_write_array_len(wr, n, 1);
-    for (int32_t i = 0; i < n; i++)
-        kp_write_int32(wr, v[i]);
-}
-
-static size_t kb_mrec_ints_size(int32_t n)
-{
-    return kp_array_len_size(n, 1) + (n > 0 ? (size_t)n * 4 : 0);
+    return s ? (kp_str_t){s, (int32_t)strlen(s)} : KP_STR_NULL;
 }
 
 int kb_mrec_encode(const kb_mrec_t *r, kp_writer_t *wr)
 {
-    kp_write_uvarint(wr, KB_MREC_FRAME_VERSION);
-    kp_write_uvarint(wr, (uint32_t)r->type);
-    kp_write_uvarint(wr, 0); /* every type is written at version 0 */
     switch (r->type) {
-    case KB_MREC_TOPIC:
-        kb_mrec_wstr(wr, r->name ? r->name : "");
-        kp_write_uuid(wr, &r->topic_id);
-        kp_write_uvarint(wr, 0);
-        break;
-    case KB_MREC_PARTITION:
-        kp_write_int32(wr, r->partition);
-        kp_write_uuid(wr, &r->topic_id);
-        kb_mrec_wints(wr, r->replicas, r->nreplicas);
-        kb_mrec_wints(wr, r->isr, r->nisr);
-        kb_mrec_wints(wr, NULL, 0); /* RemovingReplicas */
-        kb_mrec_wints(wr, NULL, 0); /* AddingReplicas */
-        kp_write_int32(wr, r->leader);
-        kp_write_int32(wr, r->leader_epoch);
-        kp_write_int32(wr, r->partition_epoch);
-        kp_write_uvarint(wr, 0);
-        break;
-    case KB_MREC_CONFIG:
-        kp_write_int8(wr, r->resource_type);
-        kb_mrec_wstr(wr, r->resource_name ? r->resource_name : "");
-        kb_mrec_wstr(wr, r->key ? r->key : "");
-        kb_mrec_wstr(wr, r->value);
-        kp_write_uvarint(wr, 0);
-        break;
-    case KB_MREC_PARTITION_CHANGE: {
-        uint32_t ntags = (r->nisr >= 0) + (r->leader != KB_MREC_NO_LEADER_CHANGE) +
-                         (r->nreplicas >= 0) + (r->leader_epoch >= 0);
-        kp_write_int32(wr, r->partition);
-        kp_write_uuid(wr, &r->topic_id);
-        kp_write_uvarint(wr, ntags);
-        /* tagged fields in ascending tag order */
-        if (r->nisr >= 0) {
-            kp_write_uvarint(wr, 0);
-            kp_write_uvarint(wr, (uint32_t)kb_mrec_ints_size(r->nisr));
-            kb_mrec_wints(wr, r->isr, r->nisr);
-        }
-        if (r->leader != KB_MREC_NO_LEADER_CHANGE) {
-            kp_write_uvarint(wr, 1);
-            kp_write_uvarint(wr, 4);
-            kp_write_int32(wr, r->leader);
-        }
-        if (r->nreplicas >= 0) {
-            kp_write_uvarint(wr, 2);
-            kp_write_uvarint(wr, (uint32_t)kb_mrec_ints_size(r->nreplicas));
-            kb_mrec_wints(wr, r->replicas, r->nreplicas);
-        }
-        if (r->leader_epoch >= 0) {
-            kp_write_uvarint(wr, KB_MREC_TAG_LEADER_EPOCH);
-            kp_write_uvarint(wr, 4);
-            kp_write_int32(wr, r->leader_epoch);
-        }
-        break;
+    case KB_MREC_TOPIC: {
+        kp_TopicRecord_t m;
+        kp_TopicRecord_init(&m);
+        m.Name = kb_mrec_str(r->name ? r->name : "");
+        m.TopicId = r->topic_id;
+        return kp_mrec_encode(wr, KP_RECTYPE_TopicRecord, 0, &m);
     }
-    case KB_MREC_REMOVE_TOPIC:
-        kp_write_uuid(wr, &r->topic_id);
-        kp_write_uvarint(wr, 0);
-        break;
-    case KB_MREC_PRODUCER_IDS:
-        kp_write_int32(wr, r->broker_id);
-        kp_write_int64(wr, r->broker_epoch);
-        kp_write_int64(wr, r->next_producer_id);
-        kp_write_uvarint(wr, 0);
-        break;
+    case KB_MREC_PARTITION: {
+        kp_PartitionRecord_t m;
+        kp_PartitionRecord_init(&m);
+        m.PartitionId = r->partition;
+        m.TopicId = r->topic_id;
+        m.Replicas.v = r->replicas;
+        m.Replicas.cnt = r->nreplicas > 0 ? r->nreplicas : 0;
+        m.Isr.v = r->isr;
+        m.Isr.cnt = r->nisr > 0 ? r->nisr : 0;
+        m.RemovingReplicas.cnt = 0;
+        m.AddingReplicas.cnt = 0;
+        m.Leader = r->leader;
+        m.LeaderEpoch = r->leader_epoch;
+        m.PartitionEpoch = r->partition_epoch;
+        return kp_mrec_encode(wr, KP_RECTYPE_PartitionRecord, 0, &m);
+    }
+    case KB_MREC_CONFIG: {
+        kp_ConfigRecord_t m;
+        kp_ConfigRecord_init(&m);
+        m.ResourceType = r->resource_type;
+        m.ResourceName = kb_mrec_str(r->resource_name ? r->resource_name : "");
+        m.Name = kb_mrec_str(r->key ? r->key : "");
+        m.Value = kb_mrec_str(r->value);
+        return kp_mrec_encode(wr, KP_RECTYPE_ConfigRecord, 0, &m);
+    }
+    case KB_MREC_PARTITION_CHANGE: {
+        kp_PartitionChangeRecord_t m;
+        kp_rawtag_t tag;
+        uint8_t epoch[4];
+        kp_PartitionChangeRecord_init(&m);
+        m.PartitionId = r->partition;
+        m.TopicId = r->topic_id;
+        m.Isr.v = r->isr;
+        m.Isr.cnt = r->nisr >= 0 ? r->nisr : -1;
+        m.Leader = r->leader;
+        m.Replicas.v = r->replicas;
+        m.Replicas.cnt = r->nreplicas >= 0 ? r->nreplicas : -1;
+        if (r->leader_epoch >= 0) {
+            /* kbroker's tagged field, which Kafka's decoders keep as unknown */
+            epoch[0] = (uint8_t)((uint32_t)r->leader_epoch >> 24);
+            epoch[1] = (uint8_t)((uint32_t)r->leader_epoch >> 16);
+            epoch[2] = (uint8_t)((uint32_t)r->leader_epoch >> 8);
+            epoch[3] = (uint8_t)r->leader_epoch;
+            tag.tag = KB_MREC_TAG_LEADER_EPOCH;
+            tag.data = (kp_bytes_t){epoch, 4};
+            m._unknown_tags.v = &tag;
+            m._unknown_tags.cnt = 1;
+        }
+        return kp_mrec_encode(wr, KP_RECTYPE_PartitionChangeRecord, 0, &m);
+    }
+    case KB_MREC_REMOVE_TOPIC: {
+        kp_RemoveTopicRecord_t m;
+        kp_RemoveTopicRecord_init(&m);
+        m.TopicId = r->topic_id;
+        return kp_mrec_encode(wr, KP_RECTYPE_RemoveTopicRecord, 0, &m);
+    }
+    case KB_MREC_PRODUCER_IDS: {
+        kp_ProducerIdsRecord_t m;
+        kp_ProducerIdsRecord_init(&m);
+        m.BrokerId = r->broker_id;
+        m.BrokerEpoch = r->broker_epoch;
+        m.NextProducerId = r->next_producer_id;
+        return kp_mrec_encode(wr, KP_RECTYPE_ProducerIdsRecord, 0, &m);
+    }
     default:
         return kp_writer_fail(wr, KP_E_INVALID);
     }
-    return wr->err;
 }
 
 /* ---- decoding ----------------------------------------------------------------------------- */
 
-/* A compact string as a malloc'd C string; NULL for null (or on failure, with rd failed). An
- * embedded NUL is refused: names and config values are C strings everywhere else. */
-static char *kb_mrec_rstr(kp_reader_t *rd, int nullable, bool *is_null)
+/* A string as a malloc'd C string (NULL for null). An embedded NUL is refused: names and
+ * config values are C strings everywhere else. 0 or -1 with @p err. */
+static int kb_mrec_cstr(kp_str_t s, char **out, const char *what, char *err, size_t err_size)
 {
-    kp_str_t s = kp_read_string(rd, 1, nullable);
-    char *out;
-    *is_null = false;
-    if (rd->err)
-        return NULL;
-    if (s.len < 0) {
-        *is_null = true;
-        return NULL;
-    }
+    *out = NULL;
+    if (s.len < 0)
+        return 0;
     if (memchr(s.ptr, '\0', (size_t)s.len)) {
-        kp_reader_fail(rd, KP_E_INVALID, "string with a NUL byte");
-        return NULL;
+        snprintf(err, err_size, "%s with a NUL byte", what);
+        return -1;
     }
-    out = malloc((size_t)s.len + 1);
-    if (!out) {
-        kp_reader_fail(rd, KP_E_NOMEM, "out of memory");
-        return NULL;
+    if (!(*out = malloc((size_t)s.len + 1))) {
+        snprintf(err, err_size, "out of memory");
+        return -1;
     }
-    memcpy(out, s.ptr, (size_t)s.len);
-    out[s.len] = '\0';
-    return out;
+    memcpy(*out, s.ptr, (size_t)s.len);
+    (*out)[s.len] = '\0';
+    return 0;
 }
 
-/* A compact int32 array; *n = -1 for null. */
-static int32_t *kb_mrec_rints(kp_reader_t *rd, int nullable, int32_t *n)
+/* A copy of an int32 array (*n = -1 and NULL for null). 0 or -1 with @p err. */
+static int kb_mrec_ints(const int32_t *v, int32_t cnt, int32_t **out, int32_t *n, char *err,
+                        size_t err_size)
 {
-    int32_t cnt = kp_read_array_len(rd, 1, nullable, 4);
-    int32_t *v;
-    *n = 0;
-    if (rd->err)
-        return NULL;
-    if (cnt < 0) {
-        *n = -1;
-        return NULL;
-    }
+    *out = NULL;
+    *n = cnt < 0 ? -1 : cnt;
+    if (cnt < 0)
+        return 0;
     if (cnt > KB_MREC_MAX_REPLICAS) {
-        kp_reader_fail(rd, KP_E_INVALID, "too many replicas");
-        return NULL;
+        snprintf(err, err_size, "too many replicas (%" PRId32 ")", cnt);
+        return -1;
     }
-    v = malloc(((size_t)cnt + 1) * sizeof(*v));
-    if (!v) {
-        kp_reader_fail(rd, KP_E_NOMEM, "out of memory");
-        return NULL;
+    if (!(*out = malloc(((size_t)cnt + 1) * sizeof(**out)))) {
+        snprintf(err, err_size, "out of memory");
+        return -1;
     }
-    for (int32_t i = 0; i < cnt; i++)
-        v[i] = kp_read_int32(rd);
-    *n = cnt;
-    return v;
+    if (cnt)
+        memcpy(*out, v, (size_t)cnt * sizeof(**out));
+    return 0;
 }
 
-/* Tagged fields: @p fn handles the known ones (returns 1 when it consumed the field). */
-typedef int (*kb_mrec_tag_fn)(kb_mrec_t *r, uint32_t tag, kp_reader_t *fr);
-
-static void kb_mrec_rtags(kp_reader_t *rd, kb_mrec_t *r, kb_mrec_tag_fn fn)
+static int kb_mrec_from(kb_mrec_t *r, const kp_mrec_t *m, char *err, size_t err_size)
 {
-    uint32_t n = kp_read_uvarint(rd);
-    int64_t last = -1;
-    for (uint32_t i = 0; i < n && !rd->err; i++) {
-        uint32_t tag = kp_read_uvarint(rd), size = kp_read_uvarint(rd);
-        const uint8_t *p;
-        if (rd->err)
-            return;
-        if ((int64_t)tag <= last) {
-            kp_reader_fail(rd, KP_E_INVALID, "tagged fields out of order");
-            return;
+    switch (r->type) {
+    case KB_MREC_TOPIC: {
+        const kp_TopicRecord_t *t = m->rec;
+        r->topic_id = t->TopicId;
+        return kb_mrec_cstr(t->Name, &r->name, "topic name", err, err_size);
+    }
+    case KB_MREC_PARTITION: {
+        const kp_PartitionRecord_t *p = m->rec;
+        r->partition = p->PartitionId;
+        r->topic_id = p->TopicId;
+        r->leader = p->Leader;
+        r->leader_epoch = p->LeaderEpoch;
+        r->partition_epoch = p->PartitionEpoch;
+        if (kb_mrec_ints(p->Replicas.v, p->Replicas.cnt, &r->replicas, &r->nreplicas, err,
+                         err_size) != 0)
+            return -1;
+        return kb_mrec_ints(p->Isr.v, p->Isr.cnt, &r->isr, &r->nisr, err, err_size);
+    }
+    case KB_MREC_CONFIG: {
+        const kp_ConfigRecord_t *c = m->rec;
+        r->resource_type = c->ResourceType;
+        if (kb_mrec_cstr(c->ResourceName, &r->resource_name, "resource name", err, err_size) ||
+            kb_mrec_cstr(c->Name, &r->key, "config name", err, err_size) ||
+            kb_mrec_cstr(c->Value, &r->value, "config value", err, err_size))
+            return -1;
+        if (!r->resource_name || !r->key) {
+            snprintf(err, err_size, "null resource or config name");
+            return -1;
         }
-        last = tag;
-        p = kp_read_raw(rd, size);
-        if (!p && size)
-            return;
-        if (fn) {
-            kp_reader_t fr;
-            kp_reader_init(&fr, p, size);
-            if (fn(r, tag, &fr) == 1 && (fr.err || kp_reader_remaining(&fr))) {
-                kp_reader_fail(rd, fr.err ? fr.err : KP_E_INVALID,
-                               fr.errstr ? fr.errstr : "tagged field size mismatch");
-                return;
+        return 0;
+    }
+    case KB_MREC_PARTITION_CHANGE: {
+        const kp_PartitionChangeRecord_t *c = m->rec;
+        r->partition = c->PartitionId;
+        r->topic_id = c->TopicId;
+        r->leader = c->Leader;
+        for (uint32_t i = 0; i < c->_unknown_tags.cnt; i++) {
+            const kp_rawtag_t *t = &c->_unknown_tags.v[i];
+            const uint8_t *d = t->data.ptr;
+            if (t->tag != KB_MREC_TAG_LEADER_EPOCH)
+                continue;
+            if (t->data.len != 4) {
+                snprintf(err, err_size, "kbroker leader epoch field of %" PRId32 " bytes",
+                         t->data.len);
+                return -1;
+            }
+            r->leader_epoch = (int32_t)((uint32_t)d[0] << 24 | (uint32_t)d[1] << 16 |
+                                        (uint32_t)d[2] << 8 | (uint32_t)d[3]);
+            if (r->leader_epoch < 0) {
+                snprintf(err, err_size, "negative leader epoch");
+                return -1;
             }
         }
+        if (kb_mrec_ints(c->Replicas.v, c->Replicas.cnt, &r->replicas, &r->nreplicas, err,
+                         err_size) != 0)
+            return -1;
+        return kb_mrec_ints(c->Isr.v, c->Isr.cnt, &r->isr, &r->nisr, err, err_size);
     }
-}
-
-static int kb_mrec_change_tag(kb_mrec_t *r, uint32_t tag, kp_reader_t *fr)
-{
-    switch (tag) {
-    case 0:
-        free(r->isr);
-        r->isr = kb_mrec_rints(fr, 1, &r->nisr);
-        return 1;
-    case 1:
-        r->leader = kp_read_int32(fr);
-        return 1;
-    case 2:
-        free(r->replicas);
-        r->replicas = kb_mrec_rints(fr, 1, &r->nreplicas);
-        return 1;
-    case KB_MREC_TAG_LEADER_EPOCH:
-        r->leader_epoch = kp_read_int32(fr);
-        if (!fr->err && r->leader_epoch < 0)
-            kp_reader_fail(fr, KP_E_INVALID, "negative leader epoch");
-        return 1;
+    case KB_MREC_REMOVE_TOPIC:
+        r->topic_id = ((const kp_RemoveTopicRecord_t *)m->rec)->TopicId;
+        return 0;
+    case KB_MREC_PRODUCER_IDS: {
+        const kp_ProducerIdsRecord_t *p = m->rec;
+        r->broker_id = p->BrokerId;
+        r->broker_epoch = p->BrokerEpoch;
+        r->next_producer_id = p->NextProducerId;
+        return 0;
+    }
     default:
-        return 0; /* RemovingReplicas, AddingReplicas, LeaderRecoveryState, ELR, directories */
+        return 0; /* a type kbroker does not apply: only its type is kept */
     }
 }
 
 int kb_mrec_decode(kb_mrec_t *r, const void *buf, size_t len, char *err, size_t err_size)
 {
-    kp_reader_t rd;
-    uint32_t frame, type, version;
-    bool null;
-    int32_t n;
+    kp_arena_t ar;
+    kp_mrec_t m;
+    int rc;
 
     kb_mrec_init(r, -1);
-    kp_reader_init(&rd, buf, len);
-    frame = kp_read_uvarint(&rd);
-    type = kp_read_uvarint(&rd);
-    version = kp_read_uvarint(&rd);
-    if (rd.err) {
-        snprintf(err, err_size, "truncated record frame");
+    kp_arena_init(&ar, 0);
+    rc = kp_mrec_decode(buf, len, &ar, &m);
+    if (rc != 0) {
+        if (rc == KP_E_UNSUPPORTED && m.frame_ver != KP_MREC_FRAME_VERSION)
+            snprintf(err, err_size, "unknown frame version %u", m.frame_ver);
+        else if (rc == KP_E_UNSUPPORTED && !m.info)
+            snprintf(err, err_size, "unknown record type %u", m.type);
+        else
+            snprintf(err, err_size, "%s v%u: %s", m.info ? m.info->name : "record", m.ver,
+                     m.errstr ? m.errstr : kp_err_str(rc));
+        kp_arena_free(&ar);
         return -1;
     }
-    if (frame != KB_MREC_FRAME_VERSION) {
-        snprintf(err, err_size, "unknown frame version %u", frame);
-        return -1;
-    }
-    if (type > INT16_MAX) {
-        snprintf(err, err_size, "unknown record type %u", type);
-        return -1;
-    }
-    kb_mrec_init(r, (int16_t)type);
-    r->version = (int16_t)(version > INT16_MAX ? INT16_MAX : version);
-    switch (type) {
-    case KB_MREC_TOPIC:
-    case KB_MREC_CONFIG:
-    case KB_MREC_REMOVE_TOPIC:
-    case KB_MREC_PRODUCER_IDS:
-        if (version != 0)
-            goto badver;
-        break;
-    case KB_MREC_PARTITION:
-    case KB_MREC_PARTITION_CHANGE:
-        if (version > 2)
-            goto badver;
-        break;
-    default:
-        snprintf(err, err_size, "unknown record type %u", type);
-        return -1;
-    }
-    switch (type) {
-    case KB_MREC_TOPIC:
-        r->name = kb_mrec_rstr(&rd, 0, &null);
-        kp_read_uuid(&rd, &r->topic_id);
-        kb_mrec_rtags(&rd, r, NULL);
-        break;
-    case KB_MREC_PARTITION:
-        r->partition = kp_read_int32(&rd);
-        kp_read_uuid(&rd, &r->topic_id);
-        r->replicas = kb_mrec_rints(&rd, 0, &r->nreplicas);
-        r->isr = kb_mrec_rints(&rd, 0, &r->nisr);
-        n = kp_read_array_len(&rd, 1, 0, 4); /* RemovingReplicas */
-        kp_reader_skip(&rd, n > 0 ? (size_t)n * 4 : 0);
-        n = kp_read_array_len(&rd, 1, 0, 4); /* AddingReplicas */
-        kp_reader_skip(&rd, n > 0 ? (size_t)n * 4 : 0);
-        r->leader = kp_read_int32(&rd);
-        r->leader_epoch = kp_read_int32(&rd);
-        r->partition_epoch = kp_read_int32(&rd);
-        if (version >= 1) { /* Directories */
-            n = kp_read_array_len(&rd, 1, 0, 16);
-            kp_reader_skip(&rd, n > 0 ? (size_t)n * 16 : 0);
-        }
-        kb_mrec_rtags(&rd, r, NULL);
-        break;
-    case KB_MREC_CONFIG:
-        r->resource_type = kp_read_int8(&rd);
-        r->resource_name = kb_mrec_rstr(&rd, 0, &null);
-        r->key = kb_mrec_rstr(&rd, 0, &null);
-        r->value = kb_mrec_rstr(&rd, 1, &null);
-        kb_mrec_rtags(&rd, r, NULL);
-        break;
-    case KB_MREC_PARTITION_CHANGE:
-        r->partition = kp_read_int32(&rd);
-        kp_read_uuid(&rd, &r->topic_id);
-        kb_mrec_rtags(&rd, r, kb_mrec_change_tag);
-        break;
-    case KB_MREC_REMOVE_TOPIC:
-        kp_read_uuid(&rd, &r->topic_id);
-        kb_mrec_rtags(&rd, r, NULL);
-        break;
-    case KB_MREC_PRODUCER_IDS:
-        r->broker_id = kp_read_int32(&rd);
-        r->broker_epoch = kp_read_int64(&rd);
-        r->next_producer_id = kp_read_int64(&rd);
-        kb_mrec_rtags(&rd, r, NULL);
-        break;
-    }
-    if (!rd.err && kp_reader_remaining(&rd))
-        kp_reader_fail(&rd, KP_E_INVALID, "trailing bytes");
-    if (rd.err) {
-        snprintf(err, err_size, "%s v%u: %s", kb_mrec_type_name((int16_t)type), version,
-                 rd.errstr ? rd.errstr : "malformed");
+    kb_mrec_init(r, (int16_t)m.type);
+    r->version = (int16_t)m.ver;
+    rc = kb_mrec_from(r, &m, err, err_size);
+    kp_arena_free(&ar);
+    if (rc != 0) {
+        char e[200];
+        snprintf(e, sizeof(e), "%s", err);
+        snprintf(err, err_size, "%s v%u: %s", m.info->name, m.ver, e);
         kb_mrec_clear(r);
         return -1;
     }
     return 0;
-badver:
-    snprintf(err, err_size, "%s: unsupported version %u", kb_mrec_type_name((int16_t)type),
-             version);
-    return -1;
 }

@@ -5,9 +5,9 @@
  *
  *     frameVersion uvarint (1) | record type uvarint | record version uvarint | record
  *
- * with the record in the flexible encoding of Kafka's metadata record schemas (compact strings
- * and arrays, tagged fields). Only the record types and fields kbroker uses are represented;
- * tagged fields a decoder does not know are skipped, as Kafka's decoders do.
+ * with the record in the flexible encoding of Kafka's metadata record schemas, encoded and decoded
+ * by the generated codec (proto/schema/metadata, proto/runtime/kp_mrec.h). kb_mrec_t keeps only
+ * the record types and fields kbroker uses (other known types decode to their type alone).
  *
  * kbroker extension: PartitionChangeRecord tagged field KB_MREC_TAG_LEADER_EPOCH (int32) sets the
  * new leader epoch explicitly (a leader-epoch bump to at least a given epoch, kbx
