@@ -475,6 +475,39 @@ int kb_meta_log_config_for(void *opaque, const char *topic, int32_t partition, k
     return rc;
 }
 
+/* Whether @p s is the state kb_part_open() gives a partition: this node the only replica and
+ * leader, partition epoch 0. */
+static bool kb_mpart_is_default(const kb_meta_t *meta, const kb_mpart_t *s)
+{
+    return s->leader == meta->node_id && s->partition_epoch == 0 && s->nreplicas == 1 &&
+           s->replicas[0] == meta->node_id && s->nisr == 1 && s->isr[0] == meta->node_id;
+}
+
+/* Give local partition @p part the image's replication state of partition @p p of @p t: leader
+ * or follower at the image's leader and partition epochs, with its replicas and ISR (change_mu
+ * held). A state the partition already has or has passed is left alone. */
+static void kb_meta_push_state(const kb_meta_t *meta, const kb_mtopic_t *t, int32_t p,
+                               kb_part_t *part)
+{
+    const kb_mpart_t *s = &t->pi[p];
+    int rc;
+    if (s->nreplicas <= 0)
+        return;
+    if (s->leader == meta->node_id)
+        rc = kb_part_become_leader(part, s->leader_epoch, s->partition_epoch, s->replicas,
+                                   (size_t)s->nreplicas, s->isr,
+                                   (size_t)(s->nisr > 0 ? s->nisr : 0));
+    else
+        rc = kb_part_become_follower(part, s->leader, s->leader_epoch, s->partition_epoch,
+                                     s->replicas, (size_t)s->nreplicas, s->isr,
+                                     (size_t)(s->nisr > 0 ? s->nisr : 0));
+    if (rc != 0 && rc != KB_E_STATE)
+        kb_log_error("meta",
+                     "%s-%" PRId32 ": the metadata's replica state (leader %" PRId32
+                     ", leader epoch %" PRId32 ", %" PRId32 " replicas) does not fit this node: %s",
+                     t->name, p, s->leader, s->leader_epoch, s->nreplicas, kb_err_str(rc));
+}
+
 /* Open the partitions [from, to) of @p t. 0 or KB_E_IO (the opened ones are deleted again
  * when @p undo_on_error). */
 static int kb_meta_open_parts(kb_meta_t *meta, kb_mtopic_t *t, int32_t from, int32_t to,
@@ -489,6 +522,8 @@ static int kb_meta_open_parts(kb_meta_t *meta, kb_mtopic_t *t, int32_t from, int
     for (int32_t i = from; i < to; i++) {
         t->parts[i] = kb_part_open(meta->pm, t->name, &t->id, i, t->pi[i].leader_epoch, &lc, &ex,
                                    mirror, t->internal, err, err_size);
+        if (t->parts[i] && !kb_mpart_is_default(meta, &t->pi[i]))
+            kb_meta_push_state(meta, t, i, t->parts[i]);
         if (!t->parts[i]) {
             kb_log_error("meta", "cannot open %s-%" PRId32 ": %s", t->name, i, err);
             if (undo_on_error) {
@@ -774,15 +809,15 @@ static kb_mtopic_t *kb_meta_collision(const kb_meta_t *meta, const char *name)
 
 #define KB_MACT_EVENT  1
 #define KB_MACT_DELETE 2 /* delete a local partition (its topic left the image) */
-#define KB_MACT_EPOCH  3 /* tell a local partition its new leader epoch */
+#define KB_MACT_STATE  3 /* give a local partition the image's replication state */
 #define KB_MACT_OPEN   4 /* open the local log of a new partition (no staged log) */
 
 typedef struct kb_mact_s {
     int kind;
-    kb_part_t *part;   /* DELETE, EPOCH (a reference) */
-    kp_uuid_t id;      /* EVENT (topic events), OPEN */
-    int32_t partition; /* EVENT (EPOCH), OPEN */
-    int32_t epoch;     /* EVENT (EPOCH), EPOCH */
+    kb_part_t *part;   /* DELETE, STATE (a reference) */
+    kp_uuid_t id;      /* EVENT (topic events), OPEN, STATE */
+    int32_t partition; /* EVENT (EPOCH), OPEN, STATE */
+    int32_t epoch;     /* EVENT (EPOCH) */
     int type;          /* EVENT: KB_META_EV_* */
     uint32_t flags;    /* EVENT: TOPIC */
     bool has_topic;    /* EVENT: info is valid */
@@ -969,10 +1004,11 @@ static int kb_meta_apply_partition(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelt
     if (!added) {
         /* A replacement (a snapshot's view of a partition): its epoch may have moved. */
         kb_mact_t *a;
-        if (t->parts[r->partition] && (a = kb_mdelta_push(d, KB_MACT_EPOCH))) {
+        if (t->parts[r->partition] && (a = kb_mdelta_push(d, KB_MACT_STATE))) {
             kb_part_ref(t->parts[r->partition]);
             a->part = t->parts[r->partition];
-            a->epoch = np.leader_epoch;
+            a->id = t->id;
+            a->partition = r->partition;
         }
         return 0;
     }
@@ -1029,16 +1065,19 @@ static int kb_meta_apply_change(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t
         p->nisr = r->nisr;
     }
     p->partition_epoch++;
-    if (r->leader == KB_MREC_NO_LEADER_CHANGE)
-        return 0;
-    /* As Kafka: a record naming the leader (even the same one) starts a new leader epoch. */
-    p->leader = r->leader;
-    p->leader_epoch = r->leader_epoch >= 0 ? r->leader_epoch : p->leader_epoch + 1;
-    if (t->parts && t->parts[r->partition] && (a = kb_mdelta_push(d, KB_MACT_EPOCH))) {
+    if (r->leader != KB_MREC_NO_LEADER_CHANGE) {
+        /* As Kafka: a record naming the leader (even the same one) starts a new leader epoch. */
+        p->leader = r->leader;
+        p->leader_epoch = r->leader_epoch >= 0 ? r->leader_epoch : p->leader_epoch + 1;
+    }
+    if (t->parts && t->parts[r->partition] && (a = kb_mdelta_push(d, KB_MACT_STATE))) {
         kb_part_ref(t->parts[r->partition]);
         a->part = t->parts[r->partition];
-        a->epoch = p->leader_epoch;
+        a->id = t->id;
+        a->partition = r->partition;
     }
+    if (r->leader == KB_MREC_NO_LEADER_CHANGE)
+        return 0;
     if ((a = kb_mdelta_push(d, KB_MACT_EVENT))) {
         a->type = KB_META_EV_EPOCH;
         a->id = t->id;
@@ -1182,9 +1221,13 @@ static void kb_mdelta_run(kb_meta_t *meta, kb_mdelta_t *d)
             kb_part_delete(a->part);
             a->part = NULL;
             break;
-        case KB_MACT_EPOCH:
-            kb_part_set_epoch(a->part, a->epoch);
+        case KB_MACT_STATE: {
+            /* the image as the batch left it, unless the topic is gone */
+            kb_mtopic_t *t = kb_meta_find_id(meta, &a->id);
+            if (t && a->partition < t->nparts && t->parts[a->partition] == a->part)
+                kb_meta_push_state(meta, t, a->partition, a->part);
             break;
+        }
         case KB_MACT_OPEN: {
             kb_mtopic_t *t = kb_meta_find_id(meta, &a->id);
             kb_part_t *part;
@@ -1200,6 +1243,8 @@ static void kb_mdelta_run(kb_meta_t *meta, kb_mdelta_t *d)
                 kb_log_error("meta", "cannot open %s-%" PRId32 ": %s", t->name, a->partition, err);
                 break;
             }
+            if (!kb_mpart_is_default(meta, &t->pi[a->partition]))
+                kb_meta_push_state(meta, t, a->partition, part);
             pthread_rwlock_wrlock(&meta->rw);
             t->parts[a->partition] = part;
             pthread_rwlock_unlock(&meta->rw);

@@ -24,6 +24,7 @@
 #include "kp_batch.h"
 #include "kp_crc32c.h"
 #include "kp_errcode.h"
+#include "kp_mrec.h"
 
 static kb_config_t *mkcfg(const char *dir, const char *const *kv)
 {
@@ -370,6 +371,10 @@ static void t_apply(void)
     recs[0].isr[0] = 1;
     recs[0].isr[1] = 2;
     recs[0].nisr = 2;
+    recs[0].replicas = malloc(2 * sizeof(int32_t));
+    recs[0].replicas[0] = 1;
+    recs[0].replicas[1] = 2;
+    recs[0].nreplicas = 2;
     CU_ASSERT_EQUAL(apply(s.meta, recs, 1, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(ev.epochs, 2);
     CU_ASSERT_EQUAL(kb_meta_part_state(s.meta, &id, 1, &ps), KB_META_OK);
@@ -377,6 +382,54 @@ static void t_apply(void)
     CU_ASSERT_EQUAL(ps.partition_epoch, 3);
     CU_ASSERT_EQUAL(ps.nisr, 2);
     CU_ASSERT_EQUAL(ps.isr[1], 2);
+    CU_ASSERT_EQUAL(ps.nreplicas, 2);
+    /* the local partition got the image's replica set, ISR and epochs */
+    CU_ASSERT_EQUAL(kb_meta_part(s.meta, "ap", 1, &part), KB_META_OK);
+    {
+        int32_t isr[4], pe = -1, leader = -1;
+        bool pending = true;
+        CU_ASSERT_EQUAL(kb_part_isr(part, isr, 4), 2);
+        kb_part_repl_info(part, &pe, &leader, &pending);
+        CU_ASSERT_EQUAL(pe, 3);
+        CU_ASSERT_EQUAL(leader, 1);
+        CU_ASSERT_EQUAL(kb_part_role(part), KB_PART_LEADER);
+    }
+    kb_part_release(part);
+    /* another leader: this node follows it */
+    kb_mrec_init(&recs[0], KB_MREC_PARTITION_CHANGE);
+    recs[0].topic_id = id;
+    recs[0].partition = 1;
+    recs[0].leader = 2;
+    CU_ASSERT_EQUAL(apply(s.meta, recs, 1, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(ev.last_epoch, 11);
+    CU_ASSERT_EQUAL(kb_meta_part(s.meta, "ap", 1, &part), KB_META_OK);
+    CU_ASSERT_EQUAL(kb_part_role(part), KB_PART_FOLLOWER);
+    CU_ASSERT_EQUAL(kb_part_epoch(part), 11);
+    kb_part_release(part);
+    kb_mrec_init(&recs[0], KB_MREC_PARTITION_CHANGE);
+    recs[0].topic_id = id;
+    recs[0].partition = 1;
+    recs[0].leader = 1;
+    CU_ASSERT_EQUAL(apply(s.meta, recs, 1, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(kb_meta_part(s.meta, "ap", 1, &part), KB_META_OK);
+    CU_ASSERT_EQUAL(kb_part_role(part), KB_PART_LEADER);
+    CU_ASSERT_EQUAL(kb_part_epoch(part), 12);
+    kb_part_release(part);
+    /* a record type kbroker does not apply is refused by name */
+    {
+        kp_writer_t wr;
+        kp_RegisterBrokerRecord_t rb;
+        kb_mrec_t d;
+        char e[256];
+        kp_RegisterBrokerRecord_init(&rb);
+        rb.BrokerId = 2;
+        kp_writer_init(&wr);
+        CU_ASSERT_EQUAL(kp_mrec_encode(&wr, KP_RECTYPE_RegisterBrokerRecord, 0, &rb), 0);
+        CU_ASSERT_EQUAL(kb_mrec_decode(&d, wr.buf, wr.len, e, sizeof(e)), 0);
+        CU_ASSERT_EQUAL(d.type, KP_RECTYPE_RegisterBrokerRecord);
+        kb_mrec_clear(&d);
+        kp_writer_free(&wr);
+    }
     /* an epoch that does not move forward is refused, naming the offset */
     kb_mrec_init(&recs[0], KB_MREC_PARTITION_CHANGE);
     recs[0].topic_id = id;
@@ -601,6 +654,25 @@ static void t_replay(void)
         CU_ASSERT_EQUAL_FATAL(mstack_open(&s, dir, round == 2, NULL, err, sizeof(err)), 0);
         after = dump(s.meta);
         CU_ASSERT_STRING_EQUAL(after, before);
+        if (round == 2) { /* the opened partitions carry the image's epochs */
+            kb_topic_info_t *ts;
+            size_t nt;
+            CU_ASSERT_EQUAL_FATAL(kb_meta_topics(s.meta, &ts, &nt), 0);
+            for (size_t i = 0; i < nt; i++) {
+                kb_meta_part_state_t ps;
+                kb_part_t *part;
+                int32_t pe = -1, leader = -1;
+                bool pending;
+                CU_ASSERT_EQUAL(kb_meta_part_state(s.meta, &ts[i].id, 0, &ps), KB_META_OK);
+                CU_ASSERT_EQUAL_FATAL(kb_meta_part(s.meta, ts[i].name, 0, &part), KB_META_OK);
+                kb_part_repl_info(part, &pe, &leader, &pending);
+                CU_ASSERT_EQUAL(kb_part_epoch(part), ps.leader_epoch);
+                CU_ASSERT_EQUAL(pe, ps.partition_epoch);
+                CU_ASSERT_EQUAL(leader, 1);
+                kb_part_release(part);
+            }
+            free(ts);
+        }
         if (strcmp(after, before))
             fprintf(stderr, "before:\n%s\nafter:\n%s\n", before, after);
         /* producer ids are never handed out twice across the restart */
