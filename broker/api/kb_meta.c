@@ -1506,9 +1506,9 @@ int kb_meta_apply_records(kb_meta_t *meta, const void *buf, size_t len, char *er
 {
     int rc;
     pthread_mutex_lock(&meta->change_mu);
-    rc = kb_meta_apply_buf(meta, buf, len, err, err_size);
+    rc = kb_meta_log_append_remote(meta, buf, len, err, err_size);
     pthread_mutex_unlock(&meta->change_mu);
-    return rc == 0 ? 0 : KB_E_INVALID;
+    return rc;
 }
 
 /* ---- listeners ---------------------------------------------------------------------------- */

@@ -223,11 +223,13 @@ int kb_meta_alloc_producer_ids(kb_meta_t *meta, int32_t count, int64_t *first);
 int16_t kb_meta_ensure_internal_topic(kb_meta_t *meta, const char *name, kb_topic_info_t *out);
 
 /**
- * Apply metadata record batches that a remote controller committed (the broker half of a
- * cluster; nothing calls it yet): records at or below kb_meta_offset() are skipped, the others
- * change the image, the local partitions and tell the listeners, batch by batch. Not for a
- * process that is its own controller. 0, or KB_E_INVALID with @p err naming the offset of the
- * record that could not be decoded or applied (the records before it stay applied).
+ * Take metadata record batches that a remote controller committed (the broker half of a cluster,
+ * as fetched from the controller; nothing calls it yet): the batches from the local log's end on
+ * are appended to this node's metadata log as they are and fsynced (they must continue it
+ * without a gap), then every record above kb_meta_offset() changes the image, the local
+ * partitions and tells the listeners, batch by batch. Not for a process that is its own
+ * controller. 0, KB_E_IO, or KB_E_INVALID with @p err (a corrupt batch, a gap, a record that
+ * cannot be decoded or applied, naming its offset; the records before it stay applied).
  */
 int kb_meta_apply_records(kb_meta_t *meta, const void *buf, size_t len, char *err, size_t err_size);
 

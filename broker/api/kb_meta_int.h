@@ -90,6 +90,12 @@ int kb_meta_log_open(kb_meta_t *meta, char *err, size_t err_size);
 /** Commit @p recs as one record batch: append, fsync, then apply. change_mu held. 0, or
  *  KB_E_IO / KB_E_NOMEM (nothing applied; the log is as before). */
 int kb_meta_log_commit(kb_meta_t *meta, const kb_mrec_t *recs, size_t n);
+/** A remote controller's batches: the new ones (from the log end on) are appended as they are
+ *  and fsynced, then every record above meta->offset is applied. change_mu held. 0, KB_E_IO,
+ *  or KB_E_INVALID with @p err (corrupt batch, a gap or overlap with the log end, a record that
+ *  cannot be decoded or applied). */
+int kb_meta_log_append_remote(kb_meta_t *meta, const uint8_t *buf, size_t len, char *err,
+                              size_t err_size);
 void kb_meta_log_close(kb_meta_t *meta);
 
 #endif /* KB_META_INT_H */

@@ -108,6 +108,58 @@ int kb_meta_log_commit(kb_meta_t *meta, const kb_mrec_t *recs, size_t n)
     return 0;
 }
 
+int kb_meta_log_append_remote(kb_meta_t *meta, const uint8_t *buf, size_t len, char *err,
+                              size_t err_size)
+{
+    kp_batch_iter_t it;
+    kp_batch_t b;
+    kb_append_info_t info;
+    int64_t leo = kb_log_leo(meta->log), next = leo;
+    size_t from = len, to = len;
+    int r, rc;
+
+    /* The batches at and after the log end, which must follow it without a gap. */
+    kp_batch_iter_init(&it, buf, len, 0, 0);
+    while ((r = kp_batch_iter_next(&it, &b)) == 1) {
+        int64_t last = kp_batch_hdr_last_offset(&b.hdr);
+        size_t at = (size_t)(b.buf - buf);
+        if (last < leo)
+            continue;
+        if (b.hdr.baseOffset != next) {
+            snprintf(err, err_size,
+                     "metadata batch at offset %" PRId64 " does not continue the log (next "
+                     "offset %" PRId64 ")",
+                     b.hdr.baseOffset, next);
+            return KB_E_INVALID;
+        }
+        if (from == len)
+            from = at;
+        to = at + b.size;
+        next = last + 1;
+    }
+    if (r < 0) {
+        snprintf(err, err_size, "corrupt metadata batch at byte %zu: %s", it.pos,
+                 it.errstr ? it.errstr : "bad batch");
+        return KB_E_INVALID;
+    }
+    if (from < to) {
+        rc = kb_log_append_raw(meta->log, buf + from, to - from, &info);
+        if (rc) {
+            snprintf(err, err_size, "cannot append to the metadata log in %s: %s", meta->mdir,
+                     kb_sto_err_str(rc));
+            return rc == KB_STO_NON_MONOTONIC || rc == KB_STO_CORRUPT_MESSAGE ? KB_E_INVALID
+                                                                              : KB_E_IO;
+        }
+        if (kb_log_flush(meta->log) != 0) {
+            snprintf(err, err_size, "cannot fsync the metadata log in %s", meta->mdir);
+            kb_log_truncate_to(meta->log, info.first_offset);
+            return KB_E_IO;
+        }
+        kb_log_set_hw(meta->log, kb_log_leo(meta->log));
+    }
+    return kb_meta_apply_buf(meta, buf, len, err, err_size) == 0 ? 0 : KB_E_INVALID;
+}
+
 /* ---- the old snapshot --------------------------------------------------------------------- */
 
 static char *kb_old_rstr(kp_reader_t *rd)

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kb_err.h"
 #include "kb_log.h"
 #include "kb_meta.h"
 #include "kb_meta_rec.h"
@@ -237,7 +238,11 @@ static void evlog_fn(void *opaque, const kb_meta_event_t *ev)
     }
 }
 
-/* One batch of @p n records at the next metadata offset, through kb_meta_apply_records. */
+/* The next offset of the "remote controller's" log: every batch takes its offsets whether it
+ * applies or not (it is appended before it is applied). */
+static int64_t g_next;
+
+/* One batch of @p n records at the next offset, through kb_meta_apply_records. */
 static int apply(kb_meta_t *meta, kb_mrec_t *recs, size_t n, char *err, size_t err_size)
 {
     kp_batch_opts_t o;
@@ -245,7 +250,8 @@ static int apply(kb_meta_t *meta, kb_mrec_t *recs, size_t n, char *err, size_t e
     kp_writer_t out, val;
     int rc;
     kp_batch_opts_init(&o);
-    o.baseOffset = kb_meta_offset(meta) + 1;
+    o.baseOffset = g_next;
+    g_next += (int64_t)n;
     kp_batch_builder_init(&bb, &o);
     kp_writer_init(&val);
     for (size_t i = 0; i < n; i++) {
@@ -308,6 +314,7 @@ static void t_apply(void)
     CU_ASSERT_EQUAL_FATAL(mstack_open(&s, dir, true, NULL, err, sizeof(err)), 0);
     l = kb_meta_listen(s.meta, evlog_fn, &ev, false);
     CU_ASSERT_EQUAL(kb_meta_offset(s.meta), -1);
+    g_next = 0;
 
     /* TopicRecord, two PartitionRecords, a ConfigRecord: one CREATED event with both
      * partitions and the mirror flag its config gives */
@@ -430,20 +437,6 @@ static void t_apply(void)
         kb_mrec_clear(&d);
         kp_writer_free(&wr);
     }
-    /* an epoch that does not move forward is refused, naming the offset */
-    kb_mrec_init(&recs[0], KB_MREC_PARTITION_CHANGE);
-    recs[0].topic_id = id;
-    recs[0].partition = 1;
-    recs[0].leader = 1;
-    recs[0].leader_epoch = 5;
-    off = kb_meta_offset(s.meta) + 1;
-    CU_ASSERT_NOT_EQUAL(apply(s.meta, recs, 1, err, sizeof(err)), 0);
-    {
-        char want[64];
-        snprintf(want, sizeof(want), "offset %" PRId64 ":", off);
-        CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
-    }
-
     /* ConfigRecord with a null value removes the key; broker configs of this node and the
      * cluster default; another node's are not kept */
     cfg_rec(&recs[0], KB_RES_TOPIC, "ap", KB_TCONF_MIRROR_NAME, NULL);
@@ -471,17 +464,6 @@ static void t_apply(void)
     kb_mrec_init(&recs[0], KB_MREC_PRODUCER_IDS);
     recs[0].next_producer_id = 5000;
     CU_ASSERT_EQUAL(apply(s.meta, recs, 1, err, sizeof(err)), 0);
-    kb_mrec_init(&recs[0], KB_MREC_PRODUCER_IDS);
-    recs[0].next_producer_id = 4000;
-    CU_ASSERT_NOT_EQUAL(apply(s.meta, recs, 1, err, sizeof(err)), 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "ProducerIdsRecord"));
-
-    /* records of an unknown topic are refused */
-    kb_uuid_random(&recs[0].topic_id);
-    part_rec(&recs[0], &recs[0].topic_id, 0);
-    CU_ASSERT_NOT_EQUAL(apply(s.meta, recs, 1, err, sizeof(err)), 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown topic"));
-
     /* RemoveTopicRecord: gone from the image and from disk, DELETED */
     kb_mrec_init(&recs[0], KB_MREC_REMOVE_TOPIC);
     recs[0].topic_id = id;
@@ -521,6 +503,60 @@ static void t_apply(void)
     }
     kb_meta_unlisten(s.meta, l);
     mstack_close(&s);
+
+    /* the applied records were kept in this node's metadata log: a restart has them */
+    CU_ASSERT_EQUAL_FATAL(mstack_open(&s, dir, true, NULL, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(kb_meta_offset(s.meta), off);
+    CU_ASSERT_NOT_EQUAL(kb_meta_topic_by_name(s.meta, "ap", NULL), 0);
+    {
+        char buf[64];
+        CU_ASSERT_EQUAL(kb_meta_broker_config_get(s.meta, "log.retention.bytes", buf, sizeof(buf)),
+                        4);
+    }
+    /* a batch that does not continue the log is refused */
+    g_next += 5;
+    kb_mrec_init(&recs[0], KB_MREC_PRODUCER_IDS);
+    recs[0].next_producer_id = 9000;
+    CU_ASSERT_EQUAL(apply(s.meta, recs, 1, err, sizeof(err)), KB_E_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "does not continue"));
+    g_next = kb_meta_offset(s.meta) + 1;
+
+    /* records the image cannot take are refused, naming their offset (they are in the log
+     * already: the next start refuses too) */
+    kb_uuid_random(&id);
+    kb_mrec_init(&recs[0], KB_MREC_TOPIC);
+    recs[0].name = strdup("ap2");
+    recs[0].topic_id = id;
+    part_rec(&recs[1], &id, 0);
+    part_rec(&recs[2], &id, 1);
+    CU_ASSERT_EQUAL(apply(s.meta, recs, 3, err, sizeof(err)), 0);
+    /* an epoch that does not move forward is refused, naming the offset */
+    kb_mrec_init(&recs[0], KB_MREC_PARTITION_CHANGE);
+    recs[0].topic_id = id;
+    recs[0].partition = 1;
+    recs[0].leader = 1;
+    recs[0].leader_epoch = 0;
+    off = kb_meta_offset(s.meta) + 1;
+    CU_ASSERT_NOT_EQUAL(apply(s.meta, recs, 1, err, sizeof(err)), 0);
+    {
+        char want[64];
+        snprintf(want, sizeof(want), "offset %" PRId64 ":", off);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+    }
+
+    kb_mrec_init(&recs[0], KB_MREC_PRODUCER_IDS);
+    recs[0].next_producer_id = 4000;
+    CU_ASSERT_NOT_EQUAL(apply(s.meta, recs, 1, err, sizeof(err)), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "ProducerIdsRecord"));
+    /* records of an unknown topic are refused */
+    kb_uuid_random(&recs[0].topic_id);
+    part_rec(&recs[0], &recs[0].topic_id, 0);
+    CU_ASSERT_NOT_EQUAL(apply(s.meta, recs, 1, err, sizeof(err)), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown topic"));
+
+    mstack_close(&s);
+    CU_ASSERT_NOT_EQUAL(mstack_open(&s, dir, false, NULL, err, sizeof(err)), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "PartitionChangeRecord"));
     kbat_rmrf(dir);
 }
 
