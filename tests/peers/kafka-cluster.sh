@@ -5,9 +5,11 @@
 #   kafka-cluster.sh start --name N [--nodes 1|3] [--version V] [--base-port P]
 #                          [--override k=v]... [--heap 512m] [--perf] [--jvm-opts "..."]
 #                          [--timeout SECONDS] [--log-level WARN|INFO|DEBUG]
+#                          [--controllers all|node1|separate]
 #   kafka-cluster.sh stop --name N [--timeout SECONDS]
 #   kafka-cluster.sh status --name N          (exit 0 only if every node is running and listening)
 #   kafka-cluster.sh bootstrap --name N       (prints 127.0.0.1:P,127.0.0.1:P+10,...)
+#   kafka-cluster.sh kill|restart|pause|resume|pid --name N --node I [--wait]   (one node)
 #
 # Layout: $KPEER_HOME/<name>/ holds cluster.env, node<i>.properties, node<i>.log, node<i>.pid and
 # node<i>/data. Node i listens on P+10*(i-1) (clients, PLAINTEXT) and P+10*(i-1)+1 (CONTROLLER).
@@ -17,6 +19,12 @@
 # answers DescribeCluster and sees all brokers (deadline, no fixed sleeps), and prints the time it
 # took. On failure it prints the tail of each node log and stops what it started.
 # stop sends SIGTERM, waits (deadline), then SIGKILLs, and leaves no process behind.
+# --controllers: "all" (default) makes every node a combined broker+controller voter; "node1"
+# makes node 1 the only controller (broker,controller) and the others brokers; "separate" adds a
+# controller-only node N+1 (controller port P+10*N+1, no client port) to N broker-only nodes.
+# Per node (tests/cluster): kill = SIGKILL and wait until gone; restart = run the node's saved
+# command line again (storage kept, log appended; --wait waits for readiness); pause/resume =
+# SIGSTOP/SIGCONT; pid prints the node's pid.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,13 +35,13 @@ KPEER_HOME=${KPEER_HOME:-$REPO/.kpeer}
 
 die() { echo "kafka-cluster: $*" >&2; exit 1; }
 log() { echo "kafka-cluster: $*" >&2; }
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
 
 now_ms() { date +%s%3N; }
 
 CMD=${1:-}; [ -n "$CMD" ] || usage; shift
 NAME= NODES=1 VERSION=$KAFKA_4_VERSION BASE_PORT=19092 HEAP=512m PERF=0 JVM_EXTRA= TIMEOUT=
-LOGLEVEL=WARN
+LOGLEVEL=WARN CONTROLLERS=all NODE= WAIT=0
 OVERRIDES=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -47,6 +55,9 @@ while [ $# -gt 0 ]; do
     --jvm-opts) JVM_EXTRA=$2; shift 2 ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
     --log-level) LOGLEVEL=$2; shift 2 ;;
+    --controllers) CONTROLLERS=$2; shift 2 ;;
+    --node) NODE=$2; shift 2 ;;
+    --wait) WAIT=1; shift ;;
     -h|--help) usage ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
@@ -57,6 +68,9 @@ CDIR=$KPEER_HOME/$NAME
 
 client_port() { echo $((BASE_PORT + 10 * ($1 - 1))); }
 ctrl_port() { echo $((BASE_PORT + 10 * ($1 - 1) + 1)); }
+# Processes: the NODES brokers, plus the controller-only node NODES+1 with --controllers separate.
+total_nodes() { if [ "${CONTROLLERS:-all}" = separate ]; then echo $((NODES + 1)); else echo "$NODES"; fi; }
+is_broker() { [ "$1" -le "$NODES" ]; }
 
 load_env() {
   [ -f "$CDIR/cluster.env" ] || die "no cluster '$NAME' under $KPEER_HOME (never started?)"
@@ -87,7 +101,7 @@ pid_of() {
 stray_pids() {
   local p cl
   for p in /proc/[0-9]*; do
-    cl=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+    { cl=$(tr '\0' ' ' <"$p/cmdline"); } 2>/dev/null || continue
     case "$cl" in
       *kafka.Kafka\ "$CDIR"/node*.properties*) echo "${p#/proc/}" ;;
     esac
@@ -100,7 +114,7 @@ rss_mb() { awk '/VmRSS/ {printf "%d", $2/1024}' "/proc/$1/status" 2>/dev/null ||
 
 tail_logs() {
   local i
-  for ((i = 1; i <= NODES; i++)); do
+  for ((i = 1; i <= $(total_nodes); i++)); do
     if [ -f "$CDIR/node$i.log" ]; then
       echo "----- tail of $CDIR/node$i.log -----" >&2
       tail -n "${1:-40}" "$CDIR/node$i.log" >&2
@@ -109,20 +123,34 @@ tail_logs() {
 }
 
 do_stop() {
-  local deadline=${TIMEOUT:-30} i pid pids=() t0
+  local i pid pids=() t0 ctl=
   t0=$(now_ms)
-  for ((i = 1; i <= NODES; i++)); do
-    if pid=$(pid_of "$i"); then pids+=("$pid"); fi
+  for ((i = 1; i <= $(total_nodes); i++)); do
+    if pid=$(pid_of "$i"); then
+      # The single controller (--controllers node1 or separate) stops after the other nodes:
+      # they shut down through it.
+      if { [ "$CONTROLLERS" = node1 ] && [ "$i" = 1 ]; } || ! is_broker "$i"; then ctl=$pid; else pids+=("$pid"); fi
+    fi
   done
   for pid in $(stray_pids); do
-    [[ " ${pids[*]} " == *" $pid "* ]] || { log "found stray node process $pid of '$NAME'"; pids+=("$pid"); }
+    [[ " ${pids[*]} $ctl " == *" $pid "* ]] || { log "found stray node process $pid of '$NAME'"; pids+=("$pid"); }
   done
-  if [ ${#pids[@]} -eq 0 ]; then
+  if [ ${#pids[@]} -eq 0 ] && [ -z "$ctl" ]; then
     log "cluster '$NAME': no running node"
     rm -f "$CDIR"/node*.pid
     return 0
   fi
+  [ ${#pids[@]} -eq 0 ] || stop_pids "${pids[@]}"
+  [ -z "$ctl" ] || stop_pids "$ctl"
+  rm -f "$CDIR"/node*.pid
+  log "cluster '$NAME' stopped ($((${#pids[@]} + (${#ctl} > 0 ? 1 : 0))) processes) in $(( $(now_ms) - t0 )) ms"
+}
+
+# stop_pids PID...: SIGTERM, wait up to the deadline, SIGKILL, verify gone.
+stop_pids() {
+  local deadline=${TIMEOUT:-30} pid pids=("$@")
   kill -TERM "${pids[@]}" 2>/dev/null || true
+  kill -CONT "${pids[@]}" 2>/dev/null || true # a paused node must be able to act on SIGTERM
   local end=$((SECONDS + deadline)) alive
   while :; do
     alive=()
@@ -145,20 +173,45 @@ do_stop() {
   for pid in "${pids[@]}"; do
     kill -0 "$pid" 2>/dev/null && die "process $pid of '$NAME' survived SIGKILL"
   done
-  rm -f "$CDIR"/node*.pid
-  log "cluster '$NAME' stopped (${#pids[@]} processes) in $(( $(now_ms) - t0 )) ms"
+  return 0
 }
 
 write_configs() {
-  local i voters= rf=$((NODES < 3 ? NODES : 3)) misr=$((NODES < 3 ? 1 : 2))
-  for ((i = 1; i <= NODES; i++)); do voters+="${voters:+,}$i@127.0.0.1:$(ctrl_port "$i")"; done
-  for ((i = 1; i <= NODES; i++)); do
+  local i voters= rf=$((NODES < 3 ? NODES : 3)) misr=$((NODES < 3 ? 1 : 2)) roles listeners
+  case "$CONTROLLERS" in
+    all) for ((i = 1; i <= NODES; i++)); do voters+="${voters:+,}$i@127.0.0.1:$(ctrl_port "$i")"; done ;;
+    node1) voters="1@127.0.0.1:$(ctrl_port 1)" ;;
+    separate) voters="$((NODES + 1))@127.0.0.1:$(ctrl_port $((NODES + 1)))" ;;
+  esac
+  if [ "$CONTROLLERS" = separate ]; then
+    i=$((NODES + 1))
     cat >"$CDIR/node$i.properties" <<EOF
-# generated by tests/peers/kafka-cluster.sh for cluster '$NAME', node $i (Kafka $VERSION)
-process.roles=broker,controller
+# generated by tests/peers/kafka-cluster.sh for cluster '$NAME', node $i: controller only (Kafka $VERSION)
+process.roles=controller
 node.id=$i
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$(client_port "$i"),CONTROLLER://127.0.0.1:$(ctrl_port "$i")
+listeners=CONTROLLER://127.0.0.1:$(ctrl_port "$i")
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT
+log.dirs=$CDIR/node$i/data
+num.io.threads=2
+num.network.threads=2
+background.threads=2
+EOF
+  fi
+  for ((i = 1; i <= NODES; i++)); do
+    roles=broker,controller
+    listeners="PLAINTEXT://127.0.0.1:$(client_port "$i"),CONTROLLER://127.0.0.1:$(ctrl_port "$i")"
+    if [ "$CONTROLLERS" = separate ] || { [ "$CONTROLLERS" = node1 ] && [ "$i" != 1 ]; }; then
+      roles=broker
+      listeners="PLAINTEXT://127.0.0.1:$(client_port "$i")"
+    fi
+    cat >"$CDIR/node$i.properties" <<EOF
+# generated by tests/peers/kafka-cluster.sh for cluster '$NAME', node $i (Kafka $VERSION)
+process.roles=$roles
+node.id=$i
+controller.quorum.voters=$voters
+listeners=$listeners
 advertised.listeners=PLAINTEXT://127.0.0.1:$(client_port "$i")
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
@@ -183,7 +236,9 @@ num.recovery.threads.per.data.dir=1
 num.replica.fetchers=1
 auto.create.topics.enable=false
 EOF
-    local kv
+  done
+  local kv
+  for ((i = 1; i <= $(total_nodes); i++)); do
     if [ ${#OVERRIDES[@]} -gt 0 ]; then
       echo "# --override" >>"$CDIR/node$i.properties"
       for kv in "${OVERRIDES[@]}"; do
@@ -207,6 +262,7 @@ EOF
 
 do_start() {
   case "$NODES" in 1 | 3) ;; *) die "--nodes must be 1 or 3" ;; esac
+  case "$CONTROLLERS" in all | node1 | separate) ;; *) die "--controllers must be all, node1 or separate" ;; esac
   [[ "$BASE_PORT" =~ ^[0-9]+$ ]] && [ "$BASE_PORT" -ge 1024 ] && [ "$BASE_PORT" -le 65000 ] \
     || die "bad --base-port '$BASE_PORT'"
   case "$VERSION" in 4.* | 3.9.*) ;; *) die "version $VERSION: only KRaft versions (3.9.x, 4.x) are supported here" ;; esac
@@ -215,12 +271,12 @@ do_start() {
   # Refuse to clobber a running cluster of the same name, and refuse ports that are taken.
   if [ -f "$CDIR/cluster.env" ]; then
     # shellcheck disable=SC1091
-    (. "$CDIR/cluster.env"; for ((i = 1; i <= NODES; i++)); do pid_of "$i" >/dev/null && exit 1; done; exit 0) \
+    (. "$CDIR/cluster.env"; for ((i = 1; i <= $(total_nodes); i++)); do pid_of "$i" >/dev/null && exit 1; done; exit 0) \
       || die "cluster '$NAME' is already running; run: $0 stop --name $NAME"
   fi
   [ -z "$(stray_pids)" ] || die "processes of cluster '$NAME' are still running ($(stray_pids | tr '\n' ' ')); run: $0 stop --name $NAME"
   local i p
-  for ((i = 1; i <= NODES; i++)); do
+  for ((i = 1; i <= $(total_nodes); i++)); do
     for p in $(client_port "$i") $(ctrl_port "$i"); do
       port_in_use "$p" && die "port $p (node $i) is already in use on this machine: $(ss -Hltnp "( sport = :$p )" | head -1)"
     done
@@ -233,7 +289,8 @@ do_start() {
   local t0
   t0=$(now_ms)
   mkdir -p "$CDIR"
-  for ((i = 1; i <= NODES; i++)); do
+  rm -f "$CDIR"/node*.cmdline
+  for ((i = 1; i <= $(total_nodes); i++)); do
     rm -rf "$CDIR/node$i"
     mkdir -p "$CDIR/node$i/data"
     [ -f "$CDIR/node$i.log" ] && mv -f "$CDIR/node$i.log" "$CDIR/node$i.log.prev"
@@ -249,6 +306,7 @@ VERSION=$VERSION
 NODES=$NODES
 BASE_PORT=$BASE_PORT
 CLUSTER_ID=$cid
+CONTROLLERS=$CONTROLLERS
 EOF
   write_configs
 
@@ -256,13 +314,13 @@ EOF
   local tool_opts="-Xms64m -Xmx256m $fast -Djava.awt.headless=true -Dlog4j2.configurationFile=$CDIR/log4j2.properties"
   # Format every node's storage (in parallel; each is a short JVM).
   local fpids=()
-  for ((i = 1; i <= NODES; i++)); do
+  for ((i = 1; i <= $(total_nodes); i++)); do
     # shellcheck disable=SC2086
     java $tool_opts -cp "$libs/*" kafka.tools.StorageTool format -t "$cid" \
       -c "$CDIR/node$i.properties" >"$CDIR/node$i.format.log" 2>&1 &
     fpids+=($!)
   done
-  for ((i = 1; i <= NODES; i++)); do
+  for ((i = 1; i <= $(total_nodes); i++)); do
     wait "${fpids[$((i - 1))]}" || { cat "$CDIR/node$i.format.log" >&2; die "storage format of node $i failed"; }
   done
   local tf
@@ -275,8 +333,11 @@ EOF
     jvm+=" $fast"
   fi
   jvm+=" -Dlog4j2.configurationFile=$CDIR/log4j2.properties $JVM_EXTRA"
-  for ((i = 1; i <= NODES; i++)); do
+  for ((i = 1; i <= $(total_nodes); i++)); do
     # setsid: the node outlives this script and is not hit by signals sent to our process group.
+    # The command line is saved (one argument a line) for `restart`.
+    # shellcheck disable=SC2086
+    printf '%s\n' java $jvm -cp "$libs/*" kafka.Kafka "$CDIR/node$i.properties" >"$CDIR/node$i.cmdline"
     # shellcheck disable=SC2086
     setsid java $jvm -cp "$libs/*" kafka.Kafka "$CDIR/node$i.properties" \
       >"$CDIR/node$i.log" 2>&1 </dev/null &
@@ -291,7 +352,7 @@ EOF
     --timeout-ms $((deadline * 1000)) >"$CDIR/wait-ready.log" 2>&1 &
   wpid=$!
   while kill -0 "$wpid" 2>/dev/null; do
-    for ((i = 1; i <= NODES; i++)); do
+    for ((i = 1; i <= $(total_nodes); i++)); do
       # kill -0, not pid_of: until setsid has exec'd java the command line is still the shell's.
       if ! kill -0 "$(cat "$CDIR/node$i.pid")" 2>/dev/null; then
         kill "$wpid" 2>/dev/null || true
@@ -313,20 +374,25 @@ EOF
   fi
   local t1 rss=
   t1=$(now_ms)
-  for ((i = 1; i <= NODES; i++)); do rss+=" node$i=$(rss_mb "$(pid_of "$i")")MB"; done
+  for ((i = 1; i <= $(total_nodes); i++)); do rss+=" node$i=$(rss_mb "$(pid_of "$i")")MB"; done
   log "cluster '$NAME' (Kafka $VERSION, $NODES node(s), id $cid) ready at $bs:" \
       "format $((tf - t0)) ms, start-to-ready $((t1 - tf)) ms, total $((t1 - t0)) ms; RSS$rss"
 }
 
 do_status() {
-  local i pid ok=0 known=" "
-  for ((i = 1; i <= NODES; i++)); do
+  local i pid ok=0 known=" " port state
+  for ((i = 1; i <= $(total_nodes); i++)); do
     if pid=$(pid_of "$i"); then
       known+="$pid "
-      if port_in_use "$(client_port "$i")"; then
-        echo "node$i pid=$pid 127.0.0.1:$(client_port "$i") listening rss=$(rss_mb "$pid")MB"
+      port=$(client_port "$i")
+      is_broker "$i" || port=$(ctrl_port "$i")
+      state=$(awk '/^State:/ {print $2}' "/proc/$pid/status" 2>/dev/null)
+      if [ "$state" = T ]; then
+        echo "node$i pid=$pid 127.0.0.1:$port PAUSED (SIGSTOP)"; ok=1
+      elif port_in_use "$port"; then
+        echo "node$i pid=$pid 127.0.0.1:$port listening rss=$(rss_mb "$pid")MB"
       else
-        echo "node$i pid=$pid 127.0.0.1:$(client_port "$i") NOT listening"; ok=1
+        echo "node$i pid=$pid 127.0.0.1:$port NOT listening"; ok=1
       fi
     else
       echo "node$i down"; ok=1
@@ -338,11 +404,72 @@ do_status() {
   return $ok
 }
 
+need_node() {
+  [[ "$NODE" =~ ^[0-9]+$ ]] && [ "$NODE" -ge 1 ] && [ "$NODE" -le "$(total_nodes)" ] \
+    || die "--node must be 1..$(total_nodes)"
+}
+
+# kill: SIGKILL one node and wait (deadline) until it is gone; the pid file is removed.
+do_kill() {
+  local pid end
+  need_node
+  pid=$(pid_of "$NODE") || die "node $NODE of '$NAME' is not running"
+  kill -KILL "$pid"
+  end=$((SECONDS + ${TIMEOUT:-30}))
+  while kill -0 "$pid" 2>/dev/null; do
+    [ $SECONDS -lt $end ] || die "node $NODE (pid $pid) still alive after SIGKILL"
+    sleep 0.05 # poll interval of a deadline-bounded wait
+  done
+  rm -f "$CDIR/node$NODE.pid"
+  log "node $NODE (pid $pid) killed"
+}
+
+# restart: run the node's saved command line again (storage is not formatted), log appended.
+do_restart() {
+  local args pid
+  need_node
+  if pid=$(pid_of "$NODE"); then die "node $NODE of '$NAME' is still running (pid $pid)"; fi
+  [ -f "$CDIR/node$NODE.cmdline" ] || die "no saved command line for node $NODE (started by an older kafka-cluster.sh?)"
+  mapfile -t args <"$CDIR/node$NODE.cmdline"
+  echo "----- restart $(date -u +%FT%TZ) -----" >>"$CDIR/node$NODE.log"
+  setsid "${args[@]}" >>"$CDIR/node$NODE.log" 2>&1 </dev/null &
+  echo $! >"$CDIR/node$NODE.pid"
+  log "node $NODE restarted (pid $!)"
+  [ "$WAIT" = 1 ] || return 0
+  local deadline=${TIMEOUT:-120} wpid rc=0
+  "$HERE/peer-tools.sh" wait-ready --bootstrap "$(bootstrap_list)" --brokers "$NODES" \
+    --timeout-ms $((deadline * 1000)) >"$CDIR/wait-ready.log" 2>&1 &
+  wpid=$!
+  while kill -0 "$wpid" 2>/dev/null; do
+    if ! kill -0 "$(cat "$CDIR/node$NODE.pid")" 2>/dev/null; then
+      kill "$wpid" 2>/dev/null || true
+      tail -n 40 "$CDIR/node$NODE.log" >&2
+      die "node $NODE exited while restarting"
+    fi
+    sleep 0.1 # poll interval while the readiness probe runs
+  done
+  wait "$wpid" || rc=$?
+  [ "$rc" = 0 ] || { cat "$CDIR/wait-ready.log" >&2; die "cluster '$NAME' not ready within ${deadline}s after restarting node $NODE"; }
+}
+
+do_signal() {
+  local pid
+  need_node
+  pid=$(pid_of "$NODE") || die "node $NODE of '$NAME' is not running"
+  kill "-$1" "$pid"
+  log "node $NODE (pid $pid): SIG$1"
+}
+
 case "$CMD" in
   start) do_start ;;
+  kill) load_env; do_kill ;;
+  restart) load_env; do_restart ;;
+  pause) load_env; do_signal STOP ;;
+  resume) load_env; do_signal CONT ;;
+  pid) load_env; need_node; pid_of "$NODE" || die "node $NODE of '$NAME' is not running" ;;
   stop) load_env; do_stop ;;
   status) load_env; echo "cluster $NAME: Kafka $VERSION, $NODES node(s), id $CLUSTER_ID"; do_status ;;
   bootstrap) load_env; bootstrap_list ;;
   -h | --help | help) usage ;;
-  *) die "unknown command '$CMD' (start|stop|status|bootstrap)" ;;
+  *) die "unknown command '$CMD' (start|stop|status|bootstrap|kill|restart|pause|resume|pid)" ;;
 esac

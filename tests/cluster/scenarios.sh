@@ -1,0 +1,283 @@
+#!/usr/bin/env bash
+# scenarios.sh -- issue 4's first two "Done when" checks on a 3-broker cluster, for either backend
+# of tests/cluster/cluster.sh (docs/testing-cluster.md).
+#
+#   scenarios.sh --backend kafka|kbroker [--scenario leader-kill|isr-offline|all]
+#                [--count N] [--kills K] [--rate R] [--partitions P] [--controllers C]
+#                [--name NAME] [--base-port PORT] [--build DIR] [--kbroker PATH] [--seed S]
+#                [--keep]
+#
+# Both scenarios use topics with RF 3, min.insync.replicas=2, unclean.leader.election.enable=false
+# and 1 MiB segments (the smallest Kafka 4 accepts), the verifying producer of tests/java/robust-tools (idempotent, acks=all,
+# 5 in flight, retries; every acknowledged record logged with its partition and offset) and its
+# verifier (every acknowledged record present exactly once, in order, at its acknowledged offset;
+# no duplicates, no gaps), and kc_replicacmp (the three replicas hold the same batches).
+#
+# leader-kill: the producer writes --count records (default 200,000) to --partitions (3) at
+#   --rate records/s; --kills (10) times, once count/(K+1) more records have been acknowledged,
+#   the leader of partition k mod P is killed with SIGKILL; a new leader other than it must be
+#   elected, then the node is restarted and every partition must get its full ISR back before the
+#   next kill. All records must be acknowledged; then verify and compare.
+# isr-offline: a 1-partition topic takes writes; a follower F is paused (SIGSTOP) until it leaves
+#   the ISR, the leader takes more writes, then every in-sync replica is killed (SIGKILL). F is
+#   resumed and must be a registered broker again, and the partition must stay offline (no leader:
+#   F must not be elected) for 3 s. The killed replicas are restarted: a leader from the old ISR,
+#   the full ISR back, every acknowledged record in place, the replicas identical.
+#
+# --controllers defaults to "separate" (a controller-only node 4), so that killing brokers never
+# kills the controller; isr-offline needs that (with the controller on a killed node nobody
+# could decide anything). "node1" is the kbroker shape of issue 4 (node 1 broker+controller).
+# Exit 0 pass, 1 fail, 2 setup error (a backend that cannot start a cluster is a setup error).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+REPO=$(cd "$HERE/../.." && pwd -P)
+PEERS=$REPO/tests/peers
+export KPEER_HOME=${KPEER_HOME:-$REPO/.kpeer}
+
+BACKEND= SCENARIO=all COUNT=200000 KILLS=10 RATE=1500 PARTS=3 CONTROLLERS=separate
+NAME= BASE_PORT= BUILD=$REPO/build KBROKER= SEED=${SEED:-$RANDOM} KEEP=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --backend) BACKEND=$2; shift 2 ;;
+    --scenario) SCENARIO=$2; shift 2 ;;
+    --count) COUNT=$2; shift 2 ;;
+    --kills) KILLS=$2; shift 2 ;;
+    --rate) RATE=$2; shift 2 ;;
+    --partitions) PARTS=$2; shift 2 ;;
+    --controllers) CONTROLLERS=$2; shift 2 ;;
+    --name) NAME=$2; shift 2 ;;
+    --base-port) BASE_PORT=$2; shift 2 ;;
+    --build) BUILD=$2; shift 2 ;;
+    --kbroker) KBROKER=$2; shift 2 ;;
+    --seed) SEED=$2; shift 2 ;;
+    --keep) KEEP=1; shift ;;
+    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "scenarios: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+case "$BACKEND" in kafka | kbroker) ;; *) echo "scenarios: --backend kafka|kbroker" >&2; exit 2 ;; esac
+case "$SCENARIO" in leader-kill | isr-offline | all) ;; *) echo "scenarios: bad --scenario" >&2; exit 2 ;; esac
+NAME=${NAME:-cluster-$BACKEND}
+[ -n "$BASE_PORT" ] || BASE_PORT=$([ "$BACKEND" = kafka ] && echo 19592 || echo 19692)
+WORK=$BUILD/tests/cluster/$NAME
+RANDOM=$SEED
+
+T0=$(date +%s%3N)
+now_ms() { date +%s%3N; }
+say() { echo "scenarios[$BACKEND] +$(( ($(now_ms) - T0) / 1000 ))s: $*"; }
+FAILS=0
+fail() { echo "scenarios[$BACKEND]: FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
+PROD_PID=
+cleanup() {
+  if [ -n "$PROD_PID" ]; then kill "$PROD_PID" 2>/dev/null || true; fi
+  if [ "$KEEP" = 0 ]; then "$HERE/cluster.sh" stop --name "$NAME" >/dev/null 2>&1 || true; fi
+}
+die() { echo "scenarios[$BACKEND]: SETUP ERROR: $*" >&2; cleanup; exit 2; }
+trap cleanup EXIT
+
+cl() { "$HERE/cluster.sh" "$1" --name "$NAME" "${@:2}"; }
+command -v java >/dev/null || die "java not found"
+[ -x "$BUILD/bin/kc_replicacmp" ] || die "$BUILD/bin/kc_replicacmp missing (build the tree first)"
+export KC_REPLICACMP=$BUILD/bin/kc_replicacmp
+RT_JAR=$("$PEERS/mvn-build.sh" "$REPO/tests/java/robust-tools" robust-tools.jar) || die "robust-tools build failed"
+rt() { java -Xms64m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto -jar "$RT_JAR" "$@"; }
+
+rm -rf "$WORK"
+mkdir -p "$WORK"
+
+# wait_until SECONDS WHAT COMMAND...: poll COMMAND every 50 ms until it succeeds.
+wait_until() {
+  local secs=$1 what=$2 end
+  shift 2
+  end=$(($(now_ms) + secs * 1000))
+  until "$@"; do
+    if [ "$(now_ms)" -gt "$end" ]; then
+      echo "scenarios[$BACKEND]: timed out after ${secs}s waiting for $what" >&2
+      return 1
+    fi
+    sleep 0.05 # poll interval of a deadline-bounded wait
+  done
+}
+acked() { if [ -f "$1" ]; then grep -c '^A ' "$1" || true; else echo 0; fi; }
+acked_at_least() { [ "$(acked "$1")" -ge "$2" ]; }
+producer_alive() { kill -0 "$PROD_PID" 2>/dev/null; }
+# progress_or_dead ACKLOG N: true once N records are acknowledged or the producer has exited
+progress_or_dead() { acked_at_least "$1" "$2" || ! producer_alive; }
+
+# Overrides: short failure detection so that a run takes seconds per kill, not tens.
+OV=(--override replica.lag.time.max.ms=3000 --override unclean.leader.election.enable=false
+    --override min.insync.replicas=2)
+if [ "$BACKEND" = kafka ]; then
+  OV+=(--override broker.session.timeout.ms=3000 --override broker.heartbeat.interval.ms=500)
+fi
+KB=()
+[ -n "$KBROKER" ] && KB=(--kbroker "$KBROKER")
+
+say "seed $SEED; starting a 3-broker $BACKEND cluster '$NAME' (controllers: $CONTROLLERS, base port $BASE_PORT)"
+cl start --backend "$BACKEND" --controllers "$CONTROLLERS" --base-port "$BASE_PORT" --build "$BUILD" \
+  "${KB[@]}" "${OV[@]}" --timeout 120 || die "the $BACKEND cluster did not start (see above)"
+BS=$(cl bootstrap)
+TOPIC_CFG=(min.insync.replicas=2 unclean.leader.election.enable=false segment.bytes=1048576)
+
+# compare_converged TOPIC PARTS: every partition's replicas hold the same batches and end at the
+# same offset (polled: followers may still be fetching the last batches).
+compare_converged() {
+  local t=$1 n=$2 p
+  for ((p = 0; p < n; p++)); do
+    if ! wait_until 60 "replicas of $t-$p to converge" \
+        bash -c "'$HERE/cluster.sh' compare --name '$NAME' '$t' $p --same-end >'$WORK/compare-$t-$p.log' 2>&1"; then
+      cat "$WORK/compare-$t-$p.log" >&2
+      fail "$t-$p: the replicas differ (kc_replicacmp above)"
+    else
+      say "$t-$p: $(tail -1 "$WORK/compare-$t-$p.log")"
+    fi
+  done
+}
+
+verify_topic() {
+  local t=$1 acklog=$2
+  if rt verify --bootstrap "$BS" --topic "$t" --ack-log "$acklog" >"$WORK/verify-$t.log" 2>&1; then
+    say "$t: $(grep '^verify ' "$WORK/verify-$t.log")"
+  else
+    cat "$WORK/verify-$t.log" >&2
+    fail "$t: the verifying consumer found problems (above)"
+  fi
+}
+
+# ------------------------------------------------------------------ scenario: leader-kill
+scenario_leader_kill() {
+  local t=leader-kill acklog=$WORK/leader-kill.acks k step p leader t1 rc=0 times=()
+  cl create-topic "$t" "$PARTS" "${TOPIC_CFG[@]}" >"$WORK/create-$t.log" 2>&1 \
+    || { cat "$WORK/create-$t.log" >&2; die "create-topic $t failed"; }
+  say "leader-kill: producing $COUNT records to $PARTS partitions at $RATE/s; $KILLS leader kills"
+  rt produce --bootstrap "$BS" --topic "$t" --partitions "$PARTS" --count "$COUNT" --rate "$RATE" \
+    --ack-log "$acklog" >"$WORK/produce-$t.log" 2>&1 &
+  PROD_PID=$!
+  step=$((COUNT / (KILLS + 1)))
+  for ((k = 1; k <= KILLS; k++)); do
+    wait_until 600 "$((step * k)) acknowledgements" progress_or_dead "$acklog" $((step * k)) \
+      || { fail "leader-kill: the producer stalled before kill $k"; break; }
+    if ! producer_alive; then
+      fail "leader-kill: the producer finished or died before kill $k ($(acked "$acklog") acknowledged); lower --rate"
+      break
+    fi
+    p=$(((k - 1) % PARTS))
+    leader=$(cl leader "$t" "$p")
+    [[ "$leader" =~ ^[0-9]+$ ]] || { fail "leader-kill: partition $p has no leader before kill $k"; break; }
+    t1=$(now_ms)
+    local at
+    at=$(acked "$acklog")
+    cl kill "$leader"
+    if [ "$CONTROLLERS" = node1 ] && [ "$leader" = 1 ]; then
+      : # node 1 was also the only controller: nobody elects until it is back
+    elif ! cl wait "$t" "$p" "leader!=$leader" --timeout-ms 60000 >"$WORK/elect-$k.log" 2>&1; then
+      cat "$WORK/elect-$k.log" >&2
+      fail "leader-kill: no new leader for $t-$p within 60 s of killing node $leader"
+      break
+    fi
+    local te=$(($(now_ms) - t1))
+    cl restart "$leader"
+    if ! cl wait "$t" all isr-full --timeout-ms 120000 >"$WORK/isr-$k.log" 2>&1; then
+      cat "$WORK/isr-$k.log" >&2
+      fail "leader-kill: node $leader did not rejoin every ISR within 120 s of its restart"
+      break
+    fi
+    times+=("$te/$(($(now_ms) - t1))")
+    say "kill $k: node $leader (leader of $t-$p) at $at acks; new leader after $te ms, full ISR after $(($(now_ms) - t1)) ms"
+  done
+  wait "$PROD_PID" || rc=$?
+  PROD_PID=
+  say "leader-kill: $(tail -1 "$WORK/produce-$t.log")"
+  [ "$rc" = 0 ] || fail "leader-kill: not every record was acknowledged (producer exit $rc)"
+  if grep -q "^E " "$acklog"; then fail "leader-kill: $(grep -c '^E ' "$acklog") sends failed, e.g. $(grep -m1 "^E " "$acklog")"; fi
+  verify_topic "$t" "$acklog"
+  cl wait "$t" all isr-full --timeout-ms 60000 >/dev/null 2>&1 || fail "leader-kill: ISR not full at the end"
+  compare_converged "$t" "$PARTS"
+  say "leader-kill: done (election/full-ISR ms per kill: ${times[*]:-none})"
+}
+
+# ------------------------------------------------------------------ scenario: isr-offline
+scenario_isr_offline() {
+  local t=isr-offline acklog=$WORK/isr-offline.acks desc leader isr f others=() n a0 rc=0 x
+  local count=$((COUNT / 4 > 5000 ? COUNT / 4 : 5000)) rate=$((RATE / 3 > 100 ? RATE / 3 : 100))
+  cl create-topic "$t" 1 "${TOPIC_CFG[@]}" >"$WORK/create-$t.log" 2>&1 \
+    || { cat "$WORK/create-$t.log" >&2; die "create-topic $t failed"; }
+  desc=$(cl describe "$t" | grep "^partition $t 0 ")
+  leader=$(sed -n 's/.* leader=\([0-9]*\) .*/\1/p' <<<"$desc")
+  isr=$(sed -n 's/.* isr=\([0-9,]*\) .*/\1/p' <<<"$desc")
+  [ -n "$leader" ] || die "isr-offline: no leader: $desc"
+  for x in ${isr//,/ }; do [ "$x" != "$leader" ] && others+=("$x"); done
+  f=${others[$((RANDOM % 2))]}
+  say "isr-offline: $desc; follower to cut off: $f"
+  rt produce --bootstrap "$BS" --topic "$t" --partitions 1 --count "$count" --rate "$rate" \
+    --ack-log "$acklog" >"$WORK/produce-$t.log" 2>&1 &
+  PROD_PID=$!
+  wait_until 120 "first acknowledgements" progress_or_dead "$acklog" $((count / 5)) || true
+  producer_alive || { fail "isr-offline: the producer ended early; lower --rate"; wait "$PROD_PID" || true; PROD_PID=; return; }
+  cl pause "$f"
+  if ! cl wait "$t" 0 "isr-without=$f+has-leader" --timeout-ms 60000 >"$WORK/shrink.log" 2>&1; then
+    cat "$WORK/shrink.log" >&2
+    fail "isr-offline: paused follower $f was not removed from the ISR within 60 s"
+    cl resume "$f" || true
+    return
+  fi
+  say "isr-offline: follower $f left the ISR: $(head -1 "$WORK/shrink.log")"
+  # The leader takes writes the paused follower does not have.
+  a0=$(acked "$acklog")
+  wait_until 120 "writes after the shrink" progress_or_dead "$acklog" $((a0 + count / 10)) || true
+  producer_alive || { fail "isr-offline: the producer ended before the in-sync replicas were killed; lower --rate"; }
+  desc=$(cl describe "$t" | grep "^partition $t 0 ")
+  isr=$(sed -n 's/.* isr=\([0-9,]*\) .*/\1/p' <<<"$desc")
+  say "isr-offline: $(acked "$acklog") acknowledged; killing every in-sync replica ($isr)"
+  for x in ${isr//,/ }; do cl kill "$x"; done
+  cl resume "$f"
+  # F must be back as a live broker (it could be elected now if unclean election were allowed) ...
+  if ! wait_until 60 "node $f to be a registered broker again" \
+      bash -c "'$HERE/cluster.sh' describe --name '$NAME' $t 2>/dev/null | grep -q '^cluster .* brokers=\(.*,\)\?$f\(,.*\)\?$'"; then
+    fail "isr-offline: resumed node $f did not come back as a broker"
+  fi
+  # ... and the partition must be and stay offline.
+  if cl wait "$t" 0 no-leader --hold-ms 3000 --timeout-ms 60000 >"$WORK/offline.log" 2>&1; then
+    say "isr-offline: offline while only the lagging follower is up: $(head -1 "$WORK/offline.log")"
+  else
+    cat "$WORK/offline.log" >&2
+    fail "isr-offline: the partition did not stay offline with only the out-of-sync follower $f alive (unclean election?)"
+  fi
+  # Divergent tails: what each killed replica held when it died (informational).
+  "$KC_REPLICACMP" "$(cl partdir 1 "$t" 0)" "$(cl partdir 2 "$t" 0)" "$(cl partdir 3 "$t" 0)" \
+    >"$WORK/before-restart.log" 2>&1 || true
+  grep '^replica ' "$WORK/before-restart.log" | sed 's/^/    before restart: /'
+  for x in ${isr//,/ }; do cl restart "$x"; done
+  if ! cl wait "$t" 0 "has-leader+isr-full" --timeout-ms 120000 >"$WORK/back.log" 2>&1; then
+    cat "$WORK/back.log" >&2
+    fail "isr-offline: no leader with a full ISR within 120 s of restarting $isr"
+  else
+    n=$(sed -n 's/.* leader=\([0-9]*\) .*/\1/p' "$WORK/back.log" | head -1)
+    [ "$n" != "$f" ] || fail "isr-offline: the out-of-sync follower $f became leader"
+    say "isr-offline: back: $(head -1 "$WORK/back.log")"
+  fi
+  wait "$PROD_PID" || rc=$?
+  PROD_PID=
+  say "isr-offline: $(tail -1 "$WORK/produce-$t.log")"
+  [ "$rc" = 0 ] || fail "isr-offline: not every record was acknowledged (producer exit $rc)"
+  verify_topic "$t" "$acklog"
+  compare_converged "$t" 1
+}
+
+case "$SCENARIO" in
+  leader-kill) scenario_leader_kill ;;
+  isr-offline) scenario_isr_offline ;;
+  all) scenario_leader_kill; scenario_isr_offline ;;
+esac
+
+if [ "$KEEP" = 0 ]; then
+  cl stop >/dev/null 2>&1 || fail "stopping the cluster failed"
+fi
+trap - EXIT
+if [ "$FAILS" = 0 ]; then
+  say "PASS ($SCENARIO; logs in $WORK)"
+  exit 0
+fi
+say "FAILED: $FAILS problem(s) (seed $SEED; logs in $WORK and $KPEER_HOME/$NAME)"
+exit 1
