@@ -53,9 +53,9 @@ typedef struct kc_replica_s {
     int nseg;
     kc_batch_t *b;
     size_t nb, cap;
-    int64_t start;    /* first batch's base offset, or -1 when empty */
-    int64_t end;      /* last batch's last offset + 1, or -1 when empty */
-    size_t torn;      /* bytes after the last whole batch of the last segment */
+    int64_t start; /* first batch's base offset, or -1 when empty */
+    int64_t end;   /* last batch's last offset + 1, or -1 when empty */
+    size_t torn;   /* bytes after the last whole batch of the last segment */
 } kc_replica_t;
 
 static int kc_verbose;
@@ -244,8 +244,9 @@ static void kc_print_batch(const char *tag, const kc_replica_t *r, size_t bi)
 
 static void kc_usage(void)
 {
-    fprintf(stderr,
-            "usage: kc_replicacmp [--upto OFFSET] [--same-end] [-v] PARTDIR PARTDIR [PARTDIR...]\n");
+    fprintf(
+        stderr,
+        "usage: kc_replicacmp [--upto OFFSET] [--same-end] [-v] PARTDIR PARTDIR [PARTDIR...]\n");
 }
 
 int main(int argc, char **argv)
@@ -370,8 +371,7 @@ int main(int argc, char **argv)
                "..%" PRId64 ")%s\n",
                nrep, compared, start, limit - 1, same_end ? ", same log end" : "");
     else
-        printf("replicacmp: DIFFERENT (%zu batches identical before the difference)\n",
-               compared);
+        printf("replicacmp: DIFFERENT (%zu batches identical before the difference)\n", compared);
 
     for (i = 0; i < nrep; i++) {
         int s;
