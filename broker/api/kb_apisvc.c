@@ -287,6 +287,37 @@ void kb_apisvc_set_txn_verify(kb_apisvc_t *svc, kb_txn_verify_fn *fn, void *opaq
     pthread_rwlock_unlock(&svc->hook_rw);
 }
 
+void kb_apisvc_set_cluster(kb_apisvc_t *svc, kb_cluster_fn *fn, void *opaque)
+{
+    pthread_rwlock_wrlock(&svc->hook_rw);
+    svc->cluster = fn;
+    svc->cluster_opaque = opaque;
+    pthread_rwlock_unlock(&svc->hook_rw);
+}
+
+int kb_apisvc_cluster(kb_apisvc_t *svc, const char *listener, bool include_fenced,
+                      kb_cluster_node_t **out, size_t *cnt, int32_t *controller_id)
+{
+    const char *host;
+    int rc = -1;
+
+    pthread_rwlock_rdlock(&svc->hook_rw);
+    if (svc->cluster)
+        rc = svc->cluster(svc->cluster_opaque, listener, include_fenced, out, cnt, controller_id);
+    pthread_rwlock_unlock(&svc->hook_rw);
+    if (rc == 0)
+        return 0;
+    *out = calloc(1, sizeof(**out));
+    if (!*out)
+        return -1;
+    kb_h_endpoint(svc, listener, &host, &(*out)->port);
+    snprintf((*out)->host, sizeof((*out)->host), "%s", host);
+    (*out)->id = kb_meta_node_id(svc->meta);
+    *cnt = 1;
+    *controller_id = (*out)->id;
+    return 0;
+}
+
 kb_apisvc_t *kb_apisvc_new(const kb_apisvc_opts_t *o, char *errstr, size_t errstr_size)
 {
     kb_apisvc_t *svc = calloc(1, sizeof(*svc));

@@ -52,6 +52,27 @@ typedef int16_t(kb_txn_verify_fn)(void *opaque, const char *transactional_id, in
                                   int16_t epoch, const char *topic, int32_t partition,
                                   int16_t produce_version);
 
+/** A broker as Metadata and DescribeCluster list it (kb_cluster_fn). */
+typedef struct kb_cluster_node_s {
+    int32_t id;
+    char host[256]; /**< its endpoint for the listener the request came in on */
+    int32_t port;
+    char rack[128];
+    bool has_rack;
+    bool fenced;
+} kb_cluster_node_t;
+
+/**
+ * The cluster's brokers for a request that came in on listener @p listener (broker/ctrl
+ * installs it; without it a broker lists only itself): a malloc'd array (caller frees) of the
+ * registered brokers that have an endpoint for that listener, sorted by id, fenced ones only
+ * with @p include_fenced. *@p controller_id gets the id Metadata and DescribeCluster report
+ * (as KRaft brokers: a live broker, clients send their admin requests there). 0, or -1 (then
+ * the broker lists itself). @thread handler; must not block.
+ */
+typedef int(kb_cluster_fn)(void *opaque, const char *listener, bool include_fenced,
+                           kb_cluster_node_t **out, size_t *cnt, int32_t *controller_id);
+
 struct kb_apisvc_s {
     const kb_config_t *cfg;
     kb_broker_t *kb; /**< NULL when created by a test */
@@ -64,6 +85,8 @@ struct kb_apisvc_s {
     pthread_rwlock_t hook_rw;
     kb_txn_verify_fn *txn_verify;
     void *txn_verify_opaque;
+    kb_cluster_fn *cluster;
+    void *cluster_opaque;
     bool initpid_registered;
     int16_t registered[32];
     size_t registered_cnt;
@@ -94,6 +117,15 @@ kb_apisvc_t *kb_apisvc_of(const kb_broker_t *kb);
 
 /** Install (or with NULL remove) the transaction verification hook of Produce. */
 void kb_apisvc_set_txn_verify(kb_apisvc_t *svc, kb_txn_verify_fn *fn, void *opaque);
+
+/** Install (or with NULL remove) the cluster's broker list of Metadata and DescribeCluster. */
+void kb_apisvc_set_cluster(kb_apisvc_t *svc, kb_cluster_fn *fn, void *opaque);
+
+/** The brokers to list for a request on @p listener: the installed kb_cluster_fn's answer, or
+ *  this broker alone at its advertised endpoint (and itself as controller). A malloc'd array
+ *  (caller frees). 0 or -1 (no memory). @thread handler */
+int kb_apisvc_cluster(kb_apisvc_t *svc, const char *listener, bool include_fenced,
+                      kb_cluster_node_t **out, size_t *cnt, int32_t *controller_id);
 
 /** Whether @p ctx is a request the broker sent to itself (see KB_PRINCIPAL_INTERNAL). */
 bool kb_apisvc_privileged(const kb_reqctx_t *ctx);

@@ -1,8 +1,9 @@
 /*
  * kb_h_metadata.c -- Metadata v0-13 and DescribeCluster v0-2.
  *
- * Metadata: this broker (the advertised endpoint of the listener the request came in on),
- * cluster id (v2+), controller id = this node (as KRaft brokers answer with a broker id),
+ * Metadata: the cluster's live brokers (kb_apisvc_cluster: the advertised endpoint of the
+ * listener the request came in on; this broker alone without broker/ctrl), cluster id (v2+),
+ * controller id = a live broker (as KRaft brokers answer),
  * topics: all (null list, or empty in v0), or the named ones (by id from v10 when the name is
  * null: UNKNOWN_TOPIC_ID), with topic ids (v10+), internal flags, leader epochs (v7+), replica
  * and ISR lists, offline replicas (v5+). A missing topic is created when
@@ -51,11 +52,41 @@ static int kb_metadata_fill_topic(kb_apisvc_t *svc, kb_reqctx_t *ctx,
     mt->Partitions.cnt = n;
     for (int32_t i = 0; i < n; i++) {
         kp_MetadataResponse_MetadataResponsePartition_t *p = &mt->Partitions.v[i];
+        kb_meta_part_state_t st;
         kb_part_t *part = NULL;
         int rc = kb_meta_part(svc->meta, ti->name, i, &part);
         kp_MetadataResponse_MetadataResponsePartition_init(p);
         p->PartitionIndex = i;
         p->LeaderEpoch = epochs[i];
+        if (part)
+            kb_part_release(part);
+        if (kb_meta_part_state(svc->meta, &ti->id, i, &st) == KB_META_OK && st.nreplicas > 0) {
+            /* The image's replicas, ISR and leader (a cluster: replicas on other brokers). */
+            int32_t *rv = kp_arena_calloc(ctx->arena, (size_t)st.nreplicas + 1, sizeof(*rv));
+            int32_t *iv = kp_arena_calloc(ctx->arena, (size_t)st.nisr + 1, sizeof(*iv));
+            if (!rv || !iv) {
+                free(epochs);
+                return -1;
+            }
+            memcpy(rv, st.replicas, (size_t)st.nreplicas * sizeof(*rv));
+            memcpy(iv, st.isr, (size_t)st.nisr * sizeof(*iv));
+            p->ReplicaNodes.v = rv;
+            p->ReplicaNodes.cnt = st.nreplicas;
+            p->IsrNodes.v = iv;
+            p->IsrNodes.cnt = st.nisr;
+            p->LeaderId = st.leader;
+            p->LeaderEpoch = st.leader_epoch;
+            p->OfflineReplicas.cnt = 0;
+            /* A leader here without its local log, or no leader at all. */
+            if (st.leader < 0 || (st.leader == node && rc != KB_META_OK))
+                p->ErrorCode = KP_ERR_LEADER_NOT_AVAILABLE;
+            if (st.leader == node && rc != KB_META_OK) {
+                p->LeaderId = -1;
+                p->OfflineReplicas.v = one;
+                p->OfflineReplicas.cnt = 1;
+            }
+            continue;
+        }
         p->ReplicaNodes.v = one;
         p->ReplicaNodes.cnt = 1;
         if (rc == KB_META_OK) {
@@ -63,7 +94,6 @@ static int kb_metadata_fill_topic(kb_apisvc_t *svc, kb_reqctx_t *ctx,
             p->IsrNodes.v = one;
             p->IsrNodes.cnt = 1;
             p->OfflineReplicas.cnt = 0;
-            kb_part_release(part);
         } else {
             p->ErrorCode = KP_ERR_LEADER_NOT_AVAILABLE;
             p->LeaderId = -1;
@@ -100,24 +130,32 @@ static kb_api_result_t kb_metadata_build(kb_apisvc_t *svc, kb_reqctx_t *ctx,
     int16_t ver = ctx->api_version;
     kp_MetadataRequest_t rq = *rqp;
     kp_MetadataResponse_t resp;
-    const char *host;
-    int32_t port;
+    kb_cluster_node_t *nodes = NULL;
+    size_t nnodes = 0;
     bool all, autocreate;
     kb_topic_info_t *list = NULL;
     size_t nlist = 0, nt = 0;
 
     kp_MetadataResponse_init(&resp);
-    resp.Brokers.v = kp_arena_calloc(ctx->arena, 1, sizeof(*resp.Brokers.v));
-    if (!resp.Brokers.v)
+    if (kb_apisvc_cluster(svc, ctx->listener, false, &nodes, &nnodes, &resp.ControllerId) != 0)
         return KB_API_CLOSE;
-    kp_MetadataResponse_MetadataResponseBroker_init(&resp.Brokers.v[0]);
-    kb_h_endpoint(svc, ctx->listener, &host, &port);
-    resp.Brokers.v[0].NodeId = kb_meta_node_id(svc->meta);
-    resp.Brokers.v[0].Host = kb_h_view(host);
-    resp.Brokers.v[0].Port = port;
-    resp.Brokers.cnt = 1;
+    resp.Brokers.v = kp_arena_calloc(ctx->arena, nnodes + 1, sizeof(*resp.Brokers.v));
+    if (!resp.Brokers.v) {
+        free(nodes);
+        return KB_API_CLOSE;
+    }
+    for (size_t i = 0; i < nnodes; i++) {
+        kp_MetadataResponse_MetadataResponseBroker_t *b = &resp.Brokers.v[i];
+        kp_MetadataResponse_MetadataResponseBroker_init(b);
+        b->NodeId = nodes[i].id;
+        b->Host = kb_h_fmt(ctx->arena, "%s", nodes[i].host);
+        b->Port = nodes[i].port;
+        if (nodes[i].has_rack)
+            b->Rack = kb_h_fmt(ctx->arena, "%s", nodes[i].rack);
+    }
+    resp.Brokers.cnt = (int32_t)nnodes;
+    free(nodes);
     resp.ClusterId = kb_h_view(kb_meta_cluster_id(svc->meta));
-    resp.ControllerId = kb_meta_node_id(svc->meta);
     resp.ClusterAuthorizedOperations =
         ver >= 8 && ver <= 10 && rq.IncludeClusterAuthorizedOperations ? kb_h_cluster_ops()
                                                                        : INT32_MIN;
@@ -227,8 +265,8 @@ static kb_api_result_t kb_describe_cluster_handle(void *opaque, kb_req_t *req, k
     kb_reqctx_t *ctx = kb_req_ctx(req);
     kp_DescribeClusterRequest_t rq;
     kp_DescribeClusterResponse_t resp;
-    const char *host;
-    int32_t port;
+    kb_cluster_node_t *nodes = NULL;
+    size_t nnodes = 0;
 
     if (kb_h_decode(ctx, &kp_DescribeClusterRequest_desc, &rq) != 0)
         return KB_API_CLOSE;
@@ -244,17 +282,26 @@ static kb_api_result_t kb_describe_cluster_handle(void *opaque, kb_req_t *req, k
         resp.ControllerId = -1;
         return kb_h_respond(ctx, &kp_DescribeClusterResponse_desc, &resp, respp);
     }
-    resp.ControllerId = kb_meta_node_id(svc->meta);
-    resp.Brokers.v = kp_arena_calloc(ctx->arena, 1, sizeof(*resp.Brokers.v));
-    if (!resp.Brokers.v)
+    if (kb_apisvc_cluster(svc, ctx->listener, ctx->api_version >= 2 && rq.IncludeFencedBrokers,
+                          &nodes, &nnodes, &resp.ControllerId) != 0)
         return KB_API_CLOSE;
-    kp_DescribeClusterResponse_DescribeClusterBroker_init(&resp.Brokers.v[0]);
-    kb_h_endpoint(svc, ctx->listener, &host, &port);
-    resp.Brokers.v[0].BrokerId = kb_meta_node_id(svc->meta);
-    resp.Brokers.v[0].Host = kb_h_view(host);
-    resp.Brokers.v[0].Port = port;
-    resp.Brokers.v[0].IsFenced = false;
-    resp.Brokers.cnt = 1;
+    resp.Brokers.v = kp_arena_calloc(ctx->arena, nnodes + 1, sizeof(*resp.Brokers.v));
+    if (!resp.Brokers.v) {
+        free(nodes);
+        return KB_API_CLOSE;
+    }
+    for (size_t i = 0; i < nnodes; i++) {
+        kp_DescribeClusterResponse_DescribeClusterBroker_t *b = &resp.Brokers.v[i];
+        kp_DescribeClusterResponse_DescribeClusterBroker_init(b);
+        b->BrokerId = nodes[i].id;
+        b->Host = kb_h_fmt(ctx->arena, "%s", nodes[i].host);
+        b->Port = nodes[i].port;
+        if (nodes[i].has_rack)
+            b->Rack = kb_h_fmt(ctx->arena, "%s", nodes[i].rack);
+        b->IsFenced = nodes[i].fenced;
+    }
+    resp.Brokers.cnt = (int32_t)nnodes;
+    free(nodes);
     resp.ClusterAuthorizedOperations =
         rq.IncludeClusterAuthorizedOperations ? kb_h_cluster_ops() : INT32_MIN;
     return kb_h_respond(ctx, &kp_DescribeClusterResponse_desc, &resp, respp);

@@ -30,6 +30,12 @@
 #include "kb_aclmod.h"
 #endif
 
+/* broker/ctrl: the cluster control plane (registration, heartbeats, the broker list); after
+ * "api", whose metadata and service it uses. */
+#ifdef KB_HAVE_CTRL
+#include "kb_ctrlmod.h"
+#endif
+
 /* broker/host: the kbx plugin host (plugin.paths); after the api module, whose metadata and
  * partitions it serves to plugins. */
 #ifdef KB_HAVE_HOST
@@ -62,6 +68,9 @@ const kb_module_t *const kb_modules[] = {
 #endif
 #ifdef KB_HAVE_ACL
     &kb_module_acl,
+#endif
+#ifdef KB_HAVE_CTRL
+    &kb_module_ctrl,
 #endif
 #ifdef KB_HAVE_HOST
     &kb_module_host,

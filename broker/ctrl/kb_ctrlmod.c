@@ -1,0 +1,688 @@
+/*
+ * kb_ctrlmod.c -- the cluster control plane module (kb_ctrlmod.h): the controller's registration
+ * and heartbeat handlers and session reaper, and a broker-only node's controller channel.
+ *
+ * Threads: "kb-ctrl" runs the reaper (controller) or drives the kc_ client (broker-only); it
+ * waits on a condition variable or in kc_client_poll with a timeout, never sleeps. Handlers run
+ * on handler threads and touch only the registry (its own mutex).
+ */
+#include "kb_ctrlmod.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kb_apilog.h"
+#include "kb_apisvc.h"
+#include "kb_ctrl_reg.h"
+#include "kb_net.h"
+#include "kb_part.h"
+#include "kb_time.h"
+#include "kc_client.h"
+#include "kp_errcode.h"
+#include "kp_msgs.h"
+
+#define KB_CTRL_MAGIC   0x6b637472u /* "kctr" */
+#define KB_CTRL_TICK_MS 100
+
+typedef struct kb_ctrl_s {
+    uint32_t magic;
+    kb_broker_t *kb;
+    const kb_config_t *cfg;
+    kb_apisvc_t *svc;
+    bool controller; /* this process is the controller */
+    bool remote;     /* broker-only: the controller is another process */
+    kb_ctrl_reg_t *reg;
+    int64_t self_epoch; /* combined node: its own registration */
+
+    pthread_t thr;
+    bool thr_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+
+    /* broker-only: the channel (state under mu; the kc_ client is driven by "kb-ctrl") */
+    kc_client_t *kc;
+    kp_uuid_t incarnation;
+    int64_t epoch; /* -1: not registered */
+    bool inflight;
+    bool want_shutdown, should_shutdown;
+    bool fenced;
+    int64_t next_ms;    /* when the next registration / heartbeat is due */
+    int64_t last_ok_ms; /* last answer from the controller (-1 never) */
+    bool reported_down;
+    int16_t reg_version; /* BrokerRegistration version of the request in flight */
+    kp_BrokerRegistrationRequest_t rq_reg;
+    kp_BrokerRegistrationRequest_Listener_t rq_lst[KB_CTRL_MAX_ENDPOINTS];
+    kp_BrokerHeartbeatRequest_t rq_hb;
+} kb_ctrl_t;
+
+static kp_str_t kb_ctrl_view(const char *s)
+{
+    kp_str_t v = {.ptr = s, .len = (int32_t)strlen(s)};
+    return v;
+}
+
+/* ---- the controller: handlers ------------------------------------------------------------- */
+
+/* Controller APIs are served on the controller listeners only (all listeners when none is
+ * named: a self-contained node). */
+static bool kb_ctrl_listener_ok(const kb_ctrl_t *ctl, const kb_reqctx_t *ctx)
+{
+    const char *names = ctl->cfg->controller_listener_names;
+    size_t llen;
+    if (!names || !*names)
+        return true;
+    if (!ctx->listener)
+        return false;
+    llen = strlen(ctx->listener);
+    for (const char *p = names; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == llen && strncasecmp(p, ctx->listener, n) == 0)
+            return true;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return false;
+}
+
+static int kb_ctrl_decode(kb_reqctx_t *ctx, const kp_msg_desc_t *desc, void *msg)
+{
+    kp_msg_init(desc, msg);
+    if (kp_msg_decode(desc, &ctx->body, ctx->arena, msg, ctx->api_version) != 0) {
+        kb_log_info("ctrl", "%s: malformed %s v%d: %s", ctx->peer, desc->name, ctx->api_version,
+                    ctx->body.errstr ? ctx->body.errstr : "?");
+        return -1;
+    }
+    return 0;
+}
+
+static kb_api_result_t kb_ctrl_respond(kb_reqctx_t *ctx, const kp_msg_desc_t *desc, const void *msg,
+                                       kb_resp_t **respp)
+{
+    kp_writer_t wr;
+    kp_writer_init(&wr);
+    if (kp_msg_encode(desc, &wr, msg, ctx->api_version) != 0) {
+        kb_log_error("ctrl", "cannot encode %s v%d", desc->name, ctx->api_version);
+        kp_writer_free(&wr);
+        return KB_API_CLOSE;
+    }
+    *respp = kb_resp_from_writer(&wr);
+    kp_writer_free(&wr);
+    return *respp ? KB_API_RESPOND : KB_API_CLOSE;
+}
+
+static kb_ctrl_t *kb_ctrl_check(void *opaque, kb_reqctx_t *ctx)
+{
+    kb_ctrl_t *ctl = opaque;
+    if (!ctl || ctl->magic != KB_CTRL_MAGIC)
+        return NULL;
+    if (!kb_ctrl_listener_ok(ctl, ctx)) {
+        kb_log_info("ctrl",
+                    "%s: %s on listener %s, which is not a controller listener "
+                    "(controller.listener.names): connection closed",
+                    ctx->peer,
+                    ctx->api_key == KP_APIKEY_BrokerRegistration ? "BrokerRegistration"
+                                                                 : "BrokerHeartbeat",
+                    ctx->listener ? ctx->listener : "?");
+        return NULL;
+    }
+    return ctl;
+}
+
+static kb_api_result_t kb_ctrl_h_register(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    kb_ctrl_t *ctl = kb_ctrl_check(opaque, ctx);
+    kp_BrokerRegistrationRequest_t rq;
+    kp_BrokerRegistrationResponse_t resp;
+    kb_ctrl_broker_t b;
+    const char *cid;
+
+    if (!ctl || kb_ctrl_decode(ctx, &kp_BrokerRegistrationRequest_desc, &rq) != 0)
+        return KB_API_CLOSE;
+    kp_BrokerRegistrationResponse_init(&resp);
+    memset(&b, 0, sizeof(b));
+    b.id = rq.BrokerId;
+    b.incarnation = rq.IncarnationId;
+    cid = kb_meta_cluster_id(ctl->svc->meta);
+    if (rq.ClusterId.len != (int32_t)strlen(cid) ||
+        memcmp(rq.ClusterId.ptr, cid, strlen(cid)) != 0) {
+        kb_log_warn("ctrl", "broker %" PRId32 " (%s) registers for cluster %.*s, this is %s",
+                    rq.BrokerId, ctx->peer, rq.ClusterId.len < 0 ? 0 : (int)rq.ClusterId.len,
+                    rq.ClusterId.ptr ? rq.ClusterId.ptr : "", cid);
+        resp.ErrorCode = KP_ERR_INCONSISTENT_CLUSTER_ID;
+        return kb_ctrl_respond(ctx, &kp_BrokerRegistrationResponse_desc, &resp, respp);
+    }
+    if (rq.Listeners.cnt < 0 || rq.Listeners.cnt > KB_CTRL_MAX_ENDPOINTS) {
+        resp.ErrorCode = KP_ERR_INVALID_REQUEST;
+        return kb_ctrl_respond(ctx, &kp_BrokerRegistrationResponse_desc, &resp, respp);
+    }
+    for (int32_t i = 0; i < rq.Listeners.cnt; i++) {
+        const kp_BrokerRegistrationRequest_Listener_t *l = &rq.Listeners.v[i];
+        kb_ctrl_endpoint_t *e = &b.endpoints[b.nendpoints];
+        if (l->Name.len <= 0 || (size_t)l->Name.len >= sizeof(e->name) || l->Host.len < 0 ||
+            (size_t)l->Host.len >= sizeof(e->host) || memchr(l->Name.ptr, 0, (size_t)l->Name.len) ||
+            (l->Host.len && memchr(l->Host.ptr, 0, (size_t)l->Host.len))) {
+            resp.ErrorCode = KP_ERR_INVALID_REQUEST;
+            return kb_ctrl_respond(ctx, &kp_BrokerRegistrationResponse_desc, &resp, respp);
+        }
+        for (int32_t k = 0; k < l->Name.len; k++)
+            e->name[k] =
+                (char)((l->Name.ptr[k] >= 'a' && l->Name.ptr[k] <= 'z') ? l->Name.ptr[k] - 'a' + 'A'
+                                                                        : l->Name.ptr[k]);
+        memcpy(e->host, l->Host.ptr, (size_t)l->Host.len);
+        e->port = l->Port;
+        e->security_protocol = l->SecurityProtocol;
+        b.nendpoints++;
+    }
+    if (rq.Rack.len > 0 && (size_t)rq.Rack.len < sizeof(b.rack) &&
+        !memchr(rq.Rack.ptr, 0, (size_t)rq.Rack.len)) {
+        memcpy(b.rack, rq.Rack.ptr, (size_t)rq.Rack.len);
+        b.has_rack = true;
+    }
+    /* Kafka unfences a broker once it has applied the metadata log as far as it was at its
+     * registration. Brokers do not fetch the metadata log yet (docs/broker.md "Cluster"), so
+     * the bar is -1 for now: unfenced at the first heartbeat. */
+    resp.ErrorCode = kb_ctrl_reg_register(ctl->reg, &b, rq.PreviousBrokerEpoch, kb_time_wall_ms(),
+                                          -1, &resp.BrokerEpoch);
+    if (resp.ErrorCode)
+        kb_log_info("ctrl", "registration of broker %" PRId32 " (%s) refused: error %d",
+                    rq.BrokerId, ctx->peer, resp.ErrorCode);
+    else
+        kb_log_info("ctrl", "broker %" PRId32 " registered from %s, broker epoch %" PRId64,
+                    rq.BrokerId, ctx->peer, resp.BrokerEpoch);
+    return kb_ctrl_respond(ctx, &kp_BrokerRegistrationResponse_desc, &resp, respp);
+}
+
+static kb_api_result_t kb_ctrl_h_heartbeat(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    kb_ctrl_t *ctl = kb_ctrl_check(opaque, ctx);
+    kp_BrokerHeartbeatRequest_t rq;
+    kp_BrokerHeartbeatResponse_t resp;
+    kb_ctrl_hb_t hb;
+
+    if (!ctl || kb_ctrl_decode(ctx, &kp_BrokerHeartbeatRequest_desc, &rq) != 0)
+        return KB_API_CLOSE;
+    kp_BrokerHeartbeatResponse_init(&resp);
+    resp.ErrorCode =
+        kb_ctrl_reg_heartbeat(ctl->reg, rq.BrokerId, rq.BrokerEpoch, rq.CurrentMetadataOffset,
+                              rq.WantFence, rq.WantShutDown, kb_time_wall_ms(), &hb);
+    if (resp.ErrorCode == 0) {
+        resp.IsCaughtUp = hb.caught_up;
+        resp.IsFenced = hb.fenced;
+        /* No partition leadership to move away yet (replication assigns it): a broker shutting
+         * down may go at once. */
+        resp.ShouldShutDown = hb.shutting_down;
+        if (hb.unfenced_now)
+            kb_log_info("ctrl", "broker %" PRId32 " unfenced", rq.BrokerId);
+        if (hb.fenced_now)
+            kb_log_info("ctrl", "broker %" PRId32 " fenced at its request", rq.BrokerId);
+    }
+    return kb_ctrl_respond(ctx, &kp_BrokerHeartbeatResponse_desc, &resp, respp);
+}
+
+static kb_api_result_t kb_ctrl_h_unregister(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_ctrl_t *ctl = opaque;
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    kp_UnregisterBrokerRequest_t rq;
+    kp_UnregisterBrokerResponse_t resp;
+
+    if (!ctl || ctl->magic != KB_CTRL_MAGIC ||
+        kb_ctrl_decode(ctx, &kp_UnregisterBrokerRequest_desc, &rq) != 0)
+        return KB_API_CLOSE;
+    kp_UnregisterBrokerResponse_init(&resp);
+    resp.ErrorCode = kb_ctrl_reg_unregister(ctl->reg, rq.BrokerId);
+    if (resp.ErrorCode)
+        resp.ErrorMessage = kb_ctrl_view("Broker id not registered.");
+    else
+        kb_log_info("ctrl", "broker %" PRId32 " unregistered by %s", rq.BrokerId, ctx->peer);
+    return kb_ctrl_respond(ctx, &kp_UnregisterBrokerResponse_desc, &resp, respp);
+}
+
+/* ---- the broker list of Metadata / DescribeCluster ----------------------------------------- */
+
+static int kb_ctrl_cluster(void *opaque, const char *listener, bool include_fenced,
+                           kb_cluster_node_t **out, size_t *cnt, int32_t *controller_id)
+{
+    kb_ctrl_t *ctl = opaque;
+    kb_ctrl_broker_t *list;
+    kb_cluster_node_t *v;
+    size_t n, k = 0, nlive = 0;
+
+    if (!ctl->controller || kb_ctrl_reg_list(ctl->reg, &list, &n) != 0)
+        return -1;
+    v = calloc(n + 1, sizeof(*v));
+    if (!v) {
+        free(list);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const kb_ctrl_broker_t *b = &list[i];
+        const kb_ctrl_endpoint_t *e = NULL;
+        if (b->fenced && !include_fenced)
+            continue;
+        for (int32_t j = 0; j < b->nendpoints && !e; j++)
+            if (listener && !strcasecmp(b->endpoints[j].name, listener))
+                e = &b->endpoints[j];
+        if (!e)
+            continue; /* no endpoint on this listener: clients of it cannot reach the broker */
+        v[k].id = b->id;
+        snprintf(v[k].host, sizeof(v[k].host), "%s", e->host);
+        v[k].port = e->port;
+        v[k].has_rack = b->has_rack;
+        memcpy(v[k].rack, b->rack, sizeof(v[k].rack));
+        v[k].fenced = b->fenced;
+        nlive += !b->fenced;
+        k++;
+    }
+    free(list);
+    if (nlive == 0) {
+        free(v);
+        return -1; /* nobody registered on this listener yet: this broker alone */
+    }
+    /* KRaft brokers report a random live broker as the controller; clients send their admin
+     * requests there and it forwards them. */
+    {
+        size_t pick = (size_t)(kb_time_mono_ns() / 1000) % nlive;
+        *controller_id = -1;
+        for (size_t i = 0; i < k; i++)
+            if (!v[i].fenced && pick-- == 0)
+                *controller_id = v[i].id;
+    }
+    *out = v;
+    *cnt = k;
+    return 0;
+}
+
+/* ---- the controller: session reaper ------------------------------------------------------- */
+
+static void kb_ctrl_reap(kb_ctrl_t *ctl)
+{
+    int32_t ids[64];
+    int64_t now = kb_time_wall_ms();
+    size_t n;
+    kb_ctrl_hb_t hb;
+
+    /* A combined node is alive while it runs. */
+    if (ctl->self_epoch > 0)
+        kb_ctrl_reg_heartbeat(ctl->reg, ctl->cfg->node_id, ctl->self_epoch,
+                              kb_meta_offset(ctl->svc->meta), false, false, now, &hb);
+    while ((n = kb_ctrl_reg_expire(ctl->reg, now, ids, 64)) > 0)
+        for (size_t i = 0; i < n; i++)
+            kb_log_warn("ctrl",
+                        "broker %" PRId32 " fenced: no heartbeat for broker.session.timeout.ms "
+                        "(%" PRId32 " ms)",
+                        ids[i], ctl->cfg->broker_session_timeout_ms);
+}
+
+/* ---- a broker-only node: the controller channel -------------------------------------------- */
+
+static void kb_ctrl_kc_log(void *opaque, int level, const char *msg)
+{
+    (void)opaque;
+    if (level <= KC_LOG_WARN)
+        kb_log_info("ctrl", "controller channel: %s", msg);
+    else
+        kb_log_debug("ctrl", "controller channel: %s", msg);
+}
+
+/* An answer (or a failure) from the controller: mu held by the caller. */
+static void kb_ctrl_chan_result(kb_ctrl_t *ctl, int err, int64_t now)
+{
+    ctl->inflight = false;
+    if (err == KC_E_OK) {
+        if (ctl->reported_down)
+            kb_log_info("ctrl", "controller %" PRId32 " at %s:%d reachable again",
+                        ctl->cfg->voter_id, ctl->cfg->voter_host, ctl->cfg->voter_port);
+        ctl->reported_down = false;
+        ctl->last_ok_ms = now;
+        return;
+    }
+    if (!ctl->reported_down)
+        kb_log_warn("ctrl", "controller %" PRId32 " at %s:%d unreachable: %s", ctl->cfg->voter_id,
+                    ctl->cfg->voter_host, ctl->cfg->voter_port, kc_err_str(err));
+    ctl->reported_down = true;
+}
+
+static void kb_ctrl_on_register(kc_client_t *kc, int err, int16_t ver, const uint8_t *body,
+                                size_t len, void *opaque)
+{
+    kb_ctrl_t *ctl = opaque;
+    kp_BrokerRegistrationResponse_t resp;
+    kp_arena_t arena, *ar = &arena;
+    kp_reader_t rd;
+    int64_t now = kb_time_mono_ms();
+
+    (void)kc;
+    kp_arena_init(ar, 1u << 20);
+    pthread_mutex_lock(&ctl->mu);
+    kb_ctrl_chan_result(ctl, err, now);
+    ctl->next_ms = now + ctl->cfg->broker_heartbeat_interval_ms;
+    if (err == KC_E_OK) {
+        kp_reader_init(&rd, body, len);
+        kp_BrokerRegistrationResponse_init(&resp);
+        if (kp_msg_decode(&kp_BrokerRegistrationResponse_desc, &rd, ar, &resp, ver) != 0) {
+            kb_log_warn("ctrl", "undecodable BrokerRegistration response v%d", ver);
+        } else if (resp.ErrorCode) {
+            kb_log_warn("ctrl", "registration with controller %" PRId32 " refused: error %d%s",
+                        ctl->cfg->voter_id, resp.ErrorCode,
+                        resp.ErrorCode == KP_ERR_DUPLICATE_BROKER_REGISTRATION
+                            ? " (an earlier incarnation's session is still valid; retrying)"
+                            : "");
+        } else {
+            ctl->epoch = resp.BrokerEpoch;
+            ctl->fenced = true;
+            ctl->next_ms = now; /* heartbeat at once: unfenced as soon as caught up */
+            kb_log_info("ctrl", "registered with controller %" PRId32 ", broker epoch %" PRId64,
+                        ctl->cfg->voter_id, resp.BrokerEpoch);
+        }
+    }
+    pthread_cond_broadcast(&ctl->cv);
+    pthread_mutex_unlock(&ctl->mu);
+    kp_arena_free(ar);
+}
+
+static void kb_ctrl_on_heartbeat(kc_client_t *kc, int err, int16_t ver, const uint8_t *body,
+                                 size_t len, void *opaque)
+{
+    kb_ctrl_t *ctl = opaque;
+    kp_BrokerHeartbeatResponse_t resp;
+    kp_arena_t arena, *ar = &arena;
+    kp_reader_t rd;
+    int64_t now = kb_time_mono_ms();
+
+    (void)kc;
+    kp_arena_init(ar, 1u << 20);
+    pthread_mutex_lock(&ctl->mu);
+    kb_ctrl_chan_result(ctl, err, now);
+    ctl->next_ms = now + ctl->cfg->broker_heartbeat_interval_ms;
+    if (err == KC_E_OK) {
+        kp_reader_init(&rd, body, len);
+        kp_BrokerHeartbeatResponse_init(&resp);
+        if (kp_msg_decode(&kp_BrokerHeartbeatResponse_desc, &rd, ar, &resp, ver) != 0) {
+            kb_log_warn("ctrl", "undecodable BrokerHeartbeat response v%d", ver);
+        } else if (resp.ErrorCode == KP_ERR_STALE_BROKER_EPOCH ||
+                   resp.ErrorCode == KP_ERR_BROKER_ID_NOT_REGISTERED) {
+            kb_log_info("ctrl",
+                        "controller %" PRId32 " lost this registration (error %d): "
+                        "registering again",
+                        ctl->cfg->voter_id, resp.ErrorCode);
+            ctl->epoch = -1;
+            ctl->next_ms = now;
+        } else if (resp.ErrorCode) {
+            kb_log_warn("ctrl", "heartbeat refused: error %d", resp.ErrorCode);
+        } else {
+            if (ctl->fenced != resp.IsFenced)
+                kb_log_info("ctrl", "%s by controller %" PRId32,
+                            resp.IsFenced ? "fenced" : "unfenced", ctl->cfg->voter_id);
+            ctl->fenced = resp.IsFenced;
+            if (resp.ShouldShutDown)
+                ctl->should_shutdown = true;
+        }
+    }
+    pthread_cond_broadcast(&ctl->cv);
+    pthread_mutex_unlock(&ctl->mu);
+    kp_arena_free(ar);
+}
+
+/* Build and send what is due (mu held). */
+static void kb_ctrl_chan_send(kb_ctrl_t *ctl, int64_t now)
+{
+    const kb_config_t *cfg = ctl->cfg;
+    int64_t id;
+    int32_t timeout = cfg->broker_heartbeat_interval_ms * 2;
+
+    if (ctl->inflight || now < ctl->next_ms)
+        return;
+    if (ctl->epoch < 0) {
+        kp_BrokerRegistrationRequest_t *rq = &ctl->rq_reg;
+        kp_BrokerRegistrationRequest_init(rq);
+        rq->BrokerId = cfg->node_id;
+        rq->ClusterId = kb_ctrl_view(kb_meta_cluster_id(ctl->svc->meta));
+        rq->IncarnationId = ctl->incarnation;
+        rq->Listeners.v = ctl->rq_lst;
+        rq->Listeners.cnt = 0;
+        for (size_t i = 0; i < cfg->adv_cnt && i < KB_CTRL_MAX_ENDPOINTS; i++) {
+            kp_BrokerRegistrationRequest_Listener_t *l = &ctl->rq_lst[rq->Listeners.cnt++];
+            int port = cfg->adv[i].port;
+            kp_BrokerRegistrationRequest_Listener_init(l);
+            /* Port 0: the port the kernel gave the listener of that name. */
+            if (port == 0 && ctl->kb->srv)
+                port = kb_server_listener_port(ctl->kb->srv, cfg->adv[i].name);
+            l->Name = kb_ctrl_view(cfg->adv[i].name);
+            l->Host = kb_ctrl_view(cfg->adv[i].host);
+            l->Port = (uint16_t)(port > 0 ? port : 0);
+            l->SecurityProtocol = 0; /* PLAINTEXT */
+        }
+        rq->Rack.ptr = NULL;
+        rq->Rack.len = -1;
+        id = kc_request_msg(ctl->kc, cfg->voter_id, &kp_BrokerRegistrationRequest_desc, -1, rq,
+                            timeout, 0, kb_ctrl_on_register, ctl);
+    } else {
+        kp_BrokerHeartbeatRequest_t *rq = &ctl->rq_hb;
+        kp_BrokerHeartbeatRequest_init(rq);
+        rq->BrokerId = cfg->node_id;
+        rq->BrokerEpoch = ctl->epoch;
+        rq->CurrentMetadataOffset = kb_meta_offset(ctl->svc->meta);
+        rq->WantFence = false;
+        rq->WantShutDown = ctl->want_shutdown;
+        id = kc_request_msg(ctl->kc, cfg->voter_id, &kp_BrokerHeartbeatRequest_desc, -1, rq,
+                            timeout, 0, kb_ctrl_on_heartbeat, ctl);
+    }
+    if (id > 0)
+        ctl->inflight = true;
+    else
+        ctl->next_ms = now + cfg->broker_heartbeat_interval_ms;
+}
+
+static void *kb_ctrl_thread(void *arg)
+{
+    kb_ctrl_t *ctl = arg;
+    pthread_mutex_lock(&ctl->mu);
+    while (!ctl->stop) {
+        if (ctl->remote) {
+            kb_ctrl_chan_send(ctl, kb_time_mono_ms());
+            pthread_mutex_unlock(&ctl->mu);
+            kc_client_poll(ctl->kc, KB_CTRL_TICK_MS);
+            pthread_mutex_lock(&ctl->mu);
+        } else {
+            struct timespec dl = kb_time_mono_deadline(KB_CTRL_TICK_MS);
+            pthread_mutex_unlock(&ctl->mu);
+            kb_ctrl_reap(ctl);
+            pthread_mutex_lock(&ctl->mu);
+            if (!ctl->stop)
+                pthread_cond_timedwait(&ctl->cv, &ctl->mu, &dl);
+        }
+    }
+    pthread_mutex_unlock(&ctl->mu);
+    return NULL;
+}
+
+/* ---- the module ------------------------------------------------------------------------------ */
+
+static void kb_ctrl_free(kb_ctrl_t *ctl)
+{
+    if (!ctl)
+        return;
+    if (ctl->kc)
+        kc_client_destroy(ctl->kc);
+    kb_ctrl_reg_free(ctl->reg);
+    pthread_cond_destroy(&ctl->cv);
+    pthread_mutex_destroy(&ctl->mu);
+    ctl->magic = 0;
+    free(ctl);
+}
+
+static int kb_module_ctrl_init(kb_broker_t *kb, void **statep, char *errstr, size_t errstr_size)
+{
+    const kb_config_t *cfg = kb->cfg;
+    kb_ctrl_t *ctl;
+    pthread_condattr_t ca;
+    int rc;
+
+    ctl = calloc(1, sizeof(*ctl));
+    if (!ctl) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return -1;
+    }
+    ctl->magic = KB_CTRL_MAGIC;
+    ctl->kb = kb;
+    ctl->cfg = cfg;
+    ctl->epoch = -1;
+    ctl->last_ok_ms = -1;
+    pthread_mutex_init(&ctl->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&ctl->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    ctl->svc = kb_apisvc_of(kb);
+    if (!ctl->svc) {
+        snprintf(errstr, errstr_size, "the ctrl module needs the api module");
+        kb_ctrl_free(ctl);
+        return -1;
+    }
+    ctl->controller = kb_config_has_role(cfg, "controller");
+    ctl->remote = !ctl->controller && kb_config_has_role(cfg, "broker");
+    kb_uuid_random(&ctl->incarnation);
+    if (ctl->controller) {
+        ctl->reg = kb_ctrl_reg_new(cfg->broker_session_timeout_ms);
+        if (!ctl->reg) {
+            snprintf(errstr, errstr_size, "out of memory");
+            kb_ctrl_free(ctl);
+            return -1;
+        }
+        rc = kb_api_register(kb->reg, KP_APIKEY_BrokerRegistration, 0, 4, kb_ctrl_h_register, ctl,
+                             0);
+        if (rc == 0)
+            rc = kb_api_register(kb->reg, KP_APIKEY_BrokerHeartbeat, 0, 2, kb_ctrl_h_heartbeat, ctl,
+                                 0);
+        if (rc == 0)
+            rc = kb_api_register(kb->reg, KP_APIKEY_UnregisterBroker, 0, 0, kb_ctrl_h_unregister,
+                                 ctl, 0);
+        if (rc != 0) {
+            snprintf(errstr, errstr_size, "cannot register the controller APIs (error %d)", rc);
+            kb_api_unregister(kb->reg, KP_APIKEY_BrokerRegistration);
+            kb_api_unregister(kb->reg, KP_APIKEY_BrokerHeartbeat);
+            kb_ctrl_free(ctl);
+            return -1;
+        }
+    } else if (ctl->remote) {
+        kc_opts_t o;
+        char cid[64];
+        kc_opts_init(&o);
+        snprintf(cid, sizeof(cid), "kbroker-%" PRId32, cfg->node_id);
+        o.client_id = cid;
+        o.log_cb = kb_ctrl_kc_log;
+        o.log_opaque = ctl;
+        o.connect_timeout_ms = cfg->broker_heartbeat_interval_ms * 2;
+        o.reconnect_backoff_max_ms = cfg->broker_heartbeat_interval_ms;
+        ctl->kc = kc_client_new(&o, errstr, errstr_size);
+        if (!ctl->kc ||
+            kc_client_node_set(ctl->kc, cfg->voter_id, cfg->voter_host, cfg->voter_port) != 0) {
+            if (ctl->kc)
+                snprintf(errstr, errstr_size, "controller.quorum.voters: cannot use %s:%d",
+                         cfg->voter_host, cfg->voter_port);
+            kb_ctrl_free(ctl);
+            return -1;
+        }
+    }
+    *statep = ctl;
+    return 0;
+}
+
+static int kb_module_ctrl_start(kb_broker_t *kb, void *state)
+{
+    kb_ctrl_t *ctl = state;
+    (void)kb;
+    if (ctl->controller && kb_config_has_role(ctl->cfg, "broker")) {
+        /* The combined node registers itself: the advertised listeners, bound ports. */
+        kb_ctrl_broker_t b;
+        memset(&b, 0, sizeof(b));
+        b.id = ctl->cfg->node_id;
+        b.incarnation = ctl->incarnation;
+        for (size_t i = 0; i < ctl->cfg->adv_cnt && i < KB_CTRL_MAX_ENDPOINTS; i++) {
+            kb_ctrl_endpoint_t *e = &b.endpoints[b.nendpoints++];
+            snprintf(e->name, sizeof(e->name), "%s", ctl->cfg->adv[i].name);
+            snprintf(e->host, sizeof(e->host), "%s", ctl->cfg->adv[i].host);
+            e->port = ctl->cfg->adv[i].port ? ctl->cfg->adv[i].port
+                                            : kb_server_listener_port(kb->srv, e->name);
+        }
+        if (kb_ctrl_reg_register(ctl->reg, &b, -1, kb_time_wall_ms(), -1, &ctl->self_epoch) != 0)
+            kb_log_error("ctrl", "cannot register this node with itself");
+        kb_ctrl_reap(ctl); /* its first heartbeat: unfenced */
+    }
+    if (ctl->controller || ctl->remote) {
+        kb_apisvc_set_cluster(ctl->svc, kb_ctrl_cluster, ctl);
+        if (pthread_create(&ctl->thr, NULL, kb_ctrl_thread, ctl) != 0) {
+            kb_log_error("ctrl", "cannot start the control-plane thread");
+            return -1;
+        }
+        ctl->thr_started = true;
+    }
+    if (ctl->remote)
+        kb_log_info("ctrl", "broker %" PRId32 ": controller %" PRId32 " at %s:%d",
+                    ctl->cfg->node_id, ctl->cfg->voter_id, ctl->cfg->voter_host,
+                    ctl->cfg->voter_port);
+    return 0;
+}
+
+static void kb_module_ctrl_stop(kb_broker_t *kb, void *state)
+{
+    kb_ctrl_t *ctl = state;
+    (void)kb;
+    if (!ctl->thr_started)
+        return;
+    pthread_mutex_lock(&ctl->mu);
+    if (ctl->remote && ctl->epoch >= 0 && ctl->last_ok_ms >= 0) {
+        /* Controlled shutdown: ask, and wait (bounded) until the controller lets us go. */
+        struct timespec dl = kb_time_mono_deadline(ctl->cfg->broker_session_timeout_ms);
+        ctl->want_shutdown = true;
+        ctl->next_ms = 0;
+        kc_client_wakeup(ctl->kc);
+        while (!ctl->should_shutdown && !ctl->reported_down && ctl->epoch >= 0)
+            if (pthread_cond_timedwait(&ctl->cv, &ctl->mu, &dl) != 0)
+                break;
+        kb_log_info("ctrl", "controlled shutdown %s",
+                    ctl->should_shutdown ? "acknowledged by the controller"
+                                         : "not acknowledged (controller unreachable)");
+    }
+    ctl->stop = true;
+    pthread_cond_broadcast(&ctl->cv);
+    pthread_mutex_unlock(&ctl->mu);
+    if (ctl->kc)
+        kc_client_wakeup(ctl->kc);
+    pthread_join(ctl->thr, NULL);
+    ctl->thr_started = false;
+    kb_apisvc_set_cluster(ctl->svc, NULL, NULL);
+}
+
+static void kb_module_ctrl_fini(kb_broker_t *kb, void *state)
+{
+    kb_ctrl_t *ctl = state;
+    if (!ctl)
+        return;
+    kb_module_ctrl_stop(kb, ctl);
+    if (ctl->controller) {
+        kb_api_unregister(kb->reg, KP_APIKEY_BrokerRegistration);
+        kb_api_unregister(kb->reg, KP_APIKEY_BrokerHeartbeat);
+        kb_api_unregister(kb->reg, KP_APIKEY_UnregisterBroker);
+    }
+    kb_ctrl_free(ctl);
+}
+
+const kb_module_t kb_module_ctrl = {
+    .name = "ctrl",
+    .init = kb_module_ctrl_init,
+    .start = kb_module_ctrl_start,
+    .stop = kb_module_ctrl_stop,
+    .fini = kb_module_ctrl_fini,
+};

@@ -1,0 +1,350 @@
+/*
+ * test_liveness.c -- a three-process kbroker cluster (node 1 broker,controller with a
+ * CONTROLLER listener; nodes 2 and 3 broker-only, registering with it): every broker appears,
+ * unfenced, in DescribeCluster and Metadata with the port it really listens on; kill -9 of a
+ * broker fences it once broker.session.timeout.ms passed (not before); its restart registers
+ * it again; kill -9 of the controller leaves the brokers serving, and after the controller's
+ * restart they register again by themselves; SIGTERM of a broker is a controlled shutdown
+ * (exit 0). Waiting is polling with deadlines, never sleeping.
+ *
+ * usage: broker_cluster_liveness KBROKER
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kbat.h"
+#include "kp_errcode.h"
+
+#define DEADLINE_MS  20000
+#define HEARTBEAT_MS 200
+#define SESSION_MS   1500
+#define CLUSTER_ID   "kbrokerClusterTest0001"
+
+static int failures;
+static char g_dir[512];
+static const char *g_kbroker;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+typedef struct node_s {
+    int id;
+    pid_t pid;
+    int out;
+    int port;  /* PLAINTEXT */
+    int cport; /* CONTROLLER (node 1) */
+} node_t;
+
+static node_t g_nodes[4];
+static int g_cport; /* the controller's port, fixed after its first start */
+
+static int pidfd_open_(pid_t pid)
+{
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static int wait_exit(pid_t pid, int ms)
+{
+    int pfd = pidfd_open_(pid), st;
+    struct pollfd p = {.fd = pfd, .events = POLLIN};
+    if (pfd < 0)
+        return -1;
+    if (poll(&p, 1, ms) <= 0) {
+        close(pfd);
+        return -1;
+    }
+    close(pfd);
+    if (waitpid(pid, &st, 0) != pid)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The port of listener @p name in the readiness line @p line, or -1. */
+static int line_port(const char *line, const char *name)
+{
+    char pat[64];
+    const char *p;
+    snprintf(pat, sizeof(pat), "%s://127.0.0.1:", name);
+    p = strstr(line, pat);
+    return p ? atoi(p + strlen(pat)) : -1;
+}
+
+static int write_config(const node_t *n, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f,
+            "node.id=%d\nlog.dirs=%s/n%d\ncluster.id=" CLUSTER_ID "\n"
+            "broker.heartbeat.interval.ms=%d\nbroker.session.timeout.ms=%d\n"
+            "controller.listener.names=CONTROLLER\n"
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+            "num.network.threads=1\nnum.io.threads=2\nlog.cleaner.enable=false\n",
+            n->id, g_dir, n->id, HEARTBEAT_MS, SESSION_MS);
+    if (n->id == 1)
+        fprintf(f,
+                "process.roles=broker,controller\n"
+                "listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d\n",
+                n->port > 0 ? n->port : 0, g_cport > 0 ? g_cport : 0);
+    else
+        fprintf(f,
+                "process.roles=broker\nlisteners=PLAINTEXT://127.0.0.1:%d\n"
+                "controller.quorum.voters=1@127.0.0.1:%d\n",
+                n->port > 0 ? n->port : 0, g_cport);
+    return fclose(f);
+}
+
+/* Start node @p id (the ports it had before, if any); 0 or -1. */
+static int start_node(int id)
+{
+    node_t *n = &g_nodes[id];
+    char cfg[700], logp[700], buf[8192];
+    int p[2];
+    size_t got = 0;
+    int64_t dl;
+
+    n->id = id;
+    snprintf(cfg, sizeof(cfg), "%s/server-%d.properties", g_dir, id);
+    snprintf(logp, sizeof(logp), "%s/kbroker-%d.log", g_dir, id);
+    if (write_config(n, cfg) != 0 || pipe2(p, O_CLOEXEC) != 0)
+        return -1;
+    n->pid = fork();
+    if (n->pid == 0) {
+        int lfd = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        char *args[] = {(char *)g_kbroker, "--config", cfg, NULL};
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(p[1], 1);
+        dup2(lfd, 2);
+        execv(args[0], args);
+        _exit(127);
+    }
+    close(p[1]);
+    n->out = p[0];
+    dl = kbat_now_ms() + DEADLINE_MS;
+    while (kbat_now_ms() < dl && got < sizeof(buf) - 1) {
+        struct pollfd pf = {.fd = n->out, .events = POLLIN};
+        ssize_t r;
+        char *line;
+        if (poll(&pf, 1, (int)(dl - kbat_now_ms())) <= 0)
+            break;
+        r = read(n->out, buf + got, sizeof(buf) - 1 - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+        buf[got] = '\0';
+        line = strstr(buf, "kbroker started (");
+        if (line && strchr(line, '\n')) {
+            n->port = line_port(line, "PLAINTEXT");
+            if (id == 1)
+                g_cport = n->cport = line_port(line, "CONTROLLER");
+            return n->port > 0 ? 0 : -1;
+        }
+    }
+    fprintf(stderr, "node %d did not start (see %s)\n", id, logp);
+    return -1;
+}
+
+static void kill_node(int id, int sig, int expect_status)
+{
+    node_t *n = &g_nodes[id];
+    int st;
+    kill(n->pid, sig);
+    st = wait_exit(n->pid, DEADLINE_MS);
+    if (expect_status >= 0)
+        CHECK(st == expect_status, "node %d exited with %d after signal %d, expected %d", id, st,
+              sig, expect_status);
+    close(n->out);
+    n->pid = 0;
+}
+
+typedef struct view_s {
+    int nbrokers;
+    int id[8], port[8];
+    bool fenced[8];
+    int controller_id;
+} view_t;
+
+/* DescribeCluster v2 (with fenced brokers) on node @p via; 0 or -1. */
+static int describe(int via, view_t *v)
+{
+    kp_DescribeClusterRequest_t rq;
+    kp_DescribeClusterResponse_t resp;
+    kp_arena_t ar;
+    int fd = kbat_connect(g_nodes[via].port), rc = -1;
+
+    memset(v, 0, sizeof(*v));
+    if (fd < 0)
+        return -1;
+    kp_arena_init(&ar, 0);
+    kp_DescribeClusterRequest_init(&rq);
+    rq.IncludeFencedBrokers = true;
+    if (kbat_call(fd, KP_APIKEY_DescribeCluster, 2, &rq, &resp, &ar) == 0 && resp.ErrorCode == 0) {
+        for (int32_t i = 0; i < resp.Brokers.cnt && i < 8; i++) {
+            v->id[i] = resp.Brokers.v[i].BrokerId;
+            v->port[i] = resp.Brokers.v[i].Port;
+            v->fenced[i] = resp.Brokers.v[i].IsFenced;
+        }
+        v->nbrokers = resp.Brokers.cnt;
+        v->controller_id = resp.ControllerId;
+        rc = 0;
+    }
+    kp_arena_free(&ar);
+    close(fd);
+    return rc;
+}
+
+/* The brokers Metadata v12 on node @p via lists (ids into @p ids); count or -1. */
+static int metadata_brokers(int via, int *ids, int *ports, int max)
+{
+    kp_MetadataRequest_t rq;
+    kp_MetadataResponse_t resp;
+    kp_arena_t ar;
+    int fd = kbat_connect(g_nodes[via].port), n = -1;
+
+    if (fd < 0)
+        return -1;
+    kp_arena_init(&ar, 0);
+    kp_MetadataRequest_init(&rq);
+    rq.Topics.cnt = 0;
+    if (kbat_call(fd, KP_APIKEY_Metadata, 12, &rq, &resp, &ar) == 0) {
+        n = resp.Brokers.cnt;
+        for (int32_t i = 0; i < resp.Brokers.cnt && i < max; i++) {
+            ids[i] = resp.Brokers.v[i].NodeId;
+            ports[i] = resp.Brokers.v[i].Port;
+        }
+    }
+    kp_arena_free(&ar);
+    close(fd);
+    return n;
+}
+
+/* The state of broker @p id in @p v: 1 unfenced, 0 fenced, -1 absent. */
+static int state_of(const view_t *v, int id)
+{
+    for (int i = 0; i < v->nbrokers && i < 8; i++)
+        if (v->id[i] == id)
+            return v->fenced[i] ? 0 : 1;
+    return -1;
+}
+
+/* Poll DescribeCluster on node @p via until broker i has state want[i] (i = 1..3; 2 = any).
+ * Returns the ms it took, or -1 on timeout (with the last view printed). */
+static int64_t wait_states(int via, int w1, int w2, int w3)
+{
+    int want[4] = {0, w1, w2, w3};
+    int64_t t0 = kbat_now_ms(), dl = t0 + DEADLINE_MS;
+    view_t v;
+    struct pollfd none = {.fd = -1};
+    while (kbat_now_ms() < dl) {
+        bool ok = describe(via, &v) == 0;
+        for (int id = 1; ok && id <= 3; id++)
+            ok = want[id] == 2 || state_of(&v, id) == want[id];
+        if (ok)
+            return kbat_now_ms() - t0;
+        poll(&none, 0, 20); /* pacing of the polling loop, not synchronisation */
+    }
+    fprintf(stderr, "view of node %d:", via);
+    for (int i = 0; i < v.nbrokers && i < 8; i++)
+        fprintf(stderr, " %d%s", v.id[i], v.fenced[i] ? "(fenced)" : "");
+    fprintf(stderr, " (wanted %d %d %d)\n", w1, w2, w3);
+    return -1;
+}
+
+static void check_ports(int via)
+{
+    view_t v;
+    CHECK(describe(via, &v) == 0, "DescribeCluster on node %d", via);
+    for (int i = 0; i < v.nbrokers && i < 8; i++) {
+        int id = v.id[i];
+        CHECK(id >= 1 && id <= 3 && v.port[i] == g_nodes[id].port,
+              "broker %d listed with port %d, it listens on %d", id, v.port[i],
+              id >= 1 && id <= 3 ? g_nodes[id].port : -1);
+    }
+    CHECK(state_of(&v, v.controller_id) == 1, "ControllerId %d is not a live broker",
+          v.controller_id);
+}
+
+int main(int argc, char **argv)
+{
+    int ids[8], ports[8], n;
+    int64_t took;
+
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s KBROKER\n", argv[0]);
+        return 2;
+    }
+    g_kbroker = argv[1];
+    if (kbat_tmpdir(g_dir, sizeof(g_dir)) != 0)
+        return 2;
+    fprintf(stderr, "data and logs in %s\n", g_dir);
+
+    /* 1. the controller, then two brokers registering with it */
+    CHECK(start_node(1) == 0 && g_cport > 0, "start node 1");
+    CHECK(start_node(2) == 0, "start node 2");
+    CHECK(start_node(3) == 0, "start node 3");
+    if (failures)
+        goto out;
+    CHECK(wait_states(1, 1, 1, 1) >= 0, "all three brokers registered and unfenced");
+    check_ports(1);
+    n = metadata_brokers(1, ids, ports, 8);
+    CHECK(n == 3, "Metadata on node 1 lists %d brokers, expected 3", n);
+    for (int i = 0; i < n && i < 8; i++)
+        CHECK(ids[i] >= 1 && ids[i] <= 3 && ports[i] == g_nodes[ids[i]].port,
+              "Metadata broker %d port %d", ids[i], ports[i]);
+
+    /* 2. kill -9 of broker 3: fenced after the session timeout, not before */
+    kill_node(3, SIGKILL, -1);
+    took = wait_states(1, 1, 1, 0);
+    fprintf(stderr, "broker 3 fenced %lld ms after kill -9\n", (long long)took);
+    CHECK(took >= 0, "broker 3 fenced after kill -9");
+    CHECK(took >= SESSION_MS - HEARTBEAT_MS - 100,
+          "broker 3 fenced after %lld ms, before the %d ms session timeout", (long long)took,
+          SESSION_MS);
+    n = metadata_brokers(1, ids, ports, 8);
+    CHECK(n == 2, "Metadata lists %d brokers with broker 3 fenced, expected 2", n);
+
+    /* 3. its restart (a new incarnation, the same port) registers it again */
+    CHECK(start_node(3) == 0, "restart node 3");
+    CHECK(wait_states(1, 1, 1, 1) >= 0, "broker 3 back after its restart");
+    check_ports(1);
+
+    /* 4. kill -9 of the controller: the brokers keep serving; after its restart they
+     *    register again by themselves */
+    kill_node(1, SIGKILL, -1);
+    n = metadata_brokers(2, ids, ports, 8);
+    CHECK(n >= 1, "broker 2 serves Metadata while the controller is down (%d)", n);
+    CHECK(start_node(1) == 0, "restart the controller on port %d", g_cport);
+    took = wait_states(1, 1, 1, 1);
+    fprintf(stderr, "brokers registered again %lld ms after the controller's restart\n",
+            (long long)took);
+    CHECK(took >= 0, "brokers registered again with the restarted controller");
+    check_ports(1);
+
+    /* 5. SIGTERM of broker 2: controlled shutdown, exit 0, then fenced */
+    kill_node(2, SIGTERM, 0);
+    CHECK(wait_states(1, 1, 0, 1) >= 0, "broker 2 fenced after its shutdown");
+
+out:
+    for (int id = 1; id <= 3; id++)
+        if (g_nodes[id].pid > 0)
+            kill_node(id, SIGTERM, 0);
+    fprintf(stderr, "%s\n", failures ? "FAILED" : "ok");
+    if (!failures)
+        kbat_rmrf(g_dir);
+    return failures ? 1 : 0;
+}
