@@ -124,6 +124,9 @@ typedef struct kb_config_s {
     int32_t replica_fetch_max_bytes;
     int32_t replica_fetch_wait_max_ms;
     int32_t num_replica_fetchers;
+    int32_t replica_fetch_min_bytes;
+    int32_t replica_fetch_response_max_bytes;
+    int32_t replica_fetch_backoff_ms;
     /* groups and offsets */
     int32_t offsets_topic_num_partitions;
     int32_t offsets_topic_replication_factor;

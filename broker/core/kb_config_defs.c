@@ -196,6 +196,12 @@ const kb_conf_def_t kb_config_defs[] = {
             "Longest wait of a follower fetch."),
     KEY_INT("num.replica.fetchers", num_replica_fetchers, "1", 1, IMAX, DYN,
             "Follower fetcher threads per source broker."),
+    KEY_INT("replica.fetch.min.bytes", replica_fetch_min_bytes, "1", 1, IMAX, 0,
+            "Bytes a follower fetch waits for (up to replica.fetch.wait.max.ms)."),
+    KEY_INT("replica.fetch.response.max.bytes", replica_fetch_response_max_bytes, "10485760", 0,
+            IMAX, 0, "Bytes of a whole follower fetch answer."),
+    KEY_INT("replica.fetch.backoff.ms", replica_fetch_backoff_ms, "1000", 0, IMAX, 0,
+            "Pause of a follower fetch after an error."),
     /* groups and offsets */
     KEY_INT("offsets.topic.num.partitions", offsets_topic_num_partitions, "50", 1, IMAX, 0,
             "Partitions of __consumer_offsets (fixed once created)."),

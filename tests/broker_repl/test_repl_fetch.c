@@ -1,0 +1,554 @@
+/*
+ * test_repl_fetch.c -- CUnit tests of the replica fetcher (broker/repl, docs/broker.md
+ * "Replication") against a real leader: two in-process brokers with network listeners, node 1
+ * leading partition f-0 with replicas {1,2}, node 2 following it with a kb_repl manager whose
+ * fetcher threads fetch over TCP through the kc_ client. Checked: the follower's segment bytes
+ * and epoch cache equal the leader's, HW propagation, acks=all completing only once the follower
+ * fetched, truncation of a divergent follower tail, resumption from the LEO after the follower
+ * broker restarts, out-of-range recovery when the leader's log start is above the follower's end.
+ * Waiting is by condition polling with deadlines. Label: unit.
+ */
+#include <CUnit/Basic.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kb_apisvc.h"
+#include "kb_apiversions.h"
+#include "kb_err.h"
+#include "kb_meta.h"
+#include "kb_part.h"
+#include "kb_repl.h"
+#include "kbat.h"
+#include "kp_batch.h"
+#include "kp_errcode.h"
+
+static kp_str_t S(const char *s)
+{
+    return (kp_str_t){s, s ? (int32_t)strlen(s) : -1};
+}
+
+typedef struct node_s {
+    char dir[512];
+    int32_t id;
+    kbat_broker_t b;
+    int pfd; /* produce requests */
+    kp_arena_t ar;
+} node_t;
+
+static void node_start(node_t *n)
+{
+    char idkv[32];
+    const char *kv[] = {idkv, "replica.lag.time.max.ms=500", NULL};
+    snprintf(idkv, sizeof(idkv), "node.id=%d", (int)n->id);
+    CU_ASSERT_EQUAL_FATAL(kbat_broker_start(&n->b, n->dir, kv), 0);
+    /* the kc_ client starts with ApiVersions, which kbat's registry lacks */
+    CU_ASSERT_EQUAL_FATAL(kb_apiversions_register(n->b.reg), 0);
+    n->pfd = kbat_connect(n->b.port);
+    CU_ASSERT_FATAL(n->pfd >= 0);
+}
+
+static void node_up(node_t *n, int32_t id)
+{
+    memset(n, 0, sizeof(*n));
+    n->id = id;
+    CU_ASSERT_EQUAL_FATAL(kbat_tmpdir(n->dir, sizeof(n->dir)), 0);
+    kp_arena_init(&n->ar, 0);
+    node_start(n);
+}
+
+static void node_stop(node_t *n)
+{
+    if (n->pfd >= 0)
+        close(n->pfd);
+    n->pfd = -1;
+    kbat_broker_stop(&n->b);
+}
+
+static void node_down(node_t *n)
+{
+    node_stop(n);
+    kp_arena_free(&n->ar);
+    kbat_rmrf(n->dir);
+}
+
+static kb_part_t *node_part(node_t *n, const char *topic)
+{
+    kb_part_t *part = NULL;
+    CU_ASSERT_EQUAL_FATAL(kb_meta_part(n->b.svc->meta, topic, 0, &part), KB_META_OK);
+    return part;
+}
+
+/* Topic @p name with one partition and topic id @p id (zero: a new one, returned in @p id). */
+static void create_topic(node_t *n, const char *name, kp_uuid_t *id)
+{
+    kb_topic_spec_t spec = {.name = name, .partitions = 1, .id = id};
+    char msg[256];
+    CU_ASSERT_EQUAL_FATAL(kb_meta_create_topic(n->b.svc->meta, &spec, false, id, msg, sizeof(msg)),
+                          0);
+}
+
+/* ---- produce -----------------------------------------------------------------------------------
+ */
+
+static void produce_send(node_t *n, const char *topic, int16_t acks, int nrec, int codec,
+                         int32_t corr)
+{
+    kp_ProduceRequest_t rq;
+    kp_ProduceRequest_TopicProduceData_t td;
+    kp_ProduceRequest_PartitionProduceData_t pd;
+    kp_writer_t wr;
+    kp_writer_init(&wr);
+    CU_ASSERT_EQUAL(kbat_batch(&wr, codec, nrec, "r", -1, -1, -1, false, false), 0);
+    kp_ProduceRequest_init(&rq);
+    kp_ProduceRequest_TopicProduceData_init(&td);
+    kp_ProduceRequest_PartitionProduceData_init(&pd);
+    rq.Acks = acks;
+    rq.TimeoutMs = KBAT_WAIT_MS;
+    td.Name = S(topic);
+    pd.Index = 0;
+    pd.Records = (kp_bytes_t){wr.buf, (int32_t)wr.len};
+    td.PartitionData.v = &pd;
+    td.PartitionData.cnt = 1;
+    rq.TopicData.v = &td;
+    rq.TopicData.cnt = 1;
+    CU_ASSERT_EQUAL_FATAL(kbat_send(n->pfd, KP_APIKEY_Produce, 9, corr, NULL, &rq), 0);
+    kp_writer_free(&wr);
+}
+
+/* Error code of the answer (-2: none within @p ms), base offset in @p base. */
+static int16_t produce_recv(node_t *n, int32_t corr, int ms, int64_t *base)
+{
+    kp_ProduceResponse_t resp;
+    int rc;
+    kp_ProduceResponse_init(&resp);
+    rc = kbat_recv(n->pfd, KP_APIKEY_Produce, 9, corr, &resp, &n->ar, ms);
+    if (rc != 0)
+        return (int16_t)(rc == -2 ? -2 : -100);
+    if (resp.Responses.cnt != 1 || resp.Responses.v[0].PartitionResponses.cnt != 1)
+        return -100;
+    if (base)
+        *base = resp.Responses.v[0].PartitionResponses.v[0].BaseOffset;
+    return resp.Responses.v[0].PartitionResponses.v[0].ErrorCode;
+}
+
+static int32_t g_corr = 100;
+
+static int16_t produce(node_t *n, const char *topic, int16_t acks, int nrec, int codec,
+                       int64_t *base)
+{
+    produce_send(n, topic, acks, nrec, codec, ++g_corr);
+    return produce_recv(n, g_corr, KBAT_WAIT_MS, base);
+}
+
+/* ---- comparing logs ----------------------------------------------------------------------------
+ */
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    uint8_t *buf;
+    long n;
+    *len = 0;
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc(n > 0 ? (size_t)n : 1);
+    if (buf && n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *len = n > 0 ? (size_t)n : 0;
+    return buf;
+}
+
+/* The bytes of the segment @p base of both logs are equal (and not empty). */
+static bool same_segment(kb_part_t *x, kb_part_t *y, int64_t base)
+{
+    char px[4200], py[4200];
+    size_t lx = 0, ly = 0;
+    uint8_t *bx, *by;
+    bool same;
+    snprintf(px, sizeof(px), "%s/%020lld.log", kb_log_dir(x->log), (long long)base);
+    snprintf(py, sizeof(py), "%s/%020lld.log", kb_log_dir(y->log), (long long)base);
+    bx = slurp(px, &lx);
+    by = slurp(py, &ly);
+    same = bx && by && lx == ly && lx > 0 && !memcmp(bx, by, lx);
+    if (!same)
+        fprintf(stderr, "segments differ: %zu vs %zu bytes\n", lx, ly);
+    free(bx);
+    free(by);
+    return same;
+}
+
+static bool same_epochs(kb_part_t *x, kb_part_t *y)
+{
+    int32_t *ex = NULL, *ey = NULL;
+    int64_t *sx = NULL, *sy = NULL;
+    size_t nx = 0, ny = 0;
+    bool same;
+    kb_log_epoch_entries(x->log, &ex, &sx, &nx);
+    kb_log_epoch_entries(y->log, &ey, &sy, &ny);
+    same = nx == ny && nx > 0 && !memcmp(ex, ey, nx * sizeof(*ex)) &&
+           !memcmp(sx, sy, nx * sizeof(*sx));
+    free(ex);
+    free(ey);
+    free(sx);
+    free(sy);
+    return same;
+}
+
+/* Wait until the follower has the leader's LEO and HW (and the leader's HW is its LEO). */
+static bool converged(kb_part_t *lp, kb_part_t *fp)
+{
+    int64_t end = kbat_now_ms() + KBAT_WAIT_MS;
+    for (;;) {
+        int64_t lleo = kb_log_leo(lp->log), fleo = kb_log_leo(fp->log);
+        if (lleo == fleo && kb_log_hw(lp->log) == lleo && kb_log_hw(fp->log) == lleo)
+            return true;
+        if (kbat_now_ms() > end) {
+            fprintf(stderr, "no convergence: leader LEO %lld HW %lld, follower LEO %lld HW %lld\n",
+                    (long long)lleo, (long long)kb_log_hw(lp->log), (long long)fleo,
+                    (long long)kb_log_hw(fp->log));
+            return false;
+        }
+        poll(NULL, 0, 5);
+    }
+}
+
+/* ---- the manager -------------------------------------------------------------------------------
+ */
+
+static node_t *g_leader; /* node 1's address, read by the endpoint function */
+
+static int endpoint(void *opaque, int32_t node_id, char *host, size_t size, int *port)
+{
+    (void)opaque;
+    if (!g_leader || node_id != g_leader->id)
+        return -1;
+    snprintf(host, size, "127.0.0.1");
+    *port = g_leader->b.port;
+    return 0;
+}
+
+static kb_repl_t *repl_new(node_t *follower)
+{
+    kb_repl_opts_t o = {.cfg = follower->b.cfg, .node_id = follower->id, .endpoint = endpoint};
+    char err[256];
+    kb_repl_t *r = kb_repl_new(&o, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    return r;
+}
+
+static const int32_t REPS[] = {1, 2};
+
+/* ---- tests -------------------------------------------------------------------------------------
+ */
+
+static void t_follow(void)
+{
+    node_t a, b;
+    kb_part_t *lp, *fp;
+    kp_uuid_t id = {{0}};
+    kb_repl_t *r;
+    kb_repl_stats_t st;
+    int64_t base = -1;
+
+    node_up(&a, 1);
+    node_up(&b, 2);
+    g_leader = &a;
+    create_topic(&a, "f", &id);
+    create_topic(&b, "f", &id);
+    lp = node_part(&a, "f");
+    fp = node_part(&b, "f");
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(lp, 3, 1, REPS, 2, REPS, 2), 0);
+    r = repl_new(&b);
+    /* not a follower yet: refused */
+    CU_ASSERT_EQUAL(kb_repl_add(r, fp), KB_E_STATE);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_follower(fp, 1, 3, 1, REPS, 2, REPS, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_repl_add(r, fp), 0);
+
+    /* plain, gzip and acks=all batches: the follower gets them byte for byte */
+    CU_ASSERT_EQUAL(produce(&a, "f", 1, 5, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_EQUAL(produce(&a, "f", 1, 4, KP_CODEC_GZIP, &base), 0);
+    CU_ASSERT_EQUAL(produce(&a, "f", -1, 3, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_EQUAL(base, 9);
+    CU_ASSERT(kb_log_leo(fp->log) >= 12); /* acks=all answered: the follower had it */
+    CU_ASSERT_FATAL(converged(lp, fp));
+    CU_ASSERT_EQUAL(kb_log_leo(fp->log), 12);
+    CU_ASSERT(same_segment(lp, fp, 0));
+    CU_ASSERT(same_epochs(lp, fp));
+    {
+        kb_replica_t rep;
+        CU_ASSERT_EQUAL(kb_part_replica_get(lp, 2, &rep), 0);
+        CU_ASSERT(rep.isr);
+        CU_ASSERT_EQUAL(rep.leo, 12);
+    }
+
+    /* acks=all waits for the follower: not fetching, no answer; fetching again, the answer */
+    kb_repl_remove(r, fp);
+    kb_repl_stats(r, &st);
+    CU_ASSERT_EQUAL(st.partitions, 0);
+    produce_send(&a, "f", -1, 2, KP_CODEC_NONE, ++g_corr);
+    CU_ASSERT_EQUAL(produce_recv(&a, g_corr, 300, &base), -2);
+    CU_ASSERT_EQUAL(kb_log_leo(lp->log), 14);
+    CU_ASSERT_EQUAL(kb_log_hw(lp->log), 12);
+    CU_ASSERT_EQUAL_FATAL(kb_repl_add(r, fp), 0);
+    CU_ASSERT_EQUAL(produce_recv(&a, g_corr, KBAT_WAIT_MS, &base), 0);
+    CU_ASSERT_EQUAL(base, 12);
+    CU_ASSERT(kb_log_leo(fp->log) >= 14);
+    CU_ASSERT_FATAL(converged(lp, fp));
+    CU_ASSERT(same_segment(lp, fp, 0));
+
+    kb_repl_stats(r, &st);
+    CU_ASSERT_EQUAL(st.fetchers, 1);
+    CU_ASSERT_EQUAL(st.partitions, 1);
+    CU_ASSERT(st.fetches > 0);
+    CU_ASSERT(st.bytes_appended > 0);
+    CU_ASSERT_EQUAL(st.truncations, 0);
+    kb_repl_free(r);
+    kb_part_release(lp);
+    kb_part_release(fp);
+    g_leader = NULL;
+    node_down(&b);
+    node_down(&a);
+}
+
+/* A deposed leader's tail (appended at an older epoch) is cut and the logs converge. */
+static void t_divergent_tail(void)
+{
+    node_t a, b;
+    kb_part_t *lp, *fp;
+    kp_uuid_t id = {{0}};
+    kb_repl_t *r;
+    kb_repl_stats_t st;
+    int64_t base = -1;
+
+    node_up(&a, 1);
+    node_up(&b, 2);
+    g_leader = &a;
+    create_topic(&a, "d", &id);
+    create_topic(&b, "d", &id);
+    lp = node_part(&a, "d");
+    fp = node_part(&b, "d");
+    r = repl_new(&b);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(lp, 2, 1, REPS, 2, REPS, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_follower(fp, 1, 2, 1, REPS, 2, REPS, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_repl_add(r, fp), 0);
+    CU_ASSERT_EQUAL(produce(&a, "d", -1, 4, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_FATAL(converged(lp, fp));
+
+    /* node 2 leads at epoch 3 for a while and takes writes node 1 never sees */
+    kb_repl_remove(r, fp);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(fp, 3, 2, REPS, 2, (const int32_t[]){2}, 1), 0);
+    CU_ASSERT_EQUAL(produce(&b, "d", 1, 3, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_EQUAL(produce(&b, "d", 1, 2, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_EQUAL(kb_log_leo(fp->log), 9);
+    /* node 1 leads again at epoch 4 and takes other writes */
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(lp, 4, 3, REPS, 2, (const int32_t[]){1}, 1), 0);
+    CU_ASSERT_EQUAL(produce(&a, "d", 1, 1, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_EQUAL(base, 4);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_follower(fp, 1, 4, 3, REPS, 2, (const int32_t[]){1}, 1),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(kb_repl_add(r, fp), 0);
+    CU_ASSERT_FATAL(converged(lp, fp));
+    CU_ASSERT_EQUAL(kb_log_leo(fp->log), 5);
+    CU_ASSERT(same_segment(lp, fp, 0));
+    CU_ASSERT(same_epochs(lp, fp));
+    CU_ASSERT_EQUAL(kb_log_epoch_for_offset(fp->log, 4), 4);
+    kb_repl_stats(r, &st);
+    CU_ASSERT(st.truncations >= 1);
+    /* and replication goes on */
+    CU_ASSERT_EQUAL(produce(&a, "d", 1, 2, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_FATAL(converged(lp, fp));
+    CU_ASSERT(same_segment(lp, fp, 0));
+
+    kb_repl_free(r);
+    kb_part_release(lp);
+    kb_part_release(fp);
+    g_leader = NULL;
+    node_down(&b);
+    node_down(&a);
+}
+
+/* The follower broker restarts: it resumes from its LEO (nothing fetched twice). */
+static void t_restart(void)
+{
+    node_t a, b;
+    kb_part_t *lp, *fp;
+    kp_uuid_t id = {{0}};
+    kb_repl_t *r;
+    int64_t base = -1;
+
+    node_up(&a, 1);
+    node_up(&b, 2);
+    g_leader = &a;
+    create_topic(&a, "s", &id);
+    create_topic(&b, "s", &id);
+    lp = node_part(&a, "s");
+    fp = node_part(&b, "s");
+    r = repl_new(&b);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(lp, 1, 1, REPS, 2, REPS, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_follower(fp, 1, 1, 1, REPS, 2, REPS, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_repl_add(r, fp), 0);
+    for (int i = 0; i < 5; i++)
+        CU_ASSERT_EQUAL(produce(&a, "s", -1, 10, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_FATAL(converged(lp, fp));
+    kb_repl_free(r);
+    kb_part_release(fp);
+    node_stop(&b);
+
+    /* the leader goes on without it (ISR {1}) */
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(lp, 1, 2, REPS, 2, (const int32_t[]){1}, 1), 0);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(produce(&a, "s", -1, 10, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_EQUAL(kb_log_leo(lp->log), 80);
+
+    node_start(&b);
+    fp = node_part(&b, "s");
+    CU_ASSERT_EQUAL(kb_log_leo(fp->log), 50);
+    r = repl_new(&b);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_follower(fp, 1, 1, 2, REPS, 2, (const int32_t[]){1}, 1),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(kb_repl_add(r, fp), 0);
+    CU_ASSERT_FATAL(converged(lp, fp));
+    CU_ASSERT(same_segment(lp, fp, 0));
+    CU_ASSERT(same_epochs(lp, fp));
+    {
+        kb_repl_stats_t st;
+        kb_repl_stats(r, &st);
+        CU_ASSERT_EQUAL(st.truncations, 0);
+        /* only what it missed: 3 batches of 10 records were appended after the restart */
+        CU_ASSERT(st.bytes_appended > 0);
+        CU_ASSERT(st.bytes_appended < (uint64_t)kb_log_size_bytes(lp->log) / 2);
+    }
+    kb_repl_free(r);
+    kb_part_release(lp);
+    kb_part_release(fp);
+    g_leader = NULL;
+    node_down(&b);
+    node_down(&a);
+}
+
+/* The leader answers a fetch for another epoch: FENCED (newer there) waits for new metadata;
+ * the leader is unknown: nothing is fetched; a follower with no known leader is refused. */
+static void t_fenced(void)
+{
+    node_t a, b;
+    kb_part_t *lp, *fp;
+    kp_uuid_t id = {{0}};
+    kb_repl_t *r;
+    int64_t base = -1;
+
+    node_up(&a, 1);
+    node_up(&b, 2);
+    g_leader = &a;
+    create_topic(&a, "e", &id);
+    create_topic(&b, "e", &id);
+    lp = node_part(&a, "e");
+    fp = node_part(&b, "e");
+    r = repl_new(&b);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(lp, 5, 1, REPS, 2, (const int32_t[]){1}, 1), 0);
+    CU_ASSERT_EQUAL(produce(&a, "e", 1, 3, KP_CODEC_NONE, &base), 0);
+    /* the follower still believes in epoch 4: the leader fences it, nothing is appended */
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_follower(fp, 1, 4, 1, REPS, 2, (const int32_t[]){1}, 1),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(kb_repl_add(r, fp), 0);
+    {
+        int64_t end = kbat_now_ms() + KBAT_WAIT_MS;
+        kb_repl_stats_t st;
+        do {
+            kb_repl_stats(r, &st);
+            if (st.fetches > 0)
+                break;
+            poll(NULL, 0, 5);
+        } while (kbat_now_ms() < end);
+        CU_ASSERT(st.fetches > 0);
+        CU_ASSERT_EQUAL(kb_log_leo(fp->log), 0);
+    }
+    /* new metadata: epoch 5, as the manager would be told (remove, become, add) */
+    kb_repl_remove(r, fp);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_follower(fp, 1, 5, 2, REPS, 2, (const int32_t[]){1}, 1),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(kb_repl_add(r, fp), 0);
+    CU_ASSERT_FATAL(converged(lp, fp));
+    CU_ASSERT(same_segment(lp, fp, 0));
+    /* no leader known */
+    kb_repl_remove(r, fp);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_follower(fp, -1, 6, 3, REPS, 2, (const int32_t[]){1}, 1),
+                          0);
+    CU_ASSERT_EQUAL(kb_repl_add(r, fp), KB_E_STATE);
+    kb_repl_free(r);
+    kb_part_release(lp);
+    kb_part_release(fp);
+    g_leader = NULL;
+    node_down(&b);
+    node_down(&a);
+}
+
+/* The leader's log starts above the follower's end: OFFSET_OUT_OF_RANGE, ListOffsets, the
+ * follower restarts its log at the leader's log start and catches up from there. */
+static void t_out_of_range(void)
+{
+    node_t a, b;
+    kb_part_t *lp, *fp;
+    kp_uuid_t id = {{0}};
+    kb_repl_t *r;
+    kb_repl_stats_t st;
+    int64_t base = -1;
+
+    node_up(&a, 1);
+    node_up(&b, 2);
+    g_leader = &a;
+    create_topic(&a, "o", &id);
+    create_topic(&b, "o", &id);
+    lp = node_part(&a, "o");
+    fp = node_part(&b, "o");
+    r = repl_new(&b);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(lp, 1, 1, REPS, 2, (const int32_t[]){1}, 1), 0);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(produce(&a, "o", 1, 10, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_EQUAL(kb_log_hw(lp->log), 30);
+    CU_ASSERT_EQUAL_FATAL(kb_log_set_start_offset(lp->log, 20), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_follower(fp, 1, 1, 1, REPS, 2, (const int32_t[]){1}, 1),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(kb_repl_add(r, fp), 0);
+    CU_ASSERT_FATAL(converged(lp, fp));
+    CU_ASSERT_EQUAL(kb_log_start_offset(fp->log), 20);
+    CU_ASSERT_EQUAL(kb_log_leo(fp->log), 30);
+    kb_repl_stats(r, &st);
+    CU_ASSERT_EQUAL(st.truncations, 1);
+    CU_ASSERT_EQUAL(produce(&a, "o", 1, 5, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_FATAL(converged(lp, fp));
+    CU_ASSERT_EQUAL(kb_log_leo(fp->log), 35);
+    kb_repl_free(r);
+    kb_part_release(lp);
+    kb_part_release(fp);
+    g_leader = NULL;
+    node_down(&b);
+    node_down(&a);
+}
+
+int main(void)
+{
+    CU_pSuite s;
+    unsigned fails;
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    s = CU_add_suite("repl_fetch", NULL, NULL);
+    CU_add_test(s, "follow a leader over the network", t_follow);
+    CU_add_test(s, "divergent tail truncated", t_divergent_tail);
+    CU_add_test(s, "follower restart resumes from its LEO", t_restart);
+    CU_add_test(s, "fenced epoch waits for metadata", t_fenced);
+    CU_add_test(s, "leader log start above the follower's end", t_out_of_range);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    fails = CU_get_number_of_tests_failed() + CU_get_number_of_failures();
+    CU_cleanup_registry();
+    return fails ? 1 : 0;
+}
