@@ -56,27 +56,167 @@ static int16_t kb_gco_part(kb_gco_t *co, int32_t partition, kb_part_t **part)
     return rc == KB_META_OFFLINE ? KP_ERR_KAFKA_STORAGE_ERROR : KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
 }
 
+/* The coordinator writes this thread made since the last kb_gco_await_writes (the partition
+ * and the offset after the last write): a thread serves one request at a time. */
+static _Thread_local struct {
+    kb_part_t *part;
+    int64_t end;
+} kb_gco_tl_write;
+
+void kb_gco_forget_writes(void)
+{
+    if (kb_gco_tl_write.part)
+        kb_part_release(kb_gco_tl_write.part);
+    kb_gco_tl_write.part = NULL;
+    kb_gco_tl_write.end = -1;
+}
+
+static void kb_gco_note_write(kb_part_t *part, int64_t end)
+{
+    if (kb_gco_tl_write.part && kb_gco_tl_write.part != part)
+        kb_gco_forget_writes(); /* one partition per request: the last one counts */
+    if (!kb_gco_tl_write.part) {
+        kb_part_ref(part);
+        kb_gco_tl_write.part = part;
+    }
+    if (end > kb_gco_tl_write.end)
+        kb_gco_tl_write.end = end;
+}
+
+typedef struct kb_gco_hw_wait_s {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} kb_gco_hw_wait_t;
+
+static void kb_gco_hw_moved(void *opaque, kb_part_t *part, int64_t leo, int64_t hw)
+{
+    kb_gco_hw_wait_t *w = opaque;
+    (void)part;
+    (void)leo;
+    (void)hw;
+    pthread_mutex_lock(&w->mu);
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Wait until the HW of @p part reaches @p end (acks=all for a coordinator write), the
+ * partition stops being led at @p epoch, or the timeout. 0 or the Produce-level error
+ * (REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER). Role changes do not notify watchers, so the
+ * wait re-checks the role at least every 100 ms. */
+static int16_t kb_gco_hw_wait(kb_part_t *part, int32_t epoch, int64_t end, int64_t timeout_ms)
+{
+    kb_gco_hw_wait_t w;
+    kb_part_watcher_t *pw;
+    int64_t deadline = kb_time_mono_ms() + timeout_ms;
+    int16_t err = 0;
+    if (kb_log_hw(part->log) >= end)
+        return 0;
+    pthread_condattr_t ca;
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pw = kb_part_watch_add(part, kb_gco_hw_moved, &w);
+    pthread_mutex_lock(&w.mu);
+    for (;;) {
+        int64_t now, slice;
+        if (kb_log_hw(part->log) >= end)
+            break;
+        if (kb_part_role(part) != KB_PART_LEADER || kb_part_epoch(part) != epoch ||
+            atomic_load(&part->deleted)) {
+            err = KP_ERR_NOT_LEADER_OR_FOLLOWER;
+            break;
+        }
+        now = kb_time_mono_ms();
+        if (now >= deadline) {
+            err = KP_ERR_REQUEST_TIMED_OUT;
+            break;
+        }
+        slice = deadline - now < 100 ? deadline - now : 100;
+        {
+            struct timespec ts = kb_time_mono_deadline(slice);
+            pthread_cond_timedwait(&w.cv, &w.mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&w.mu);
+    if (pw)
+        kb_part_watch_remove(part, pw);
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    return err;
+}
+
+int16_t kb_gco_await_writes(kb_gco_t *co)
+{
+    kb_part_t *part = kb_gco_tl_write.part;
+    int16_t err;
+    (void)co;
+    if (!part)
+        return 0;
+    err = kb_gco_hw_wait(part, kb_part_epoch(part), kb_gco_tl_write.end, KB_GCO_WRITE_TIMEOUT_MS);
+    if (err)
+        kb_glog_warn("a write to %s-%d was not replicated: %s", part->topic, part->index,
+                     err == KP_ERR_REQUEST_TIMED_OUT ? "timed out" : "leadership lost");
+    kb_gco_forget_writes();
+    return err == KP_ERR_REQUEST_TIMED_OUT ? KP_ERR_COORDINATOR_NOT_AVAILABLE
+           : err                           ? KP_ERR_NOT_COORDINATOR
+                                           : 0;
+}
+
+/* The partition of an owned group, checked against the ownership table: the append goes to
+ * the leader at the epoch the partition was loaded with. @locks co->mu held */
+static int16_t kb_gco_owned_part(kb_gco_t *co, int32_t partition, kb_part_t **part)
+{
+    int16_t err;
+    if (partition < 0 || partition >= co->nown || co->own[partition].state != KB_GCO_P_ACTIVE)
+        return KP_ERR_NOT_LEADER_OR_FOLLOWER;
+    if ((err = kb_gco_part(co, partition, part)))
+        return err;
+    if (kb_part_role(*part) != KB_PART_LEADER || kb_part_epoch(*part) != co->own[partition].epoch) {
+        kb_part_release(*part);
+        return KP_ERR_NOT_LEADER_OR_FOLLOWER;
+    }
+    return 0;
+}
+
+/* Kafka's appends with acks=all check min.insync.replicas before writing. */
+static int16_t kb_gco_isr_check(kb_part_t *part)
+{
+    kb_tconf_extra_t ex;
+    bool mirror;
+    kb_part_conf(part, &ex, &mirror);
+    if ((int64_t)kb_part_isr(part, NULL, 0) < (int64_t)ex.min_insync_replicas)
+        return KP_ERR_NOT_ENOUGH_REPLICAS;
+    return 0;
+}
+
 static int16_t kb_gco_op_append(void *opaque, int32_t partition, uint8_t *batch, size_t len,
                                 int64_t *base)
 {
     kb_gco_t *co = opaque;
     kb_part_t *part;
     kb_append_info_t info;
-    int16_t err = kb_gco_part(co, partition, &part);
+    int16_t err = kb_gco_owned_part(co, partition, &part);
     int rc;
     if (err)
         return err;
-    rc = kb_log_append_leader(part->log, batch, len, kb_part_epoch(part), KB_ORIGIN_COORDINATOR, 0,
-                              &info);
+    if ((err = kb_gco_isr_check(part))) {
+        kb_part_release(part);
+        return err;
+    }
+    rc = kb_part_append_leader(part, batch, len, KB_ORIGIN_COORDINATOR, 0, &info);
     if (rc == 0) {
-        kb_part_advance_hw(part);
         *base = info.first_offset;
+        kb_gco_note_write(part, info.last_offset + 1);
+    } else if (kb_part_role(part) != KB_PART_LEADER) {
+        err = KP_ERR_NOT_LEADER_OR_FOLLOWER;
     } else {
         kb_glog_warn("cannot append to %s-%d: %s", KB_TOPIC_CONSUMER_OFFSETS, partition,
                      kb_sto_err_str(rc));
     }
     kb_part_release(part);
-    return kb_gco_sto_err(rc);
+    return err ? err : kb_gco_sto_err(rc);
 }
 
 static int16_t kb_gco_op_marker(void *opaque, int32_t partition, int64_t pid, int16_t pepoch,
@@ -85,14 +225,19 @@ static int16_t kb_gco_op_marker(void *opaque, int32_t partition, int64_t pid, in
     kb_gco_t *co = opaque;
     kb_part_t *part;
     kb_append_info_t info;
-    int16_t err = kb_gco_part(co, partition, &part);
+    int16_t err = kb_gco_owned_part(co, partition, &part);
     int rc;
     if (err)
         return err;
     rc = kb_part_append_control(part, commit ? KP_CONTROL_TYPE_COMMIT : KP_CONTROL_TYPE_ABORT, pid,
                                 pepoch, coord_epoch, kb_part_epoch(part), &info);
-    if (rc == 0)
+    if (rc == 0) {
         *offset = info.first_offset;
+        kb_gco_note_write(part, info.last_offset + 1);
+    } else if (kb_part_role(part) != KB_PART_LEADER) {
+        kb_part_release(part);
+        return KP_ERR_NOT_LEADER_OR_FOLLOWER;
+    }
     kb_part_release(part);
     return kb_gco_sto_err(rc);
 }
@@ -156,11 +301,8 @@ int16_t kb_gco_ensure_topic(kb_gco_t *co)
     }
     err = kb_meta_ensure_internal_topic(co->meta, KB_TOPIC_CONSUMER_OFFSETS, &ti);
     if (!err) {
-        pthread_mutex_lock(&co->mu);
-        kb_gsm_set_partitions(co->gsm, ti.partitions);
-        pthread_mutex_unlock(&co->mu);
-        atomic_store(&co->topic_ready, true);
         kb_glog_info("%s ready with %d partitions", KB_TOPIC_CONSUMER_OFFSETS, ti.partitions);
+        kb_gco_reconcile(co); /* take the partitions this node leads (new: nothing to read) */
     } else {
         kb_glog_warn("cannot create %s: error %d", KB_TOPIC_CONSUMER_OFFSETS, err);
     }
@@ -177,40 +319,110 @@ int32_t kb_gco_partition_for(kb_gco_t *co, const char *group_id)
     return p;
 }
 
-/* ---- loading ------------------------------------------------------------------------------- */
+/* ---- ownership and loading ------------------------------------------------------------------ */
 
-static int kb_gco_load_partition(kb_gco_t *co, int32_t p, char *errstr, size_t errstr_size)
+int16_t kb_gco_owner_err(kb_gco_t *co, const char *group_id)
 {
-    kb_part_t *part;
-    int64_t off, hw;
-    int16_t err = kb_gco_part(co, p, &part);
-    if (err) {
-        snprintf(errstr, errstr_size, "%s-%d is not available (error %d)",
-                 KB_TOPIC_CONSUMER_OFFSETS, p, err);
-        return -1;
+    int32_t p = kb_gsm_partition_for(co->gsm, group_id);
+    if (p < 0 || p >= co->nown)
+        return KP_ERR_NOT_COORDINATOR;
+    switch (co->own[p].state) {
+    case KB_GCO_P_ACTIVE:
+        return 0;
+    case KB_GCO_P_LOADING:
+        return KP_ERR_COORDINATOR_LOAD_IN_PROGRESS;
+    default:
+        return KP_ERR_NOT_COORDINATOR;
     }
-    off = kb_log_start_offset(part->log);
-    hw = kb_log_hw(part->log);
-    while (off < hw) {
+}
+
+int kb_gco_partition_state(kb_gco_t *co, int32_t partition, int32_t *epoch)
+{
+    int st = KB_GCO_P_NONE;
+    *epoch = -1;
+    pthread_mutex_lock(&co->mu);
+    if (partition >= 0 && partition < co->nown) {
+        st = co->own[partition].state;
+        if (st != KB_GCO_P_NONE)
+            *epoch = co->own[partition].epoch;
+    }
+    pthread_mutex_unlock(&co->mu);
+    return st;
+}
+
+void kb_gco_set_node_resolver(kb_gco_t *co, kb_node_resolve_fn *fn, void *opaque)
+{
+    pthread_mutex_lock(&co->mu);
+    co->resolve = fn;
+    co->resolve_opaque = opaque;
+    pthread_mutex_unlock(&co->mu);
+}
+
+/* Size the ownership table for @p n partitions (the topic's count; it never shrinks while the
+ * topic exists). 0 or -1 (no memory). @locks co->mu held */
+static int kb_gco_own_resize(kb_gco_t *co, int32_t n)
+{
+    kb_gpown_t *v;
+    if (n <= co->nown)
+        return 0;
+    if (!(v = realloc(co->own, (size_t)n * sizeof(*v))))
+        return -1;
+    for (int32_t p = co->nown; p < n; p++)
+        v[p] = (kb_gpown_t){.state = KB_GCO_P_NONE, .epoch = -1};
+    co->own = v;
+    co->nown = n;
+    kb_gsm_set_partitions(co->gsm, n);
+    return 0;
+}
+
+/* Drop partition @p p: its groups go, waiting requests answer NOT_COORDINATOR. @locks co->mu */
+static void kb_gco_unload_locked(kb_gco_t *co, int32_t p, const char *why)
+{
+    if (co->own[p].state != KB_GCO_P_NONE)
+        kb_glog_info("%s-%d: no longer the coordinator (epoch %d; %s)", KB_TOPIC_CONSUMER_OFFSETS,
+                     p, co->own[p].epoch, why);
+    kb_gsm_unload_partition(co->gsm, p);
+    co->own[p].state = KB_GCO_P_NONE;
+    co->own[p].epoch = -1;
+}
+
+/* Read partition @p p from its log start to its log end (as Kafka's loading) into the state
+ * machine, one chunk at a time under co->mu, while it stays LOADING at @p epoch; then make it
+ * ACTIVE. On a read error the partition is left unloaded (the next pass tries again). */
+static void kb_gco_load_partition(kb_gco_t *co, kb_part_t *part, int32_t p, int32_t epoch)
+{
+    int64_t t0 = kb_time_mono_ms();
+    int64_t off = kb_log_start_offset(part->log);
+    int64_t end = kb_log_leo(part->log);
+    kb_gsm_stats_t st;
+    bool lost = false;
+    while (off < end && !lost) {
         uint8_t *buf = NULL;
         size_t len = 0;
         kb_log_read_t meta;
         int64_t next = off;
-        int rc = kb_log_read_copy(part->log, off, 4 << 20, KB_ISOLATION_HW, 1, &buf, &len, &meta);
+        int rc = kb_log_read_copy(part->log, off, 4 << 20, KB_ISOLATION_LEO, 1, &buf, &len, &meta);
         if (rc != 0) {
-            snprintf(errstr, errstr_size, "cannot read %s-%d at offset %" PRId64 ": %s",
-                     KB_TOPIC_CONSUMER_OFFSETS, p, off, kb_sto_err_str(rc));
+            kb_glog_error("cannot load %s-%d at offset %" PRId64 ": %s", KB_TOPIC_CONSUMER_OFFSETS,
+                          p, off, kb_sto_err_str(rc));
             free(buf);
-            kb_part_release(part);
-            return -1;
+            pthread_mutex_lock(&co->mu);
+            if (co->own[p].state == KB_GCO_P_LOADING && co->own[p].epoch == epoch)
+                kb_gco_unload_locked(co, p, "load failed");
+            pthread_mutex_unlock(&co->mu);
+            return;
         }
         if (!len) {
             free(buf);
             break;
         }
-        if (kb_gsm_load(co->gsm, p, buf, len, &next) != 0)
+        pthread_mutex_lock(&co->mu);
+        if (co->own[p].state != KB_GCO_P_LOADING || co->own[p].epoch != epoch)
+            lost = true;
+        else if (kb_gsm_load(co->gsm, p, buf, len, &next) != 0)
             kb_glog_warn("%s-%d: a malformed batch after offset %" PRId64 " was skipped",
                          KB_TOPIC_CONSUMER_OFFSETS, p, next);
+        pthread_mutex_unlock(&co->mu);
         free(buf);
         if (meta.next_offset > next)
             next = meta.next_offset;
@@ -218,40 +430,87 @@ static int kb_gco_load_partition(kb_gco_t *co, int32_t p, char *errstr, size_t e
             break;
         off = next;
     }
-    kb_part_release(part);
-    return 0;
+    pthread_mutex_lock(&co->mu);
+    if (co->own[p].state == KB_GCO_P_LOADING && co->own[p].epoch == epoch) {
+        kb_gsm_partition_loaded(co->gsm, p);
+        co->own[p].state = KB_GCO_P_ACTIVE;
+        kb_gsm_stats(co->gsm, &st);
+        kb_glog_info("%s-%d: coordinator at epoch %d, loaded up to offset %" PRId64 " in %" PRId64
+                     " ms (%zu group(s) in all)",
+                     KB_TOPIC_CONSUMER_OFFSETS, p, epoch, off, kb_time_mono_ms() - t0, st.groups);
+    }
+    pthread_mutex_unlock(&co->mu);
 }
 
-static int kb_gco_load(kb_gco_t *co, char *errstr, size_t errstr_size)
+void kb_gco_reconcile(kb_gco_t *co)
 {
     kb_topic_info_t ti;
-    kb_gsm_stats_t st;
-    int64_t t0 = kb_time_mono_ms();
+    pthread_mutex_lock(&co->load_mu);
+    atomic_store(&co->reconcile_due, false);
     if (kb_meta_topic_by_name(co->meta, KB_TOPIC_CONSUMER_OFFSETS, &ti) != 0) {
-        kb_gsm_load_done(co->gsm);
-        return 0; /* created on first use */
+        pthread_mutex_lock(&co->mu);
+        for (int32_t p = 0; p < co->nown; p++)
+            if (co->own[p].state != KB_GCO_P_NONE)
+                kb_gco_unload_locked(co, p, "topic gone");
+        pthread_mutex_unlock(&co->mu);
+        pthread_mutex_unlock(&co->load_mu);
+        return;
     }
-    kb_gsm_set_partitions(co->gsm, ti.partitions);
+    pthread_mutex_lock(&co->mu);
+    if (kb_gco_own_resize(co, ti.partitions) != 0) {
+        pthread_mutex_unlock(&co->mu);
+        pthread_mutex_unlock(&co->load_mu);
+        kb_glog_error("out of memory for the ownership of %s", KB_TOPIC_CONSUMER_OFFSETS);
+        atomic_store(&co->reconcile_due, true);
+        return;
+    }
+    pthread_mutex_unlock(&co->mu);
     atomic_store(&co->topic_ready, true);
-    for (int32_t p = 0; p < ti.partitions; p++)
-        if (kb_gco_load_partition(co, p, errstr, errstr_size) != 0)
-            return -1;
-    kb_gsm_load_done(co->gsm);
-    kb_gsm_stats(co->gsm, &st);
-    kb_glog_info("loaded %zu group(s) and %zu committed offset(s) from %d partitions of %s "
-                 "(%zu records, %zu skipped) in %" PRId64 " ms",
-                 st.groups, st.offsets, ti.partitions, KB_TOPIC_CONSUMER_OFFSETS, st.records_loaded,
-                 st.records_skipped, kb_time_mono_ms() - t0);
-    return 0;
+    for (int32_t p = 0; p < ti.partitions; p++) {
+        kb_part_t *part = NULL;
+        bool lead = false, load = false;
+        int32_t epoch = -1;
+        if (kb_meta_part(co->meta, KB_TOPIC_CONSUMER_OFFSETS, p, &part) == KB_META_OK) {
+            lead = kb_part_role(part) == KB_PART_LEADER && !atomic_load(&part->deleted);
+            epoch = kb_part_epoch(part);
+        }
+        pthread_mutex_lock(&co->mu);
+        if (co->own[p].state != KB_GCO_P_NONE && (!lead || co->own[p].epoch != epoch))
+            kb_gco_unload_locked(co, p, lead ? "new leader epoch" : "not the leader");
+        if (lead && co->own[p].state == KB_GCO_P_NONE) {
+            kb_gsm_unload_partition(co->gsm, p); /* anything a racing request left behind */
+            co->own[p].state = KB_GCO_P_LOADING;
+            co->own[p].epoch = epoch;
+            load = true;
+        }
+        pthread_mutex_unlock(&co->mu);
+        if (load)
+            kb_gco_load_partition(co, part, p, epoch);
+        if (part)
+            kb_part_release(part);
+    }
+    pthread_mutex_unlock(&co->load_mu);
 }
 
 /* ---- timer thread and deleted topics -------------------------------------------------------- */
 
-/* Metadata listener (runs under the metadata change mutex): only queue the name. */
+void kb_gco_leadership_changed(kb_gco_t *co)
+{
+    atomic_store(&co->reconcile_due, true);
+    kb_gco_wake(co);
+}
+
+/* Metadata listener (runs under the metadata change mutex): only queue the work. A change of
+ * __consumer_offsets (created, leader epoch moved: a new leader) asks for an ownership pass. */
 static void kb_gco_meta_event(void *opaque, const kb_meta_event_t *ev)
 {
     kb_gco_t *co = opaque;
     char *name;
+    if (!ev->snapshot && ev->topic && !strcmp(ev->topic->name, KB_TOPIC_CONSUMER_OFFSETS) &&
+        (ev->type == KB_META_EV_TOPIC || ev->type == KB_META_EV_EPOCH)) {
+        kb_gco_leadership_changed(co);
+        return;
+    }
     if (ev->snapshot || ev->type != KB_META_EV_TOPIC || !(ev->flags & KB_META_TOPIC_DELETED) ||
         !ev->topic)
         return;
@@ -294,10 +553,13 @@ static void kb_gco_drain_deleted(kb_gco_t *co)
 
 void kb_gco_tick(kb_gco_t *co)
 {
+    if (atomic_load(&co->reconcile_due))
+        kb_gco_reconcile(co);
     pthread_mutex_lock(&co->mu);
     kb_gco_drain_deleted(co);
     kb_gsm_run_timers(co->gsm);
     pthread_mutex_unlock(&co->mu);
+    kb_gco_forget_writes();
 }
 
 static void *kb_gco_thread(void *arg)
@@ -305,8 +567,12 @@ static void *kb_gco_thread(void *arg)
     kb_gco_t *co = arg;
     for (;;) {
         struct pollfd pfd = {.fd = co->efd, .events = POLLIN};
-        int64_t next, wait;
+        int64_t next, wait, now = kb_time_mono_ms();
         uint64_t v;
+        if (atomic_load(&co->reconcile_due) || now >= co->next_reconcile_ms) {
+            kb_gco_reconcile(co);
+            co->next_reconcile_ms = now + KB_GCO_RECONCILE_MS;
+        }
         pthread_mutex_lock(&co->mu);
         if (co->stop) {
             pthread_mutex_unlock(&co->mu);
@@ -315,7 +581,10 @@ static void *kb_gco_thread(void *arg)
         kb_gco_drain_deleted(co);
         kb_gsm_run_timers(co->gsm);
         next = kb_gsm_next_deadline(co->gsm);
+        if (next > co->next_reconcile_ms)
+            next = co->next_reconcile_ms;
         pthread_mutex_unlock(&co->mu);
+        kb_gco_forget_writes();
         /* -1: no deadline; 0: a deadline has passed, run the timers again at once. */
         wait = next == INT64_MAX ? -1 : next - kb_time_mono_ms();
         if (next != INT64_MAX && wait < 0)
@@ -552,9 +821,17 @@ void kb_gco_txn_offset_commit(kb_gco_t *co, kb_gcommit_in_t *in, int64_t pid, in
                 in->parts[i].err = KP_ERR_COORDINATOR_NOT_AVAILABLE;
         return;
     }
+    int16_t err;
     pthread_mutex_lock(&co->mu);
-    kb_gsm_txn_commit(co->gsm, in, pid, pepoch);
+    err = kb_gco_owner_err(co, in->group_id);
+    if (!err)
+        kb_gsm_txn_commit(co->gsm, in, pid, pepoch);
     pthread_mutex_unlock(&co->mu);
+    if (!err)
+        err = kb_gco_await_writes(co);
+    for (size_t i = 0; err && i < in->nparts; i++)
+        if (!in->parts[i].err)
+            in->parts[i].err = err;
 }
 
 int16_t kb_gco_txn_marker(kb_gco_t *co, int32_t partition, int64_t pid, int16_t pepoch,
@@ -564,6 +841,10 @@ int16_t kb_gco_txn_marker(kb_gco_t *co, int32_t partition, int64_t pid, int16_t 
     pthread_mutex_lock(&co->mu);
     err = kb_gsm_txn_marker(co->gsm, partition, pid, pepoch, coord_epoch, commit);
     pthread_mutex_unlock(&co->mu);
+    if (!err)
+        err = kb_gco_await_writes(co);
+    else
+        kb_gco_forget_writes();
     if (err)
         kb_glog_warn("%s marker of producer %" PRId64 " on %s-%d: error %d",
                      commit ? "COMMIT" : "ABORT", pid, KB_TOPIC_CONSUMER_OFFSETS, partition, err);
@@ -667,6 +948,7 @@ kb_gco_t *kb_gco_new(const kb_gco_opts_t *o, char *errstr, size_t errstr_size)
     pthread_mutex_init(&co->mu, NULL);
     pthread_mutex_init(&co->topic_mu, NULL);
     pthread_mutex_init(&co->q_mu, NULL);
+    pthread_mutex_init(&co->load_mu, NULL);
     co->gsm = kb_gsm_new(&gc, &kb_gco_ops, co);
     co->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (!co->gsm || co->efd < 0) {
@@ -674,12 +956,8 @@ kb_gco_t *kb_gco_new(const kb_gco_opts_t *o, char *errstr, size_t errstr_size)
                  co->gsm ? strerror(errno) : "out of memory");
         goto fail;
     }
-    pthread_mutex_lock(&co->mu);
-    if (kb_gco_load(co, errstr, errstr_size) != 0) {
-        pthread_mutex_unlock(&co->mu);
-        goto fail;
-    }
-    pthread_mutex_unlock(&co->mu);
+    /* Partitions this node leads now are loaded before the handlers are registered. */
+    kb_gco_reconcile(co);
     co->metrics = o->metrics;
     if (co->metrics) {
         kb_gsm_stats(co->gsm, &co->last);
@@ -769,6 +1047,8 @@ void kb_gco_free(kb_gco_t *co)
     pthread_mutex_destroy(&co->mu);
     pthread_mutex_destroy(&co->topic_mu);
     pthread_mutex_destroy(&co->q_mu);
+    pthread_mutex_destroy(&co->load_mu);
+    free(co->own);
     co->magic = 0;
     free(co);
 }

@@ -90,6 +90,37 @@ int16_t kb_gco_txn_marker(kb_gco_t *co, int32_t partition, int64_t pid, int16_t 
 /** A marker was written to @p partition by someone else: apply it. */
 void kb_gco_txn_completed(kb_gco_t *co, int32_t partition, int64_t pid, bool commit);
 
+/* ---- ownership (docs/broker.md "Consumer groups", "Coordinator ownership") -------------- */
+
+/**
+ * Look at the leadership of every __consumer_offsets partition now: partitions this node leads
+ * (the local partition is leader) are loaded from their log at the partition's leader epoch
+ * (requests for their groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile), partitions it no
+ * longer leads, or whose leader epoch moved, are unloaded (their groups dropped; waiting
+ * JoinGroup / SyncGroup requests answer NOT_COORDINATOR). Runs the loads on the calling thread.
+ * @locks not co->mu
+ */
+void kb_gco_reconcile(kb_gco_t *co);
+
+/** The leadership of some partition changed: the timer thread runs kb_gco_reconcile() soon.
+ *  Cheap and non-blocking (metadata listeners, the replication wiring may call it). */
+void kb_gco_leadership_changed(kb_gco_t *co);
+
+/** Ownership of one partition: KB_GCO_P_NONE / _LOADING / _ACTIVE (kb_gco_int.h values 0, 1,
+ *  2) and the coordinator epoch (-1 when not owned). */
+int kb_gco_partition_state(kb_gco_t *co, int32_t partition, int32_t *epoch);
+
+/** Where broker @p node_id is reachable for @p listener (the listener name the request came in
+ *  on; NULL when unknown): 0 with the host copied into @p host (NUL-terminated) and *@p port,
+ *  or -1 when the broker is unknown, fenced or has no such listener. Must not block. */
+typedef int(kb_node_resolve_fn)(void *opaque, int32_t node_id, const char *listener, char *host,
+                                size_t host_size, int32_t *port);
+
+/** Install the resolver FindCoordinator uses for coordinators on other brokers (the cluster's
+ *  registered brokers). Without one, a coordinator on another broker answers
+ *  COORDINATOR_NOT_AVAILABLE. */
+void kb_gco_set_node_resolver(kb_gco_t *co, kb_node_resolve_fn *fn, void *opaque);
+
 /** Counters for tests and logs (taken under the coordinator mutex). */
 void kb_gco_stats(kb_gco_t *co, kb_gsm_stats_t *st);
 

@@ -19,6 +19,23 @@
 
 #define KB_GCO_MAGIC 0x6b67636fu /* "kgco" */
 
+/* What this node does with one partition of __consumer_offsets (kb_gpown_t.state). */
+#define KB_GCO_P_NONE    0 /**< not the leader: requests for its groups are NOT_COORDINATOR */
+#define KB_GCO_P_LOADING 1 /**< leader, reading the log: COORDINATOR_LOAD_IN_PROGRESS */
+#define KB_GCO_P_ACTIVE  2 /**< leader, loaded: this node coordinates its groups */
+
+/** Kafka's offsets.commit.timeout.ms default: how long a coordinator write waits for the
+ *  high watermark (acks=all) before the request fails. */
+#define KB_GCO_WRITE_TIMEOUT_MS 5000
+
+/** Period of the ownership check that backs up the leadership notifications. */
+#define KB_GCO_RECONCILE_MS 1000
+
+typedef struct kb_gpown_s {
+    int state;     /**< KB_GCO_P_* */
+    int32_t epoch; /**< coordinator epoch = the partition's leader epoch when it was taken */
+} kb_gpown_t;
+
 struct kb_gco_s {
     uint32_t magic;
     const kb_config_t *cfg;
@@ -39,6 +56,13 @@ struct kb_gco_s {
     size_t ndeleted;
     size_t cap_deleted;
     kb_meta_listener_t *ml;
+    kb_gpown_t *own; /**< per partition of __consumer_offsets (under mu) */
+    int32_t nown;
+    pthread_mutex_t load_mu;     /**< one ownership pass (kb_gco_reconcile) at a time */
+    _Atomic bool reconcile_due;  /**< a leadership change to look at */
+    int64_t next_reconcile_ms;   /**< timer thread: the next periodic pass (monotonic) */
+    kb_node_resolve_fn *resolve; /**< other brokers' endpoints (FindCoordinator) */
+    void *resolve_opaque;
     bool hook_installed;
     kb_metrics_t *metrics;
     void *collector;
@@ -114,6 +138,18 @@ int kb_gh_admin_register(kb_gco_t *co);
  *  UNKNOWN_TOPIC_ID. */
 int16_t kb_gh_topic(kb_gco_t *co, kp_arena_t *ar, kp_str_t name, const kp_uuid_t *id,
                     int32_t partition, const char **name_out, kp_uuid_t *id_out);
+
+/** Whether this node coordinates @p group_id now: 0, NOT_COORDINATOR or
+ *  COORDINATOR_LOAD_IN_PROGRESS. @locks co->mu held */
+int16_t kb_gco_owner_err(kb_gco_t *co, const char *group_id);
+
+/** Wait (without co->mu) for the high watermark to pass the coordinator writes this thread
+ *  made since the last call (acks=all); forget them. 0, COORDINATOR_NOT_AVAILABLE (timeout,
+ *  fewer in-sync replicas than min.insync.replicas) or NOT_COORDINATOR (leadership lost). */
+int16_t kb_gco_await_writes(kb_gco_t *co);
+
+/** Drop what kb_gco_await_writes would wait for (requests that answer without waiting). */
+void kb_gco_forget_writes(void);
 
 /** The transaction hook's TxnOffsetCommit (kb_gh_offsets.c). */
 int16_t kb_gh_txn_offset_commit(kb_gco_t *co, kb_reqctx_t *ctx, int32_t offsets_partition,

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "kb_gco_int.h"
+#include "kb_grec.h"
 #include "kb_glog.h"
 #include "kp_errcode.h"
 
@@ -33,9 +34,49 @@ static kp_str_t kb_gh_errmsg(int16_t ec, int16_t ver)
     return kb_gh_view(m);
 }
 
-static int16_t kb_gh_find_one(kb_gco_t *co, kb_reqctx_t *ctx, int8_t type, int32_t *node,
-                              const char **host, int32_t *port)
+/* The leader of partition @p p of @p topic as FindCoordinator names it: this node when its
+ * local partition leads, else the leader a local follower knows, through the node resolver.
+ * COORDINATOR_NOT_AVAILABLE when there is no leader or it cannot be reached on @p listener. */
+static int16_t kb_gh_leader_of(kb_gco_t *co, kb_reqctx_t *ctx, const char *topic, int32_t p,
+                               int32_t *node, const char **host, int32_t *port)
 {
+    kb_part_t *part;
+    int32_t leader = -1, pepoch;
+    bool pending;
+    char buf[256];
+    int rc;
+    if (kb_meta_part(co->meta, topic, p, &part) != KB_META_OK)
+        return KP_ERR_COORDINATOR_NOT_AVAILABLE; /* not a replica here: leader unknown */
+    if (kb_part_role(part) == KB_PART_LEADER && !atomic_load(&part->deleted))
+        leader = kb_meta_node_id(co->meta);
+    else
+        kb_part_repl_info(part, &pepoch, &leader, &pending);
+    kb_part_release(part);
+    if (leader < 0)
+        return KP_ERR_COORDINATOR_NOT_AVAILABLE;
+    if (leader == kb_meta_node_id(co->meta)) {
+        *node = leader;
+        kb_gh_endpoint(co, ctx->listener, host, port);
+        return 0;
+    }
+    pthread_mutex_lock(&co->mu);
+    rc = co->resolve
+             ? co->resolve(co->resolve_opaque, leader, ctx->listener, buf, sizeof(buf), port)
+             : -1;
+    pthread_mutex_unlock(&co->mu);
+    if (rc != 0 || !(*host = kb_gh_cstr(ctx->arena, kb_gh_view(buf))))
+        return KP_ERR_COORDINATOR_NOT_AVAILABLE;
+    *node = leader;
+    return 0;
+}
+
+static int16_t kb_gh_find_one(kb_gco_t *co, kb_reqctx_t *ctx, int8_t type, kp_str_t key,
+                              int32_t *node, const char **host, int32_t *port)
+{
+    kb_topic_info_t ti;
+    const char *topic;
+    int32_t p;
+    int16_t err;
     *node = -1;
     *host = "";
     *port = -1;
@@ -43,20 +84,30 @@ static int16_t kb_gh_find_one(kb_gco_t *co, kb_reqctx_t *ctx, int8_t type, int32
     case KB_GH_KEY_GROUP:
         if (kb_gco_ensure_topic(co) != 0)
             return KP_ERR_COORDINATOR_NOT_AVAILABLE;
+        topic = KB_TOPIC_CONSUMER_OFFSETS;
         break;
     case KB_GH_KEY_TRANSACTION:
-        /* The transaction coordinator runs on every node of a one-node cluster, too. Any key
-         * maps to a partition, the empty one included (group ids too): Kafka 4.4 answers it. */
+        /* Any key maps to a partition, the empty one included (group ids too): Kafka 4.4
+         * answers it. */
         if (kb_meta_ensure_internal_topic(co->meta, KB_TOPIC_TRANSACTION_STATE, NULL) != 0)
             return KP_ERR_COORDINATOR_NOT_AVAILABLE;
+        topic = KB_TOPIC_TRANSACTION_STATE;
         break;
     default:
         /* share groups (2) and unknown types */
         return KP_ERR_INVALID_REQUEST;
     }
-    *node = kb_meta_node_id(co->meta);
-    kb_gh_endpoint(co, ctx->listener, host, port);
-    return 0;
+    if (kb_meta_topic_by_name(co->meta, topic, &ti) != 0 || ti.partitions <= 0)
+        return KP_ERR_COORDINATOR_NOT_AVAILABLE;
+    p = kb_grec_partition_for(key.len > 0 ? key.ptr : "", key.len > 0 ? (size_t)key.len : 0,
+                              ti.partitions);
+    err = kb_gh_leader_of(co, ctx, topic, p, node, host, port);
+    if (err) {
+        *node = -1;
+        *host = "";
+        *port = -1;
+    }
+    return err;
 }
 
 static kb_api_result_t kb_gh_findcoord(void *opaque, kb_req_t *req, kb_resp_t **respp)
@@ -76,7 +127,7 @@ static kb_api_result_t kb_gh_findcoord(void *opaque, kb_req_t *req, kb_resp_t **
     if (ver < 4) {
         const char *host;
         int32_t node, port;
-        int16_t ec = kb_gh_find_one(co, ctx, type, &node, &host, &port);
+        int16_t ec = kb_gh_find_one(co, ctx, type, rq.Key, &node, &host, &port);
         resp.ErrorCode = ec;
         resp.ErrorMessage = kb_gh_errmsg(ec, ver);
         resp.NodeId = node;
@@ -91,7 +142,8 @@ static kb_api_result_t kb_gh_findcoord(void *opaque, kb_req_t *req, kb_resp_t **
         for (int32_t i = 0; i < n; i++) {
             const char *host;
             int32_t node, port;
-            int16_t ec = kb_gh_find_one(co, ctx, type, &node, &host, &port);
+            int16_t ec =
+                kb_gh_find_one(co, ctx, type, rq.CoordinatorKeys.v[i], &node, &host, &port);
             kp_FindCoordinatorResponse_Coordinator_init(&cs[i]);
             cs[i].Key = rq.CoordinatorKeys.v[i];
             cs[i].NodeId = node;
@@ -178,6 +230,10 @@ static kb_api_result_t kb_gh_listgroups(void *opaque, kb_req_t *req, kb_resp_t *
     kp_ListGroupsResponse_init(&resp);
     pthread_mutex_lock(&co->mu);
     kb_gsm_foreach_group(co->gsm, kb_gh_list_one, &l);
+    /* as Kafka: the groups it has, and LOAD_IN_PROGRESS while some partition is loading */
+    for (int32_t p = 0; p < co->nown; p++)
+        if (co->own[p].state == KB_GCO_P_LOADING)
+            resp.ErrorCode = KP_ERR_COORDINATOR_LOAD_IN_PROGRESS;
     pthread_mutex_unlock(&co->mu);
     if (l.err) {
         resp.ErrorCode = KP_ERR_UNKNOWN_SERVER_ERROR;
@@ -224,6 +280,10 @@ static void kb_gh_describe_one(kb_gco_t *co, kb_reqctx_t *ctx, kp_str_t id, bool
         return;
     }
     pthread_mutex_lock(&co->mu);
+    if ((d->ErrorCode = kb_gco_owner_err(co, gid))) {
+        pthread_mutex_unlock(&co->mu);
+        return;
+    }
     g = kb_gsm_group(co->gsm, gid);
     if (!g || g->state == KB_GS_DEAD) {
         pthread_mutex_unlock(&co->mu);
@@ -322,8 +382,13 @@ static kb_api_result_t kb_gh_deletegroups(void *opaque, kb_req_t *req, kb_resp_t
             continue;
         }
         pthread_mutex_lock(&co->mu);
-        r->ErrorCode = kb_gsm_delete_group(co->gsm, gid);
+        if (!(r->ErrorCode = kb_gco_owner_err(co, gid)))
+            r->ErrorCode = kb_gsm_delete_group(co->gsm, gid);
         pthread_mutex_unlock(&co->mu);
+        if (!r->ErrorCode)
+            r->ErrorCode = kb_gco_await_writes(co);
+        else
+            kb_gco_forget_writes();
     }
     resp.Results.cnt = n;
     return kb_gh_respond(ctx, &kp_DeleteGroupsResponse_desc, &resp, respp);

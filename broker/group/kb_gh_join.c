@@ -123,6 +123,10 @@ static kb_api_result_t kb_gh_join(void *opaque, kb_req_t *req, kb_resp_t **respp
         return kb_gh_join_error(ctx, err, rq.MemberId, respp);
 
     pthread_mutex_lock(&co->mu);
+    if (in.group_id[0] && (err = kb_gco_owner_err(co, in.group_id))) {
+        pthread_mutex_unlock(&co->mu);
+        return kb_gh_join_error(ctx, err, rq.MemberId, respp);
+    }
     w = kb_gco_wait_new(co, req, &gone);
     if (!w) {
         pthread_mutex_unlock(&co->mu);
@@ -133,6 +137,7 @@ static kb_api_result_t kb_gh_join(void *opaque, kb_req_t *req, kb_resp_t **respp
     kb_gsm_join(co->gsm, &in, w);
     kb_gco_wait_release(w);
     pthread_mutex_unlock(&co->mu);
+    kb_gco_forget_writes(); /* group records: answers do not wait for replication (docs) */
     return KB_API_DEFERRED;
 }
 
@@ -158,6 +163,7 @@ static kb_api_result_t kb_gh_sync(void *opaque, kb_req_t *req, kb_resp_t **respp
     kb_gsync_in_t in;
     kb_gassign_in_t *as = NULL;
     kb_gwait_t *w;
+    int16_t err;
     bool gone;
 
     if (kb_gh_decode(ctx, &kp_SyncGroupRequest_desc, &rq) != 0)
@@ -185,6 +191,10 @@ static kb_api_result_t kb_gh_sync(void *opaque, kb_req_t *req, kb_resp_t **respp
         return kb_gh_sync_error(ctx, KP_ERR_UNKNOWN_SERVER_ERROR, respp);
 
     pthread_mutex_lock(&co->mu);
+    if (in.group_id[0] && (err = kb_gco_owner_err(co, in.group_id))) {
+        pthread_mutex_unlock(&co->mu);
+        return kb_gh_sync_error(ctx, err, respp);
+    }
     w = kb_gco_wait_new(co, req, &gone);
     if (!w) {
         pthread_mutex_unlock(&co->mu);
@@ -194,6 +204,7 @@ static kb_api_result_t kb_gh_sync(void *opaque, kb_req_t *req, kb_resp_t **respp
     kb_gsm_sync(co->gsm, &in, w);
     kb_gco_wait_release(w);
     pthread_mutex_unlock(&co->mu);
+    kb_gco_forget_writes();
     return KB_API_DEFERRED;
 }
 
@@ -219,7 +230,8 @@ static kb_api_result_t kb_gh_heartbeat(void *opaque, kb_req_t *req, kb_resp_t **
         resp.ErrorCode = KP_ERR_UNKNOWN_SERVER_ERROR;
     } else {
         pthread_mutex_lock(&co->mu);
-        resp.ErrorCode = kb_gsm_heartbeat(co->gsm, group, member, instance, rq.GenerationId);
+        if (!group[0] || !(resp.ErrorCode = kb_gco_owner_err(co, group)))
+            resp.ErrorCode = kb_gsm_heartbeat(co->gsm, group, member, instance, rq.GenerationId);
         pthread_mutex_unlock(&co->mu);
     }
     return kb_gh_respond(ctx, &kp_HeartbeatResponse_desc, &resp, respp);
@@ -266,8 +278,10 @@ static kb_api_result_t kb_gh_leave(void *opaque, kb_req_t *req, kb_resp_t **resp
         in[0].reason = NULL;
     }
     pthread_mutex_lock(&co->mu);
-    resp.ErrorCode = kb_gsm_leave(co->gsm, group, in, n, errs);
+    if (!group[0] || !(resp.ErrorCode = kb_gco_owner_err(co, group)))
+        resp.ErrorCode = kb_gsm_leave(co->gsm, group, in, n, errs);
     pthread_mutex_unlock(&co->mu);
+    kb_gco_forget_writes();
     if (ver < 3) {
         /* one member, its error at the top */
         if (!resp.ErrorCode)

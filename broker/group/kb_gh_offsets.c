@@ -66,9 +66,18 @@ static kb_api_result_t kb_gh_commit(void *opaque, kb_req_t *req, kb_resp_t **res
     in.parts = parts;
     in.nparts = n;
     if (!group_err) {
+        int16_t err;
         pthread_mutex_lock(&co->mu);
-        kb_gsm_commit(co->gsm, &in);
+        err = kb_gco_owner_err(co, in.group_id);
+        if (!err)
+            kb_gsm_commit(co->gsm, &in);
         pthread_mutex_unlock(&co->mu);
+        /* acks=all: the answer waits until the records are replicated (the HW passed them) */
+        if (!err)
+            err = kb_gco_await_writes(co);
+        for (size_t i = 0; err && i < n; i++)
+            if (!parts[i].err)
+                parts[i].err = err;
     }
 
     kp_OffsetCommitResponse_init(&resp);
@@ -200,6 +209,10 @@ static void kb_gh_fetch_group(kb_gco_t *co, kp_arena_t *ar, int16_t ver, kp_str_
         return;
     }
     pthread_mutex_lock(&co->mu);
+    if ((out->ErrorCode = kb_gco_owner_err(co, gid))) {
+        pthread_mutex_unlock(&co->mu);
+        return;
+    }
     g = kb_gsm_group(co->gsm, gid);
     if (!tq) {
         if (kb_gh_fetch_all(co, ar, g, stable, ids, out) != 0)

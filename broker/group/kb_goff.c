@@ -805,3 +805,18 @@ void kb_gsm_load_done(kb_gsm_t *gsm)
     }
     kb_gsm_timer_arm(gsm, &gsm->expiry_timer, now + gsm->conf.retention_check_ms);
 }
+
+void kb_gsm_partition_loaded(kb_gsm_t *gsm, int32_t partition)
+{
+    kb_ghash_it_t it = {0};
+    kb_group_t *g;
+    int64_t now = kb_gsm_mono(gsm);
+    while ((g = kb_ghash_next(&gsm->groups, &it, NULL, NULL))) {
+        if (g->partition != partition)
+            continue;
+        for (kb_gmember_t *m = g->members; m; m = m->next)
+            kb_gsm_timer_arm(gsm, &m->hb, now + m->session_ms);
+    }
+    if (!gsm->expiry_timer.idx)
+        kb_gsm_timer_arm(gsm, &gsm->expiry_timer, now + gsm->conf.retention_check_ms);
+}

@@ -334,6 +334,19 @@ void kb_gsm_free(kb_gsm_t *gsm)
     free(gsm);
 }
 
+void kb_gsm_unload_partition(kb_gsm_t *gsm, int32_t partition)
+{
+    kb_ghash_it_t it = {0};
+    kb_group_t *g;
+    while ((g = kb_ghash_next(&gsm->groups, &it, NULL, NULL))) {
+        if (g->partition != partition)
+            continue;
+        while (g->members)
+            kb_gsm_member_drop(gsm, g, g->members, KP_ERR_NOT_COORDINATOR);
+        kb_gsm_group_destroy(gsm, g);
+    }
+}
+
 void kb_gsm_stats(const kb_gsm_t *gsm, kb_gsm_stats_t *st)
 {
     kb_ghash_it_t it = {0};

@@ -357,6 +357,14 @@ int kb_gsm_load(kb_gsm_t *gsm, int32_t partition, const uint8_t *buf, size_t len
 /** After loading: start the session timers of loaded members and the expiry timer. */
 void kb_gsm_load_done(kb_gsm_t *gsm);
 
+/** After loading partition @p partition alone (the coordinator took it over): start the
+ *  session timers of its loaded members, and the expiry timer if it is not running. */
+void kb_gsm_partition_loaded(kb_gsm_t *gsm, int32_t partition);
+
+/** The coordinator lost @p partition: every group on it goes (members waiting for a JoinGroup
+ *  or SyncGroup answer get NOT_COORDINATOR), with their offsets and timers; nothing is written. */
+void kb_gsm_unload_partition(kb_gsm_t *gsm, int32_t partition);
+
 /** Counters (tests, logs, metrics). */
 typedef struct kb_gsm_stats_s {
     size_t groups;
