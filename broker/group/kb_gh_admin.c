@@ -34,39 +34,32 @@ static kp_str_t kb_gh_errmsg(int16_t ec, int16_t ver)
     return kb_gh_view(m);
 }
 
-/* The leader of partition @p p of @p topic as FindCoordinator names it: this node when its
- * local partition leads, else the leader a local follower knows, through the node resolver.
- * COORDINATOR_NOT_AVAILABLE when there is no leader or it cannot be reached on @p listener. */
-static int16_t kb_gh_leader_of(kb_gco_t *co, kb_reqctx_t *ctx, const char *topic, int32_t p,
+/* The leader of partition @p p of topic @p ti as FindCoordinator names it (Kafka: from the
+ * metadata image): this node with the endpoint of the request's listener, or another broker
+ * through the node resolver. COORDINATOR_NOT_AVAILABLE when the partition has no leader or the
+ * leader cannot be reached on the request's listener. */
+static int16_t kb_gh_leader_of(kb_gco_t *co, kb_reqctx_t *ctx, const kb_topic_info_t *ti, int32_t p,
                                int32_t *node, const char **host, int32_t *port)
 {
-    kb_part_t *part;
-    int32_t leader = -1, pepoch;
-    bool pending;
+    kb_meta_part_state_t st;
+    int32_t self = kb_meta_node_id(co->meta);
     char buf[256];
     int rc;
-    if (kb_meta_part(co->meta, topic, p, &part) != KB_META_OK)
-        return KP_ERR_COORDINATOR_NOT_AVAILABLE; /* not a replica here: leader unknown */
-    if (kb_part_role(part) == KB_PART_LEADER && !atomic_load(&part->deleted))
-        leader = kb_meta_node_id(co->meta);
-    else
-        kb_part_repl_info(part, &pepoch, &leader, &pending);
-    kb_part_release(part);
-    if (leader < 0)
+    if (kb_meta_part_state(co->meta, &ti->id, p, &st) != KB_META_OK || st.leader < 0)
         return KP_ERR_COORDINATOR_NOT_AVAILABLE;
-    if (leader == kb_meta_node_id(co->meta)) {
-        *node = leader;
+    if (st.leader == self) {
+        *node = self;
         kb_gh_endpoint(co, ctx->listener, host, port);
         return 0;
     }
     pthread_mutex_lock(&co->mu);
     rc = co->resolve
-             ? co->resolve(co->resolve_opaque, leader, ctx->listener, buf, sizeof(buf), port)
+             ? co->resolve(co->resolve_opaque, st.leader, ctx->listener, buf, sizeof(buf), port)
              : -1;
     pthread_mutex_unlock(&co->mu);
     if (rc != 0 || !(*host = kb_gh_cstr(ctx->arena, kb_gh_view(buf))))
         return KP_ERR_COORDINATOR_NOT_AVAILABLE;
-    *node = leader;
+    *node = st.leader;
     return 0;
 }
 
@@ -101,7 +94,7 @@ static int16_t kb_gh_find_one(kb_gco_t *co, kb_reqctx_t *ctx, int8_t type, kp_st
         return KP_ERR_COORDINATOR_NOT_AVAILABLE;
     p = kb_grec_partition_for(key.len > 0 ? key.ptr : "", key.len > 0 ? (size_t)key.len : 0,
                               ti.partitions);
-    err = kb_gh_leader_of(co, ctx, topic, p, node, host, port);
+    err = kb_gh_leader_of(co, ctx, &ti, p, node, host, port);
     if (err) {
         *node = -1;
         *host = "";

@@ -1,7 +1,8 @@
 /*
  * test_gown.c -- CUnit: ownership of __consumer_offsets partitions by the group coordinator on
- * an in-process broker (tests/broker_api's kbat harness) whose partitions are made leader or
- * follower directly (kb_part_become_leader / _follower, as the replication wiring does):
+ * an in-process broker (tests/broker_api's kbat harness) whose partitions change leader by
+ * metadata records applied as a remote controller's (kb_meta_apply_records), or directly
+ * (kb_part_become_leader / _follower):
  * NOT_COORDINATOR for the groups of a partition this node does not lead (OffsetCommit,
  * OffsetFetch, Heartbeat), FindCoordinator naming the leader through the node resolver (or
  * COORDINATOR_NOT_AVAILABLE without one), unloading and reloading from the log at the new leader
@@ -18,8 +19,10 @@
 #include <unistd.h>
 
 #include "kb_gco.h"
+#include "kb_meta_rec.h"
 #include "kb_time.h"
 #include "kbat.h"
+#include "kp_batch.h"
 #include "kp_errcode.h"
 
 #define S(x) kp_str(x)
@@ -188,6 +191,50 @@ static int resolve_other(void *opaque, int32_t node, const char *listener, char 
     return 0;
 }
 
+/* Apply a PartitionChangeRecord to partition @p p of __consumer_offsets as a remote controller's
+ * record would arrive (kb_meta_apply_records): replicas {this node, 2}, the ISR given, leader
+ * @p leader (a new leader epoch). The apply path makes the local partition leader or follower. */
+static void change_leader(env_t *e, int32_t p, int32_t leader, const int32_t *isr, int32_t nisr)
+{
+    kb_topic_info_t ti;
+    kb_mrec_t r;
+    kp_batch_opts_t o;
+    kp_batch_builder_t bb;
+    kp_writer_t out, val;
+    char err[256];
+    int32_t self = kb_meta_node_id(e->b.svc->meta);
+    CU_ASSERT_EQUAL_FATAL(kb_meta_topic_by_name(e->b.svc->meta, "__consumer_offsets", &ti), 0);
+    kb_mrec_init(&r, KB_MREC_PARTITION_CHANGE);
+    r.topic_id = ti.id;
+    r.partition = p;
+    r.leader = leader;
+    r.replicas = malloc(2 * sizeof(int32_t));
+    r.isr = malloc((size_t)nisr * sizeof(int32_t));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r.replicas);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r.isr);
+    r.replicas[0] = self;
+    r.replicas[1] = 2;
+    r.nreplicas = 2;
+    memcpy(r.isr, isr, (size_t)nisr * sizeof(int32_t));
+    r.nisr = nisr;
+    kp_batch_opts_init(&o);
+    o.baseOffset = kb_meta_offset(e->b.svc->meta) + 1;
+    kp_batch_builder_init(&bb, &o);
+    kp_writer_init(&val);
+    kp_writer_init(&out);
+    CU_ASSERT_EQUAL_FATAL(kb_mrec_encode(&r, &val), 0);
+    CU_ASSERT_EQUAL_FATAL(kp_batch_builder_add(&bb, 1000, (kp_bytes_t){NULL, -1},
+                                               (kp_bytes_t){val.buf, (int32_t)val.len}, NULL, 0),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(kp_batch_builder_finish(&bb, &out), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_meta_apply_records(e->b.svc->meta, out.buf, out.len, err, sizeof(err)),
+                          0);
+    kb_mrec_clear(&r);
+    kp_batch_builder_free(&bb);
+    kp_writer_free(&val);
+    kp_writer_free(&out);
+}
+
 /* Two group ids that live on different partitions of __consumer_offsets. */
 static void two_groups(env_t *e, char *g1, char *g2, size_t sz, int32_t *p1, int32_t *p2)
 {
@@ -205,10 +252,9 @@ static void t_follower_and_back(void)
 {
     env_t e;
     char g1[32], g2[32], host[128];
-    int32_t p1, p2, node, port, epoch, pe, leader;
+    int32_t p1, p2, node, port, epoch;
     int32_t self, reps[2], isr1[1];
     int64_t off;
-    bool pending;
     kb_part_t *part;
 
     env_start(&e);
@@ -225,13 +271,12 @@ static void t_follower_and_back(void)
     CU_ASSERT_EQUAL(fetch(&e, g1, &off), 0);
     CU_ASSERT_EQUAL(off, 42);
 
-    /* p1 moves to broker 2: this node follows it */
+    /* p1 moves to broker 2 (a metadata record): this node follows it */
     part = offsets_part(&e, p1);
     reps[0] = self;
     reps[1] = 2;
-    kb_part_repl_info(part, &pe, &leader, &pending);
-    CU_ASSERT_EQUAL_FATAL(
-        kb_part_become_follower(part, 2, kb_part_epoch(part) + 1, pe + 1, reps, 2, reps, 2), 0);
+    change_leader(&e, p1, 2, reps, 2);
+    CU_ASSERT_EQUAL(kb_part_role(part), KB_PART_FOLLOWER);
     kb_gco_reconcile(e.co);
     CU_ASSERT_EQUAL(kb_gco_partition_state(e.co, p1, &epoch), 0);
     CU_ASSERT_EQUAL(epoch, -1);
@@ -255,10 +300,9 @@ static void t_follower_and_back(void)
     CU_ASSERT_EQUAL(node, self);
 
     /* leadership comes back at a newer epoch: loaded again from the log */
-    kb_part_repl_info(part, &pe, &leader, &pending);
     isr1[0] = self;
-    CU_ASSERT_EQUAL_FATAL(
-        kb_part_become_leader(part, kb_part_epoch(part) + 1, pe + 1, isr1, 1, isr1, 1), 0);
+    change_leader(&e, p1, self, isr1, 1);
+    CU_ASSERT_EQUAL(kb_part_role(part), KB_PART_LEADER);
     CU_ASSERT_EQUAL(commit(&e, g1, 44), KP_ERR_NOT_COORDINATOR); /* not taken over yet */
     kb_gco_reconcile(e.co);
     CU_ASSERT_EQUAL(kb_gco_partition_state(e.co, p1, &epoch), 2);
@@ -334,6 +378,41 @@ static void t_commit_waits_for_hw(void)
     env_stop(&e);
 }
 
+/* With the timer thread, a leader change in the metadata is enough: the coordinator unloads and
+ * takes the partition back by itself. */
+static void t_thread_follows_metadata(void)
+{
+    env_t e;
+    char g1[32], g2[32], host[128];
+    int32_t p1, p2, node, port, epoch, self, reps[2], isr1[1];
+    int64_t off, dl;
+
+    env_start(&e);
+    self = kb_meta_node_id(e.b.svc->meta);
+    mk_topic(&e, "t", 1);
+    CU_ASSERT_EQUAL_FATAL(kb_gco_start(e.co), 0);
+    CU_ASSERT_EQUAL(find(&e, "group-a", &node, host, sizeof(host), &port), 0);
+    two_groups(&e, g1, g2, sizeof(g1), &p1, &p2);
+    CU_ASSERT_EQUAL(commit(&e, g1, 5), 0);
+    reps[0] = self;
+    reps[1] = 2;
+    change_leader(&e, p1, 2, reps, 2);
+    for (dl = kb_time_mono_ms() + 5000; kb_gco_partition_state(e.co, p1, &epoch) != 0;) {
+        CU_ASSERT_FATAL(kb_time_mono_ms() < dl);
+        poll(NULL, 0, 5);
+    }
+    CU_ASSERT_EQUAL(fetch(&e, g1, &off), KP_ERR_NOT_COORDINATOR);
+    isr1[0] = self;
+    change_leader(&e, p1, self, isr1, 1);
+    for (dl = kb_time_mono_ms() + 5000; kb_gco_partition_state(e.co, p1, &epoch) != 2;) {
+        CU_ASSERT_FATAL(kb_time_mono_ms() < dl);
+        poll(NULL, 0, 5);
+    }
+    CU_ASSERT_EQUAL(fetch(&e, g1, &off), 0);
+    CU_ASSERT_EQUAL(off, 5);
+    env_stop(&e);
+}
+
 int main(void)
 {
     CU_pSuite s;
@@ -343,6 +422,7 @@ int main(void)
     s = CU_add_suite("group coordinator ownership", NULL, NULL);
     CU_add_test(s, "follower and back", t_follower_and_back);
     CU_add_test(s, "commit waits for the HW", t_commit_waits_for_hw);
+    CU_add_test(s, "the timer thread follows the metadata", t_thread_follows_metadata);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     fails = CU_get_number_of_failures();
