@@ -116,9 +116,9 @@ int kb_gco_partition_state(kb_gco_t *co, int32_t partition, int32_t *epoch);
 typedef int(kb_node_resolve_fn)(void *opaque, int32_t node_id, const char *listener, char *host,
                                 size_t host_size, int32_t *port);
 
-/** Install the resolver FindCoordinator uses for coordinators on other brokers (the cluster's
- *  registered brokers). Without one, a coordinator on another broker answers
- *  COORDINATOR_NOT_AVAILABLE. */
+/** Install a resolver FindCoordinator uses for coordinators on other brokers instead of the
+ *  registered brokers of the cluster (kb_apisvc_cluster, which broker/ctrl feeds): tests. A
+ *  leader that neither knows answers COORDINATOR_NOT_AVAILABLE. */
 void kb_gco_set_node_resolver(kb_gco_t *co, kb_node_resolve_fn *fn, void *opaque);
 
 /** Counters for tests and logs (taken under the coordinator mutex). */

@@ -2,6 +2,7 @@
  * kb_gh_admin.c -- FindCoordinator 0-6 (group and transaction keys, batched keys v4+),
  * ListGroups 0-5 (state filter v4+, type filter v5+), DescribeGroups 0-6, DeleteGroups 0-3.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
