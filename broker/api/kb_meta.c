@@ -358,6 +358,7 @@ kb_meta_t *kb_meta_open(const kb_config_t *cfg, char *errstr, size_t errstr_size
     pthread_rwlock_init(&meta->rw, NULL);
     meta->pid_persisted = meta->pid_next = 0;
     meta->offset = -1;
+    meta->snap_end = -1;
 
     dirs = strdup(cfg->eff_log_dirs ? cfg->eff_log_dirs : "/tmp/kafka-logs");
     if (!dirs)
@@ -570,6 +571,7 @@ void kb_meta_close(kb_meta_t *meta)
 {
     if (!meta)
         return;
+    kb_meta_log_close(meta); /* first: it may write a snapshot of the image */
     for (size_t b = 0; b < meta->nbuckets; b++) {
         kb_mtopic_t *t = meta->by_name[b];
         while (t) {
@@ -590,7 +592,6 @@ void kb_meta_close(kb_meta_t *meta)
     free(meta->by_id);
     kb_kv_free(meta->dyn_node, meta->dyn_node_cnt);
     kb_kv_free(meta->dyn_dflt, meta->dyn_dflt_cnt);
-    kb_meta_log_close(meta);
     free(meta->dir);
     free(meta->mdir);
     pthread_rwlock_destroy(&meta->rw);
@@ -1290,7 +1291,10 @@ static void kb_mdelta_run(kb_meta_t *meta, kb_mdelta_t *d)
     }
 }
 
-int kb_meta_apply_buf(kb_meta_t *meta, const uint8_t *buf, size_t len, char *err, size_t err_size)
+/* Apply the batches of @p buf: log records above meta->offset, or with @p snapshot every
+ * record of a snapshot (whose offsets are its own; the caller sets meta->offset after). */
+static int kb_meta_apply_batches(kb_meta_t *meta, const uint8_t *buf, size_t len, bool snapshot,
+                                 char *err, size_t err_size)
 {
     kp_batch_iter_t it;
     kp_batch_t b;
@@ -1303,7 +1307,8 @@ int kb_meta_apply_buf(kb_meta_t *meta, const uint8_t *buf, size_t len, char *err
         kp_record_iter_t ri;
         kp_record_t rec;
         kb_mdelta_t d;
-        if (kp_batch_hdr_is_control(&b.hdr) || kp_batch_hdr_last_offset(&b.hdr) <= meta->offset)
+        if (kp_batch_hdr_is_control(&b.hdr) ||
+            (!snapshot && kp_batch_hdr_last_offset(&b.hdr) <= meta->offset))
             continue;
         kp_writer_reset(&scratch);
         if (kp_record_iter_init(&ri, &b, &scratch, 256u << 20) != 0) {
@@ -1317,7 +1322,7 @@ int kb_meta_apply_buf(kb_meta_t *meta, const uint8_t *buf, size_t len, char *err
         while (ret == 0 && (rc = kp_record_iter_next(&ri, &rec)) == 1) {
             kb_mrec_t r;
             char e[400];
-            if (rec.offset <= meta->offset)
+            if (!snapshot && rec.offset <= meta->offset)
                 continue;
             if (rec.value.len < 0 ||
                 kb_mrec_decode(&r, rec.value.ptr, (size_t)rec.value.len, e, sizeof(e)) != 0) {
@@ -1330,7 +1335,7 @@ int kb_meta_apply_buf(kb_meta_t *meta, const uint8_t *buf, size_t len, char *err
                 snprintf(err, err_size, "offset %" PRId64 ": %s: %s", rec.offset,
                          kb_mrec_type_name(r.type), e);
                 ret = -1;
-            } else {
+            } else if (!snapshot) {
                 meta->offset = rec.offset;
             }
             kb_mrec_clear(&r);
@@ -1352,6 +1357,22 @@ int kb_meta_apply_buf(kb_meta_t *meta, const uint8_t *buf, size_t len, char *err
     }
     kp_writer_free(&scratch);
     return ret;
+}
+
+int kb_meta_apply_buf(kb_meta_t *meta, const uint8_t *buf, size_t len, char *err, size_t err_size)
+{
+    return kb_meta_apply_batches(meta, buf, len, false, err, err_size);
+}
+
+int kb_meta_apply_snapshot(kb_meta_t *meta, const uint8_t *buf, size_t len, int64_t end, char *err,
+                           size_t err_size)
+{
+    if (kb_meta_apply_batches(meta, buf, len, true, err, err_size) != 0)
+        return -1;
+    pthread_rwlock_wrlock(&meta->rw);
+    meta->offset = end - 1;
+    pthread_rwlock_unlock(&meta->rw);
+    return 0;
 }
 
 /* ---- the image as records ------------------------------------------------------------------- */
@@ -1499,6 +1520,15 @@ int kb_meta_part_state(kb_meta_t *meta, const kp_uuid_t *id, int32_t partition,
         rc = KB_META_OK;
     }
     pthread_rwlock_unlock(&meta->rw);
+    return rc;
+}
+
+int kb_meta_checkpoint(kb_meta_t *meta)
+{
+    int rc;
+    pthread_mutex_lock(&meta->change_mu);
+    rc = kb_meta_log_snapshot(meta);
+    pthread_mutex_unlock(&meta->change_mu);
     return rc;
 }
 

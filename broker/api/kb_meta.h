@@ -14,8 +14,10 @@
  *
  * Durability: the metadata log `__cluster_metadata-0` in `metadata.log.dir` (default: the first
  * log dir), kept by the storage engine; a mutation is acknowledged once its batch is fsynced.
- * Start = replay of the whole log (a torn tail is cut by the storage engine's recovery; an
- * undecodable or inapplicable record stops the start with a message naming its offset). An old
+ * Start = the newest snapshot of the image (`<offset>-<epoch>.checkpoint`, kb_meta_checkpoint)
+ * and replay of the log after it (a torn tail is cut by the storage engine's recovery; an
+ * undecodable or inapplicable record, or a corrupt batch followed by more data, stops the start
+ * with a message naming it). An old
  * `kbroker-metadata` snapshot is migrated into the log once. `meta.properties` (Kafka's format:
  * version, cluster.id, node.id, directory.id) is written in every log dir and checked at start.
  * Partition logs are created before a new topic is committed and deleted after a deletion is
@@ -221,6 +223,10 @@ int kb_meta_alloc_producer_ids(kb_meta_t *meta, int32_t count, int64_t *first);
  * For the group and transaction coordinators. 0 or a Kafka error code.
  */
 int16_t kb_meta_ensure_internal_topic(kb_meta_t *meta, const char *name, kb_topic_info_t *out);
+
+/** Write a snapshot of the image now (`<offset>-<epoch>.checkpoint` beside the metadata log;
+ *  also done every 20 MiB of metadata and at close). 0 or KB_E_IO. */
+int kb_meta_checkpoint(kb_meta_t *meta);
 
 /**
  * Take metadata record batches that a remote controller committed (the broker half of a cluster,

@@ -70,6 +70,9 @@ struct kb_meta_s {
     int64_t pid_next;              /* controller: next id to hand out */
     kb_meta_listener_t *listeners; /* under change_mu */
     kb_mtopic_t *staged; /* controller: logs opened ahead of a commit, taken over by apply */
+    int64_t snap_end;    /* end offset (exclusive) of the newest snapshot, -1 none */
+    int64_t snap_bytes;  /* log bytes committed or replayed after it */
+    bool log_ok;         /* the log was replayed and the image matches it (snapshots allowed) */
 };
 
 /* kb_meta.c */
@@ -78,6 +81,10 @@ void kb_mtopic_free(kb_mtopic_t *t);
  *  below meta->offset skipped), batch by batch: the image under the write lock, then the local
  *  partitions and the listeners. change_mu held. 0, or -1 with @p err naming the offset. */
 int kb_meta_apply_buf(kb_meta_t *meta, const uint8_t *buf, size_t len, char *err, size_t err_size);
+/** Apply a snapshot's batches to the empty image; the metadata offset becomes @p end - 1.
+ *  change_mu held. 0 or -1 with @p err. */
+int kb_meta_apply_snapshot(kb_meta_t *meta, const uint8_t *buf, size_t len, int64_t end, char *err,
+                           size_t err_size);
 /** The records that rebuild the current image (topics, partitions, configs, dynamic broker
  *  configs, the producer-id block): a malloc'd array (kb_meta_recs_free). 0 or KB_E_NOMEM. */
 int kb_meta_image_records(kb_meta_t *meta, kb_mrec_t **out, size_t *cnt);
@@ -96,6 +103,8 @@ int kb_meta_log_commit(kb_meta_t *meta, const kb_mrec_t *recs, size_t n);
  *  cannot be decoded or applied). */
 int kb_meta_log_append_remote(kb_meta_t *meta, const uint8_t *buf, size_t len, char *err,
                               size_t err_size);
+/** Write a snapshot of the image at the metadata offset (change_mu held): 0 or KB_E_IO. */
+int kb_meta_log_snapshot(kb_meta_t *meta);
 void kb_meta_log_close(kb_meta_t *meta);
 
 #endif /* KB_META_INT_H */

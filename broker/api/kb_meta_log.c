@@ -5,6 +5,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,13 @@
 #define KB_MLOG_EPOCH 1
 /** Bytes read per step of the replay (a larger batch is read whole). */
 #define KB_MLOG_READ_BYTES (1 << 20)
+/** A snapshot is written after this many bytes of metadata records (Kafka's default of
+ *  metadata.log.max.record.bytes.between.snapshots) and at close. */
+#define KB_MLOG_SNAPSHOT_BYTES (20 << 20)
+/** Snapshots kept (the log keeps what follows the oldest). */
+#define KB_MLOG_SNAPSHOTS_KEPT 2
+/** Segment size of the metadata log, so that segments covered by snapshots can go. */
+#define KB_MLOG_SEGMENT_BYTES (64 << 20)
 
 #define KB_OLD_META_FILE    "kbroker-metadata"
 #define KB_OLD_META_MAGIC   "KBMD"
@@ -102,9 +110,14 @@ int kb_meta_log_commit(kb_meta_t *meta, const kb_mrec_t *recs, size_t n)
     }
     kb_log_set_hw(meta->log, kb_log_leo(meta->log));
     /* The appended buffer now carries its offsets: apply exactly what a replay will read. */
-    if (kb_meta_apply_buf(meta, out.buf, out.len, err, sizeof(err)) != 0)
+    if (kb_meta_apply_buf(meta, out.buf, out.len, err, sizeof(err)) != 0) {
         kb_log_error("meta", "metadata committed but not applied (a restart applies it): %s", err);
+        meta->log_ok = false; /* no snapshot of an image that differs from the log */
+    }
+    meta->snap_bytes += (int64_t)out.len;
     kp_writer_free(&out);
+    if (meta->snap_bytes >= KB_MLOG_SNAPSHOT_BYTES)
+        kb_meta_log_snapshot(meta);
     return 0;
 }
 
@@ -156,8 +169,224 @@ int kb_meta_log_append_remote(kb_meta_t *meta, const uint8_t *buf, size_t len, c
             return KB_E_IO;
         }
         kb_log_set_hw(meta->log, kb_log_leo(meta->log));
+        meta->snap_bytes += (int64_t)(to - from);
     }
-    return kb_meta_apply_buf(meta, buf, len, err, err_size) == 0 ? 0 : KB_E_INVALID;
+    if (kb_meta_apply_buf(meta, buf, len, err, err_size) != 0) {
+        meta->log_ok = false;
+        return KB_E_INVALID;
+    }
+    if (meta->snap_bytes >= KB_MLOG_SNAPSHOT_BYTES)
+        kb_meta_log_snapshot(meta);
+    return 0;
+}
+
+/* ---- snapshots ---------------------------------------------------------------------------- */
+
+/*
+ * A snapshot is the image as records at a metadata offset, in Kafka's file naming beside the log:
+ * `<end offset, 20 digits>-<epoch, 10 digits>.checkpoint`, the end offset being the offset after
+ * the last record it covers. The file holds uncompressed record batches (offsets from 0, records
+ * as in the log; no SnapshotHeader/Footer control records). It is written to `.checkpoint.part`,
+ * fsynced and renamed. The newest KB_MLOG_SNAPSHOTS_KEPT are kept, and the log keeps everything
+ * from the oldest of them on, so a damaged newest snapshot still leaves a way back.
+ */
+
+typedef struct kb_snapfile_s {
+    int64_t end;
+    char name[64];
+} kb_snapfile_t;
+
+static int kb_snapfile_cmp(const void *a, const void *b)
+{
+    int64_t x = ((const kb_snapfile_t *)a)->end, y = ((const kb_snapfile_t *)b)->end;
+    return x < y ? 1 : x > y ? -1 : 0; /* newest first */
+}
+
+/* The snapshot files of @p dir, newest first (malloc'd; *n may be 0). 0 or -1. */
+static int kb_snap_list(const char *dir, kb_snapfile_t **out, size_t *n)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    size_t cap = 0;
+    *out = NULL;
+    *n = 0;
+    if (!d)
+        return 0;
+    while ((de = readdir(d))) {
+        char *end;
+        long long off;
+        if (strlen(de->d_name) != 20 + 1 + 10 + 11 || de->d_name[20] != '-' ||
+            strcmp(de->d_name + 31, ".checkpoint"))
+            continue;
+        off = strtoll(de->d_name, &end, 10);
+        if (end != de->d_name + 20 || off < 0)
+            continue;
+        if (*n == cap) {
+            size_t nc = cap ? cap * 2 : 8;
+            kb_snapfile_t *nv = realloc(*out, nc * sizeof(*nv));
+            if (!nv) {
+                closedir(d);
+                free(*out);
+                *out = NULL;
+                *n = 0;
+                return -1;
+            }
+            *out = nv;
+            cap = nc;
+        }
+        (*out)[*n].end = off;
+        snprintf((*out)[*n].name, sizeof((*out)[*n].name), "%s", de->d_name);
+        (*n)++;
+    }
+    closedir(d);
+    if (*n)
+        qsort(*out, *n, sizeof(**out), kb_snapfile_cmp);
+    return 0;
+}
+
+static int kb_write_all(int fd, const uint8_t *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int kb_meta_log_snapshot(kb_meta_t *meta)
+{
+    const char *dir = kb_log_dir(meta->log);
+    int64_t end = meta->offset + 1;
+    kb_mrec_t *recs = NULL;
+    size_t n = 0, i = 0;
+    kp_writer_t out;
+    char path[4300], tmp[4400];
+    kb_snapfile_t *snaps;
+    size_t nsnaps;
+    int fd, rc = 0;
+
+    if (!meta->log_ok || end <= 0 || end == meta->snap_end)
+        return 0;
+    if (kb_meta_image_records(meta, &recs, &n) != 0)
+        return KB_E_NOMEM;
+    kp_writer_init(&out);
+    /* batches of up to 4096 records, offsets counted from 0 */
+    while (i < n && rc == 0) {
+        size_t k = n - i < 4096 ? n - i : 4096;
+        kp_writer_t b;
+        kp_writer_init(&b);
+        rc = kb_mlog_encode(recs + i, k, &b);
+        if (rc == 0) {
+            kp_batch_set_base_offset(b.buf, b.len, (int64_t)i);
+            kp_write_raw(&out, b.buf, b.len);
+        }
+        kp_writer_free(&b);
+        i += k;
+    }
+    kb_meta_recs_free(recs, n);
+    if (rc || out.err) {
+        kp_writer_free(&out);
+        return KB_E_NOMEM;
+    }
+    snprintf(path, sizeof(path), "%s/%020" PRId64 "-%010d.checkpoint", dir, end, KB_MLOG_EPOCH);
+    snprintf(tmp, sizeof(tmp), "%s.part", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || kb_write_all(fd, out.buf, out.len) != 0 || fsync(fd) != 0) {
+        kb_log_error("meta", "cannot write the metadata snapshot %s: %s", tmp, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        unlink(tmp);
+        kp_writer_free(&out);
+        return KB_E_IO;
+    }
+    close(fd);
+    kp_writer_free(&out);
+    if (rename(tmp, path) != 0) {
+        kb_log_error("meta", "cannot rename %s: %s", tmp, strerror(errno));
+        unlink(tmp);
+        return KB_E_IO;
+    }
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (fsync(fd) != 0)
+            kb_log_warn("meta", "cannot fsync %s: %s", dir, strerror(errno));
+        close(fd);
+    }
+    meta->snap_end = end;
+    meta->snap_bytes = 0;
+    /* Older snapshots go; the log keeps what follows the oldest one kept. */
+    if (kb_snap_list(dir, &snaps, &nsnaps) == 0) {
+        for (size_t k = KB_MLOG_SNAPSHOTS_KEPT; k < nsnaps; k++) {
+            snprintf(path, sizeof(path), "%s/%s", dir, snaps[k].name);
+            unlink(path);
+        }
+        if (nsnaps >= KB_MLOG_SNAPSHOTS_KEPT)
+            kb_log_set_start_offset(meta->log, snaps[KB_MLOG_SNAPSHOTS_KEPT - 1].end);
+        free(snaps);
+    }
+    return 0;
+}
+
+/* Load the newest readable snapshot of @p dir into the empty image; meta->snap_end = its end
+ * offset, or -1 without one. 0, or -1 with @p err (a readable snapshot that cannot be
+ * applied). */
+static int kb_mlog_snapshot_load(kb_meta_t *meta, const char *dir, char *err, size_t err_size)
+{
+    kb_snapfile_t *snaps;
+    size_t nsnaps;
+    meta->snap_end = -1;
+    if (kb_snap_list(dir, &snaps, &nsnaps) != 0) {
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
+    for (size_t k = 0; k < nsnaps; k++) {
+        char path[4300], e[512];
+        FILE *f;
+        long sz = -1;
+        uint8_t *buf = NULL;
+        kp_batch_iter_t it;
+        kp_batch_t b;
+        int r;
+        snprintf(path, sizeof(path), "%s/%s", dir, snaps[k].name);
+        f = fopen(path, "rb");
+        if (f && fseek(f, 0, SEEK_END) == 0 && (sz = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+            (buf = malloc((size_t)sz + 1)) && fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
+            free(buf);
+            buf = NULL;
+        }
+        if (f)
+            fclose(f);
+        if (!buf) {
+            kb_log_warn("meta", "cannot read the metadata snapshot %s; trying an older one", path);
+            continue;
+        }
+        kp_batch_iter_init(&it, buf, (size_t)sz, 0, 0);
+        while ((r = kp_batch_iter_next(&it, &b)) == 1)
+            ;
+        if (r < 0 || it.trailing) {
+            free(buf);
+            kb_log_warn("meta", "metadata snapshot %s is damaged at byte %zu; trying an older one",
+                        path, it.pos);
+            continue;
+        }
+        if (kb_meta_apply_snapshot(meta, buf, (size_t)sz, snaps[k].end, e, sizeof(e)) != 0) {
+            free(buf);
+            snprintf(err, err_size, "metadata snapshot %s: %s", snaps[k].name, e);
+            free(snaps);
+            return -1;
+        }
+        free(buf);
+        meta->snap_end = snaps[k].end;
+        kb_log_info("meta", "loaded the metadata snapshot %s", snaps[k].name);
+        break;
+    }
+    free(snaps);
+    return 0;
 }
 
 /* ---- the old snapshot --------------------------------------------------------------------- */
@@ -499,6 +728,7 @@ int kb_meta_log_open(kb_meta_t *meta, char *err, size_t err_size)
     lc.retention_ms = -1; /* every record is needed until snapshots exist */
     lc.retention_bytes = -1;
     lc.max_message_bytes = INT32_MAX; /* one batch per mutation, however large */
+    lc.segment_bytes = KB_MLOG_SEGMENT_BYTES;
     kb_log_open_opts_init(&o);
     if (kb_mlog_precheck(dir, e, sizeof(e)) != 0) {
         snprintf(err, err_size,
@@ -512,9 +742,29 @@ int kb_meta_log_open(kb_meta_t *meta, char *err, size_t err_size)
         snprintf(err, err_size, "cannot open the metadata log %s: %s", dir, e);
         return -1;
     }
+    pthread_mutex_lock(&meta->change_mu);
+    if (kb_mlog_snapshot_load(meta, dir, e, sizeof(e)) != 0) {
+        pthread_mutex_unlock(&meta->change_mu);
+        snprintf(err, err_size, "%s", e);
+        return -1;
+    }
     off = kb_log_start_offset(meta->log);
     leo = kb_log_leo(meta->log);
-    pthread_mutex_lock(&meta->change_mu);
+    if (off > 0 && off > meta->snap_end) {
+        pthread_mutex_unlock(&meta->change_mu);
+        snprintf(err, err_size,
+                 "metadata log %s starts at offset %" PRId64 " but no readable snapshot covers "
+                 "what comes before; refusing to start rather than lose metadata",
+                 dir, off);
+        return -1;
+    }
+    if (meta->snap_end > leo) {
+        /* the log ends before the snapshot (its segments went): continue after the snapshot */
+        kb_log_truncate_fully(meta->log, meta->snap_end);
+        leo = meta->snap_end;
+    }
+    if (meta->snap_end > off)
+        off = meta->snap_end;
     while (off < leo) {
         uint8_t *buf = NULL;
         size_t len = 0;
@@ -541,6 +791,7 @@ int kb_meta_log_open(kb_meta_t *meta, char *err, size_t err_size)
             return -1;
         }
         free(buf);
+        meta->snap_bytes += (int64_t)len;
         off = rm.next_offset;
     }
     kb_log_set_hw(meta->log, kb_log_leo(meta->log));
@@ -549,6 +800,7 @@ int kb_meta_log_open(kb_meta_t *meta, char *err, size_t err_size)
         return -1;
     }
     meta->pid_next = meta->pid_persisted;
+    meta->log_ok = true;
     pthread_mutex_unlock(&meta->change_mu);
     kb_log_info("meta", "metadata log %s: %zu topics, offset %" PRId64, dir, meta->ntopics,
                 meta->offset);
@@ -557,6 +809,9 @@ int kb_meta_log_open(kb_meta_t *meta, char *err, size_t err_size)
 
 void kb_meta_log_close(kb_meta_t *meta)
 {
+    /* A snapshot at close makes the next start short. */
+    if (meta->log && meta->log_ok && meta->snap_bytes > 0)
+        kb_meta_log_snapshot(meta);
     if (meta->log)
         kb_log_close(meta->log, 1);
     meta->log = NULL;

@@ -7,6 +7,7 @@
  * start with their offsets, and the migration of an old `kbroker-metadata` snapshot. Label: unit.
  */
 #include <CUnit/Basic.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -722,6 +723,47 @@ static void t_replay(void)
     kbat_rmrf(dir);
 }
 
+/* Remove the metadata snapshots of @p dir; the number removed. */
+static int rm_snapshots(const char *dir)
+{
+    char path[800];
+    DIR *d;
+    struct dirent *de;
+    int n = 0;
+    snprintf(path, sizeof(path), "%s/logs/__cluster_metadata-0", dir);
+    d = opendir(path);
+    while (d && (de = readdir(d))) {
+        char p[1200];
+        if (!strstr(de->d_name, ".checkpoint"))
+            continue;
+        snprintf(p, sizeof(p), "%s/%s", path, de->d_name);
+        n += unlink(p) == 0;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* The snapshot file names of @p dir, newest last, into @p names (up to 8). */
+static int list_snapshots(const char *dir, char names[][64])
+{
+    char path[800];
+    DIR *d;
+    struct dirent *de;
+    int n = 0;
+    snprintf(path, sizeof(path), "%s/logs/__cluster_metadata-0", dir);
+    d = opendir(path);
+    while (d && (de = readdir(d)) && n < 8) {
+        size_t l = strlen(de->d_name);
+        if (l > 11 && !strcmp(de->d_name + l - 11, ".checkpoint"))
+            snprintf(names[n++], 64, "%s", de->d_name);
+    }
+    if (d)
+        closedir(d);
+    qsort(names, (size_t)n, 64, (int (*)(const void *, const void *))strcmp);
+    return n;
+}
+
 /* ---- a record the image cannot take stops the start -------------------------------------- */
 
 /* Append one batch holding @p value as the record value to the metadata log of @p dir. The
@@ -830,6 +872,8 @@ static void t_corrupt(void)
             CU_ASSERT_NOT_EQUAL(mstack_open(&s, dir, false, NULL, err, sizeof(err)), 0);
             CU_ASSERT_PTR_NOT_NULL(strstr(err, "followed by more data"));
         } else {
+            /* as after a crash: no snapshot written at close */
+            rm_snapshots(dir);
             CU_ASSERT_EQUAL(truncate(seg, (off_t)(pos[2] + 20)), 0);
             CU_ASSERT_EQUAL_FATAL(mstack_open(&s, dir, false, NULL, err, sizeof(err)), 0);
             CU_ASSERT_EQUAL(kb_meta_topic_by_name(s.meta, "b", NULL), 0);
@@ -967,6 +1011,104 @@ static void t_migrate(void)
     kbat_rmrf(dir);
 }
 
+/* ---- snapshots ------------------------------------------------------------------------- */
+
+static void some_changes(kb_meta_t *meta, int round)
+{
+    char name[32], val[32], msg[256];
+    kb_topic_info_t ti;
+    int32_t ne;
+    int64_t pid;
+    for (int i = 0; i < 5; i++) {
+        kb_kv_t cfg[] = {{"retention.ms", val}};
+        kb_topic_spec_t spec = {.name = name, .partitions = 2, .configs = cfg, .config_cnt = 1};
+        snprintf(name, sizeof(name), "s%d-%d", round, i);
+        snprintf(val, sizeof(val), "%d", 5000 + round * 10 + i);
+        CU_ASSERT_EQUAL(kb_meta_create_topic(meta, &spec, false, NULL, msg, sizeof(msg)), 0);
+    }
+    snprintf(name, sizeof(name), "s%d-1", round);
+    CU_ASSERT_EQUAL(kb_meta_delete_topic(meta, name, NULL, msg, sizeof(msg)), 0);
+    snprintf(name, sizeof(name), "s%d-2", round);
+    CU_ASSERT_EQUAL(kb_meta_topic_by_name(meta, name, &ti), 0);
+    CU_ASSERT_EQUAL(kb_meta_bump_epoch(meta, &ti.id, 1, 7 + round, &ne), 0);
+    CU_ASSERT_EQUAL(kb_meta_alloc_producer_ids(meta, 1500, &pid), 0);
+    {
+        kb_cfg_op_t op = {"log.retention.bytes", KB_CFGOP_SET, val};
+        CU_ASSERT_EQUAL(
+            kb_meta_alter_broker_configs(meta, "1", &op, 1, false, false, msg, sizeof(msg)), 0);
+    }
+}
+
+static void t_snapshot(void)
+{
+    char dir[512], err[512], names[8][64], path[900];
+    mstack_t s;
+    char *want, *got;
+    int n;
+    int64_t pid;
+
+    CU_ASSERT_EQUAL_FATAL(kbat_tmpdir(dir, sizeof(dir)), 0);
+    CU_ASSERT_EQUAL_FATAL(mstack_open(&s, dir, true, NULL, err, sizeof(err)), 0);
+    some_changes(s.meta, 0);
+    CU_ASSERT_EQUAL(kb_meta_checkpoint(s.meta), 0);
+    n = list_snapshots(dir, names);
+    CU_ASSERT_EQUAL_FATAL(n, 1);
+    {
+        char exp[64];
+        snprintf(exp, sizeof(exp), "%020" PRId64 "-0000000001.checkpoint",
+                 kb_meta_offset(s.meta) + 1);
+        CU_ASSERT_STRING_EQUAL(names[0], exp);
+    }
+    some_changes(s.meta, 1);
+    want = dump(s.meta);
+    mstack_close(&s); /* a second snapshot at close */
+    CU_ASSERT_EQUAL(list_snapshots(dir, names), 2);
+    /* the newest snapshot (and no log replay) gives the image back */
+    CU_ASSERT_EQUAL_FATAL(mstack_open(&s, dir, true, NULL, err, sizeof(err)), 0);
+    got = dump(s.meta);
+    CU_ASSERT_STRING_EQUAL(got, want);
+    free(got);
+    /* producer ids stay unique over a snapshot */
+    CU_ASSERT_EQUAL(kb_meta_alloc_producer_ids(s.meta, 1, &pid), 0);
+    CU_ASSERT(pid >= 3000);
+    free(want);
+    some_changes(s.meta, 2);
+    CU_ASSERT_EQUAL(kb_meta_checkpoint(s.meta), 0);
+    some_changes(s.meta, 3);
+    want = dump(s.meta);
+    mstack_close(&s);
+    CU_ASSERT_EQUAL(list_snapshots(dir, names), 2); /* the older ones went */
+    /* a damaged newest snapshot: the older one and the log after it */
+    n = list_snapshots(dir, names);
+    snprintf(path, sizeof(path), "%s/logs/__cluster_metadata-0/%s", dir, names[n - 1]);
+    {
+        FILE *f = fopen(path, "r+b");
+        unsigned char c;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        fseek(f, 80, SEEK_SET);
+        CU_ASSERT_EQUAL(fread(&c, 1, 1, f), 1);
+        c = (unsigned char)~c;
+        fseek(f, 80, SEEK_SET);
+        fwrite(&c, 1, 1, f);
+        fclose(f);
+    }
+    CU_ASSERT_EQUAL_FATAL(mstack_open(&s, dir, false, NULL, err, sizeof(err)), 0);
+    got = dump(s.meta);
+    CU_ASSERT_STRING_EQUAL(got, want);
+    free(got);
+    kb_meta_close(s.meta);
+    kb_config_free(s.cfg);
+    /* no snapshot at all: the whole log */
+    CU_ASSERT(rm_snapshots(dir) >= 1);
+    CU_ASSERT_EQUAL_FATAL(mstack_open(&s, dir, true, NULL, err, sizeof(err)), 0);
+    got = dump(s.meta);
+    CU_ASSERT_STRING_EQUAL(got, want);
+    free(got);
+    free(want);
+    mstack_close(&s);
+    kbat_rmrf(dir);
+}
+
 /* ---- metadata.log.dir ----------------------------------------------------------------------- */
 
 static void t_metadata_dir(void)
@@ -1023,6 +1165,7 @@ int main(void)
     CU_add_test(s, "replay of many changes across restarts", t_replay);
     CU_add_test(s, "undecodable / inapplicable record stops the start", t_corrupt);
     CU_add_test(s, "migration of the old snapshot", t_migrate);
+    CU_add_test(s, "image snapshots", t_snapshot);
     CU_add_test(s, "metadata.log.dir", t_metadata_dir);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
