@@ -21,6 +21,9 @@
 #   leader TOPIC PART            the leader's node id, or "none"
 #   wait TOPIC PART|all COND [--hold-ms H] [--timeout-ms T]   cluster-tools wait
 #   compare TOPIC PART [--upto O] [--same-end]   kc_replicacmp over the partition's replicas
+#   meta I [TOPIC]...            kc_meta: broker I's own Metadata answer (leaders, epochs, ISR, ids)
+#   consistent [TOPIC]... [--timeout-ms T]   every broker gives the same Metadata answer, and its
+#                                topic ids are the ones the Java Admin client reports (polled)
 #
 # Layout ($KPEER_HOME/<name>/, KPEER_HOME defaults to <repo>/.kpeer): harness.env (backend,
 # ports), node<i>.properties, node<i>.log, node<i>.pid, node<i>.cmdline, node<i>/data.
@@ -37,7 +40,7 @@ export KPEER_HOME=${KPEER_HOME:-$REPO/.kpeer}
 
 die() { echo "cluster.sh: $*" >&2; exit 2; }
 log() { echo "cluster.sh: $*" >&2; }
-usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
 now_ms() { date +%s%3N; }
 port_in_use() { [ -n "$(ss -Hltn "( sport = :$1 )" 2>/dev/null)" ]; }
 
@@ -66,6 +69,7 @@ CDIR=$KPEER_HOME/$NAME
 NODES=3
 KBROKER=${KBROKER:-$BUILD/bin/kbroker}
 REPLICACMP=${KC_REPLICACMP:-$BUILD/bin/kc_replicacmp}
+KCMETA=${KC_META:-$BUILD/bin/kc_meta}
 
 client_port() { echo $((BASE_PORT + 10 * ($1 - 1))); }
 ctrl_port() { echo $((BASE_PORT + 10 * ($1 - 1) + 1)); }
@@ -365,6 +369,48 @@ EOF
     t=$(arg 0); p=$(arg 1); dirs=()
     for n in 1 2 3; do dirs+=("$CDIR/node$n/data/$t-$p"); done
     "$REPLICACMP" "${ARGS[@]:2}" "${dirs[@]}"
+    ;;
+  meta)
+    load_env
+    [ -x "$KCMETA" ] || die "$KCMETA missing (build the tree: target kc_meta)"
+    n=$(arg 0); need_node "$n"; tp=()
+    for t in "${ARGS[@]:1}"; do tp+=(--topic "$t"); done
+    "$KCMETA" --broker "127.0.0.1:$(client_port "$n")" "${tp[@]}"
+    ;;
+  consistent)
+    load_env
+    [ -x "$KCMETA" ] || die "$KCMETA missing (build the tree: target kc_meta)"
+    tp=() ms=30000 j=0
+    while [ $j -lt ${#ARGS[@]} ]; do
+      if [ "${ARGS[$j]}" = --timeout-ms ]; then ms=${ARGS[$((j + 1))]}; j=$((j + 2)); continue; fi
+      tp+=(--topic "${ARGS[$j]}"); j=$((j + 1))
+    done
+    end=$(($(now_ms) + ms))
+    while :; do
+      same=1
+      for n in 1 2 3; do
+        "$KCMETA" --broker "127.0.0.1:$(client_port "$n")" "${tp[@]}" >"$CDIR/meta$n.txt" 2>&1 || same=0
+      done
+      if [ $same = 1 ] && cmp -s "$CDIR/meta1.txt" "$CDIR/meta2.txt" && cmp -s "$CDIR/meta1.txt" "$CDIR/meta3.txt"; then
+        break
+      fi
+      if [ "$(now_ms)" -gt "$end" ]; then
+        echo "consistent: FAILED: the brokers' Metadata answers still differ after ${ms} ms:"
+        for n in 2 3; do diff -u --label node1 --label "node$n" "$CDIR/meta1.txt" "$CDIR/meta$n.txt" || true; done
+        exit 1
+      fi
+      sleep 0.2 # poll interval of a deadline-bounded wait (metadata propagates to every broker)
+    done
+    # The topic ids as the Java Admin client reports them must be the same.
+    ct describe --bootstrap "$(bootstrap_list)" "${tp[@]}" | grep '^topic ' | sed 's/ partitions=.*//' \
+      >"$CDIR/meta-java.txt" || die "cluster-tools describe failed"
+    grep '^topic ' "$CDIR/meta1.txt" | sed 's/ error=.*//' >"$CDIR/meta-c.txt"
+    if ! cmp -s "$CDIR/meta-java.txt" "$CDIR/meta-c.txt"; then
+      echo "consistent: FAILED: topic ids differ between the brokers' Metadata and the Admin client:"
+      diff -u --label admin --label metadata "$CDIR/meta-java.txt" "$CDIR/meta-c.txt" || true
+      exit 1
+    fi
+    echo "consistent: brokers 1, 2, 3 agree: $(grep -c '^partition ' "$CDIR/meta1.txt") partitions, $(head -1 "$CDIR/meta1.txt")"
     ;;
   -h | --help | help) usage ;;
   *) die "unknown command '$CMD' (see --help)" ;;

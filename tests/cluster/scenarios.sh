@@ -5,7 +5,7 @@
 #   scenarios.sh --backend kafka|kbroker [--scenario leader-kill|isr-offline|all]
 #                [--count N] [--kills K] [--rate R] [--partitions P] [--controllers C]
 #                [--name NAME] [--base-port PORT] [--build DIR] [--kbroker PATH] [--seed S]
-#                [--keep]
+#                [--keep] [--inject unclean]
 #
 # Both scenarios use topics with RF 3, min.insync.replicas=2, unclean.leader.election.enable=false
 # and 1 MiB segments (the smallest Kafka 4 accepts), the verifying producer of tests/java/robust-tools (idempotent, acks=all,
@@ -27,6 +27,8 @@
 # --controllers defaults to "separate" (a controller-only node 4), so that killing brokers never
 # kills the controller; isr-offline needs that (with the controller on a killed node nobody
 # could decide anything). "node1" is the kbroker shape of issue 4 (node 1 broker+controller).
+# --inject unclean (failure demonstration): the isr-offline topic allows unclean leader election,
+#   so the lagging follower is elected while the in-sync replicas are down; the run must fail.
 # Exit 0 pass, 1 fail, 2 setup error (a backend that cannot start a cluster is a setup error).
 set -euo pipefail
 
@@ -35,8 +37,8 @@ REPO=$(cd "$HERE/../.." && pwd -P)
 PEERS=$REPO/tests/peers
 export KPEER_HOME=${KPEER_HOME:-$REPO/.kpeer}
 
-BACKEND= SCENARIO=all COUNT=200000 KILLS=10 RATE=1500 PARTS=3 CONTROLLERS=separate
-NAME= BASE_PORT= BUILD=$REPO/build KBROKER= SEED=${SEED:-$RANDOM} KEEP=0
+BACKEND= SCENARIO=all COUNT=200000 KILLS=10 RATE=1000 PARTS=3 CONTROLLERS=separate
+NAME= BASE_PORT= BUILD=$REPO/build KBROKER= SEED=${SEED:-$RANDOM} KEEP=0 INJECT=
 while [ $# -gt 0 ]; do
   case "$1" in
     --backend) BACKEND=$2; shift 2 ;;
@@ -52,12 +54,14 @@ while [ $# -gt 0 ]; do
     --kbroker) KBROKER=$2; shift 2 ;;
     --seed) SEED=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --inject) INJECT=$2; shift 2 ;;
     -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "scenarios: unknown option $1" >&2; exit 2 ;;
   esac
 done
 case "$BACKEND" in kafka | kbroker) ;; *) echo "scenarios: --backend kafka|kbroker" >&2; exit 2 ;; esac
 case "$SCENARIO" in leader-kill | isr-offline | all) ;; *) echo "scenarios: bad --scenario" >&2; exit 2 ;; esac
+case "$INJECT" in "" | unclean) ;; *) echo "scenarios: --inject unclean" >&2; exit 2 ;; esac
 NAME=${NAME:-cluster-$BACKEND}
 [ -n "$BASE_PORT" ] || BASE_PORT=$([ "$BACKEND" = kafka ] && echo 19592 || echo 19692)
 WORK=$BUILD/tests/cluster/$NAME
@@ -79,7 +83,8 @@ trap cleanup EXIT
 cl() { "$HERE/cluster.sh" "$1" --name "$NAME" "${@:2}"; }
 command -v java >/dev/null || die "java not found"
 [ -x "$BUILD/bin/kc_replicacmp" ] || die "$BUILD/bin/kc_replicacmp missing (build the tree first)"
-export KC_REPLICACMP=$BUILD/bin/kc_replicacmp
+[ -x "$BUILD/bin/kc_meta" ] || die "$BUILD/bin/kc_meta missing (build the tree first)"
+export KC_REPLICACMP=$BUILD/bin/kc_replicacmp KC_META=$BUILD/bin/kc_meta
 RT_JAR=$("$PEERS/mvn-build.sh" "$REPO/tests/java/robust-tools" robust-tools.jar) || die "robust-tools build failed"
 rt() { java -Xms64m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto -jar "$RT_JAR" "$@"; }
 
@@ -133,6 +138,17 @@ compare_converged() {
       say "$t-$p: $(tail -1 "$WORK/compare-$t-$p.log")"
     fi
   done
+}
+
+# consistent_view TOPIC: every broker answers Metadata with the same leaders, epochs, ISR and topic
+# id, which are also what the Java Admin client sees.
+consistent_view() {
+  if cl consistent "$1" --timeout-ms 30000 >"$WORK/consistent-$1.log" 2>&1; then
+    say "$1: $(tail -1 "$WORK/consistent-$1.log")"
+  else
+    cat "$WORK/consistent-$1.log" >&2
+    fail "$1: the brokers do not agree on the metadata (above)"
+  fi
 }
 
 verify_topic() {
@@ -194,6 +210,7 @@ scenario_leader_kill() {
   verify_topic "$t" "$acklog"
   cl wait "$t" all isr-full --timeout-ms 60000 >/dev/null 2>&1 || fail "leader-kill: ISR not full at the end"
   compare_converged "$t" "$PARTS"
+  consistent_view "$t"
   say "leader-kill: done (election/full-ISR ms per kill: ${times[*]:-none})"
 }
 
@@ -201,7 +218,12 @@ scenario_leader_kill() {
 scenario_isr_offline() {
   local t=isr-offline acklog=$WORK/isr-offline.acks desc leader isr f others=() n a0 rc=0 x
   local count=$((COUNT / 4 > 5000 ? COUNT / 4 : 5000)) rate=$((RATE / 3 > 100 ? RATE / 3 : 100))
-  cl create-topic "$t" 1 "${TOPIC_CFG[@]}" >"$WORK/create-$t.log" 2>&1 \
+  local cfg=("${TOPIC_CFG[@]}")
+  if [ "$INJECT" = unclean ]; then
+    cfg=(min.insync.replicas=2 unclean.leader.election.enable=true segment.bytes=1048576)
+    say "isr-offline: INJECT unclean: the topic allows unclean leader election (this run must fail)"
+  fi
+  cl create-topic "$t" 1 "${cfg[@]}" >"$WORK/create-$t.log" 2>&1 \
     || { cat "$WORK/create-$t.log" >&2; die "create-topic $t failed"; }
   desc=$(cl describe "$t" | grep "^partition $t 0 ")
   leader=$(sed -n 's/.* leader=\([0-9]*\) .*/\1/p' <<<"$desc")
@@ -263,6 +285,7 @@ scenario_isr_offline() {
   [ "$rc" = 0 ] || fail "isr-offline: not every record was acknowledged (producer exit $rc)"
   verify_topic "$t" "$acklog"
   compare_converged "$t" 1
+  consistent_view "$t"
 }
 
 case "$SCENARIO" in
