@@ -217,7 +217,8 @@ scenario_leader_kill() {
 # ------------------------------------------------------------------ scenario: isr-offline
 scenario_isr_offline() {
   local t=isr-offline acklog=$WORK/isr-offline.acks desc leader isr f others=() n a0 rc=0 x
-  local count=$((COUNT / 4 > 5000 ? COUNT / 4 : 5000)) rate=$((RATE / 3 > 100 ? RATE / 3 : 100))
+  local count=$((COUNT / 4)) rate=$((RATE / 3 > 100 ? RATE / 3 : 100))
+  count=$((count < 5000 ? 5000 : count > 20000 ? 20000 : count))
   local cfg=("${TOPIC_CFG[@]}")
   if [ "$INJECT" = unclean ]; then
     cfg=(min.insync.replicas=2 unclean.leader.election.enable=true segment.bytes=1048576)
