@@ -5,6 +5,7 @@
 #include "kb_txn.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -124,13 +125,8 @@ int16_t kb_txn_ensure_topic(kb_txn_t *c)
     ec = kb_meta_ensure_internal_topic(c->meta, KB_TOPIC_TRANSACTION_STATE, &ti);
     if (ec)
         return ec;
-    pthread_mutex_lock(&c->mu);
-    if (c->nparts <= 0) {
-        c->nparts = ti.partitions;
-        kb_log_info("txn", "%s has %" PRId32 " partitions", KB_TOPIC_TRANSACTION_STATE,
-                    ti.partitions);
-    }
-    pthread_mutex_unlock(&c->mu);
+    kb_log_info("txn", "%s has %" PRId32 " partitions", KB_TOPIC_TRANSACTION_STATE, ti.partitions);
+    kb_txn_reconcile(c); /* take the partitions this node leads */
     return KP_ERR_NONE;
 }
 
@@ -262,6 +258,19 @@ static kb_txn_entry_t *kb_txn_entry_get(kb_txn_t *c, const char *id, bool create
 
     for (;;) {
         pthread_mutex_lock(&c->mu);
+        if (c->nparts > 0) {
+            /* only the leader of the id's partition coordinates it, once it is loaded */
+            int32_t p = kb_txnlog_partition_for(id, len, c->nparts);
+            int st = p < c->nown ? c->own[p].state : KB_TXN_P_NONE;
+            if (st != KB_TXN_P_ACTIVE) {
+                pthread_mutex_unlock(&c->mu);
+                if (fresh)
+                    kb_txn_entry_destroy(fresh);
+                *err = st == KB_TXN_P_LOADING ? KP_ERR_COORDINATOR_LOAD_IN_PROGRESS
+                                              : KP_ERR_NOT_COORDINATOR;
+                return NULL;
+            }
+        }
         e = kb_txn_table_find(c, id, len);
         if (!e && fresh) {
             if (kb_txn_table_insert(c, fresh) != 0) {
@@ -343,6 +352,85 @@ static int16_t kb_txn_append_err(int rc)
     }
 }
 
+/* Writes to __transaction_state go to a partition this node owns (active, loaded at the local
+ * partition's current leader epoch) and refuses them (NOT_COORDINATOR) otherwise; with fewer
+ * in-sync replicas than min.insync.replicas: NOT_ENOUGH_REPLICAS → COORDINATOR_NOT_AVAILABLE. */
+static int16_t kb_txn_owned_check(kb_txn_t *c, int32_t p, kb_part_t *part)
+{
+    kb_tconf_extra_t ex;
+    bool mirror, owned;
+    pthread_mutex_lock(&c->mu);
+    owned = p >= 0 && p < c->nown && c->own[p].state == KB_TXN_P_ACTIVE &&
+            c->own[p].epoch == kb_part_epoch(part) && kb_part_role(part) == KB_PART_LEADER;
+    pthread_mutex_unlock(&c->mu);
+    if (!owned)
+        return KP_ERR_NOT_COORDINATOR;
+    kb_part_conf(part, &ex, &mirror);
+    if ((int64_t)kb_part_isr(part, NULL, 0) < (int64_t)ex.min_insync_replicas)
+        return KP_ERR_COORDINATOR_NOT_AVAILABLE;
+    return KP_ERR_NONE;
+}
+
+typedef struct kb_txn_hw_s {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} kb_txn_hw_t;
+
+static void kb_txn_hw_moved(void *opaque, kb_part_t *part, int64_t leo, int64_t hw)
+{
+    kb_txn_hw_t *w = opaque;
+    (void)part;
+    (void)leo;
+    (void)hw;
+    pthread_mutex_lock(&w->mu);
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* acks=all for a coordinator write: wait until the HW of @p part reaches @p end. NONE,
+ * COORDINATOR_NOT_AVAILABLE (KB_TXN_WRITE_TIMEOUT_MS passed) or NOT_COORDINATOR (the partition
+ * is no longer led at @p epoch; role changes are not notified, hence the 100 ms re-check). */
+static int16_t kb_txn_hw_wait(kb_part_t *part, int32_t epoch, int64_t end)
+{
+    kb_txn_hw_t w;
+    kb_part_watcher_t *pw;
+    pthread_condattr_t ca;
+    int64_t deadline = kb_time_mono_ms() + KB_TXN_WRITE_TIMEOUT_MS;
+    int16_t ec = KP_ERR_NONE;
+    if (kb_log_hw(part->log) >= end)
+        return KP_ERR_NONE;
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pw = kb_part_watch_add(part, kb_txn_hw_moved, &w);
+    pthread_mutex_lock(&w.mu);
+    while (kb_log_hw(part->log) < end) {
+        int64_t now = kb_time_mono_ms();
+        struct timespec ts;
+        if (kb_part_role(part) != KB_PART_LEADER || kb_part_epoch(part) != epoch) {
+            ec = KP_ERR_NOT_COORDINATOR;
+            break;
+        }
+        if (now >= deadline) {
+            ec = KP_ERR_COORDINATOR_NOT_AVAILABLE;
+            break;
+        }
+        ts = kb_time_mono_deadline(deadline - now < 100 ? deadline - now : 100);
+        pthread_cond_timedwait(&w.cv, &w.mu, &ts);
+    }
+    pthread_mutex_unlock(&w.mu);
+    if (pw)
+        kb_part_watch_remove(part, pw);
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    if (ec)
+        kb_log_warn("txn", "a write to %s-%" PRId32 " was not replicated: %s", part->topic,
+                    part->index, ec == KP_ERR_NOT_COORDINATOR ? "leadership lost" : "timed out");
+    return ec;
+}
+
 /* Write @p m (NULL: a tombstone) for @p e to its __transaction_state partition. Under e->mu. */
 static int16_t kb_txn_persist(kb_txn_t *c, kb_txn_entry_t *e, const kb_txnmeta_t *m)
 {
@@ -377,14 +465,19 @@ static int16_t kb_txn_persist(kb_txn_t *c, kb_txn_entry_t *e, const kb_txnmeta_t
         ec = rc == KB_META_OFFLINE ? KP_ERR_NOT_COORDINATOR : KP_ERR_COORDINATOR_NOT_AVAILABLE;
         goto out;
     }
-    rc = kb_log_append_leader(part->log, bw.buf, bw.len, kb_part_epoch(part), KB_ORIGIN_COORDINATOR,
-                              0, &info);
-    if (rc == 0)
-        kb_part_advance_hw(part);
-    else
+    if ((ec = kb_txn_owned_check(c, e->partition, part)))
+        goto out;
+    rc = kb_part_append_leader(part, bw.buf, bw.len, KB_ORIGIN_COORDINATOR, 0, &info);
+    if (rc != 0 && kb_part_role(part) != KB_PART_LEADER) {
+        ec = KP_ERR_NOT_COORDINATOR;
+        goto out;
+    }
+    if (rc != 0)
         kb_log_error("txn", "cannot write the state of transactional id %s to %s-%" PRId32 ": %s",
                      e->id, KB_TOPIC_TRANSACTION_STATE, e->partition, kb_sto_err_str(rc));
     ec = kb_txn_append_err(rc);
+    if (!ec)
+        ec = kb_txn_hw_wait(part, kb_part_epoch(part), info.last_offset + 1);
 out:
     if (part)
         kb_part_release(part);
@@ -398,12 +491,11 @@ out:
 /* Coordinator epoch of @p e: the leader epoch of its __transaction_state partition. */
 static int32_t kb_txn_coord_epoch(kb_txn_t *c, const kb_txn_entry_t *e)
 {
-    kb_part_t *part;
     int32_t epoch = 0;
-    if (kb_meta_part(c->meta, KB_TOPIC_TRANSACTION_STATE, e->partition, &part) == KB_META_OK) {
-        epoch = kb_part_epoch(part);
-        kb_part_release(part);
-    }
+    pthread_mutex_lock(&c->mu);
+    if (e->partition >= 0 && e->partition < c->nown && c->own[e->partition].state != KB_TXN_P_NONE)
+        epoch = c->own[e->partition].epoch;
+    pthread_mutex_unlock(&c->mu);
     return epoch < 0 ? 0 : epoch;
 }
 
@@ -432,9 +524,20 @@ int16_t kb_txn_write_marker(kb_txn_t *c, const char *topic, int32_t partition, i
         }
     }
     rc = kb_meta_part(c->meta, topic, partition, &part);
-    if (rc != KB_META_OK)
-        return rc == KB_META_OFFLINE ? KP_ERR_KAFKA_STORAGE_ERROR
-                                     : KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
+    if (rc != KB_META_OK) {
+        kb_topic_info_t ti;
+        if (rc == KB_META_OFFLINE)
+            return KP_ERR_KAFKA_STORAGE_ERROR;
+        /* a partition of the cluster without a replica here: not ours to write (retried) */
+        if (kb_meta_topic_by_name(c->meta, topic, &ti) == 0 && partition >= 0 &&
+            partition < ti.partitions)
+            return KP_ERR_NOT_LEADER_OR_FOLLOWER;
+        return KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
+    }
+    if (kb_part_role(part) != KB_PART_LEADER) {
+        kb_part_release(part);
+        return KP_ERR_NOT_LEADER_OR_FOLLOWER;
+    }
     rc = kb_part_append_control(part, commit ? KP_CONTROL_TYPE_COMMIT : KP_CONTROL_TYPE_ABORT, pid,
                                 epoch, coord_epoch, kb_part_epoch(part), &info);
     kb_part_release(part);
@@ -752,7 +855,9 @@ int kb_txn_describe(kb_txn_t *c, const char *txn_id, kb_txnmeta_t *out, bool *pe
     int rc;
     e = kb_txn_entry_get(c, txn_id, false, 0, &ec);
     if (!e)
-        return KB_E_NOT_FOUND;
+        return ec == KP_ERR_NOT_COORDINATOR || ec == KP_ERR_COORDINATOR_LOAD_IN_PROGRESS
+                   ? ec
+                   : KB_E_NOT_FOUND;
     rc = kb_txnmeta_copy(out, &e->m);
     if (rc == 0 && e->pending && e->done) {
         /* keep the partitions still waiting for their marker */
@@ -957,35 +1062,128 @@ static int kb_txn_load_partition(kb_txn_t *c, int32_t p, int64_t *n_applied)
     return rc;
 }
 
-static int kb_txn_load(kb_txn_t *c)
+/* Drop the ids of partition @p p from the table (after its state went to NONE, so nobody
+ * finds them again). A transition in flight holds the id's lock: it is waited for; its next
+ * write fails with NOT_COORDINATOR. @locks not c->mu */
+static void kb_txn_unload(kb_txn_t *c, int32_t p)
+{
+    size_t n, dropped = 0;
+    kb_txn_entry_t **v = kb_txn_snapshot(c, &n);
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        kb_txn_entry_t *e = v[i];
+        if (e->partition == p) {
+            pthread_mutex_lock(&e->mu);
+            pthread_mutex_lock(&c->mu);
+            if (e->linked)
+                dropped++;
+            kb_txn_table_unlink(c, e);
+            pthread_mutex_unlock(&c->mu);
+            pthread_mutex_unlock(&e->mu);
+        }
+        kb_txn_entry_release(c, e);
+    }
+    free(v);
+    kb_log_info("txn", "%s-%" PRId32 ": no longer the coordinator (%zu transactional ids dropped)",
+                KB_TOPIC_TRANSACTION_STATE, p, dropped);
+}
+
+/* Size the ownership table for @p n partitions. @locks c->mu held */
+static int kb_txn_own_resize(kb_txn_t *c, int32_t n)
+{
+    kb_txn_pown_t *v;
+    if (n <= c->nown)
+        return 0;
+    if (!(v = realloc(c->own, (size_t)n * sizeof(*v))))
+        return KB_E_NOMEM;
+    for (int32_t p = c->nown; p < n; p++)
+        v[p] = (kb_txn_pown_t){.state = KB_TXN_P_NONE, .epoch = -1};
+    c->own = v;
+    c->nown = n;
+    return 0;
+}
+
+void kb_txn_reconcile(kb_txn_t *c)
 {
     kb_topic_info_t ti;
-    int64_t n = 0;
-    size_t pending = 0, ongoing = 0;
-
-    if (kb_meta_topic_by_name(c->meta, KB_TOPIC_TRANSACTION_STATE, &ti) != 0)
-        return 0; /* created on first use */
-    c->nparts = ti.partitions;
-    for (int32_t p = 0; p < ti.partitions; p++)
-        kb_txn_load_partition(c, p, &n);
-    /* Transactions found in a Prepare state still need their markers. */
+    pthread_mutex_lock(&c->load_mu);
+    if (kb_meta_topic_by_name(c->meta, KB_TOPIC_TRANSACTION_STATE, &ti) != 0) {
+        pthread_mutex_unlock(&c->load_mu);
+        return; /* created on first use */
+    }
     pthread_mutex_lock(&c->mu);
-    for (size_t b = 0; b < c->nbuckets; b++) {
-        for (kb_txn_entry_t *e = c->buckets[b]; e; e = e->next) {
-            if (e->m.state == KB_TXN_PREPARE_COMMIT || e->m.state == KB_TXN_PREPARE_ABORT) {
-                e->pending = true;
-                pending++;
-            } else if (e->m.state == KB_TXN_ONGOING) {
-                ongoing++;
+    if (kb_txn_own_resize(c, ti.partitions) != 0) {
+        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_unlock(&c->load_mu);
+        return;
+    }
+    if (c->nparts <= 0)
+        c->nparts = ti.partitions;
+    pthread_mutex_unlock(&c->mu);
+    for (int32_t p = 0; p < ti.partitions; p++) {
+        kb_part_t *part;
+        bool lead = false, unload = false, load = false;
+        int32_t epoch = -1;
+        int64_t n = 0;
+        size_t pending = 0, ids = 0;
+        if (kb_meta_part(c->meta, KB_TOPIC_TRANSACTION_STATE, p, &part) == KB_META_OK) {
+            lead = kb_part_role(part) == KB_PART_LEADER && !atomic_load(&part->deleted);
+            epoch = kb_part_epoch(part);
+            kb_part_release(part);
+        }
+        pthread_mutex_lock(&c->mu);
+        if (c->own[p].state != KB_TXN_P_NONE && (!lead || c->own[p].epoch != epoch)) {
+            c->own[p] = (kb_txn_pown_t){.state = KB_TXN_P_NONE, .epoch = -1};
+            unload = true;
+        }
+        if (lead && c->own[p].state == KB_TXN_P_NONE) {
+            c->own[p] = (kb_txn_pown_t){.state = KB_TXN_P_LOADING, .epoch = epoch};
+            load = true;
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (unload)
+            kb_txn_unload(c, p);
+        if (!load)
+            continue;
+        kb_txn_load_partition(c, p, &n);
+        /* Transactions found in a Prepare state still need their markers (the timer, or
+         * kb_txn_start, completes them). */
+        pthread_mutex_lock(&c->mu);
+        for (size_t b = 0; b < c->nbuckets; b++) {
+            for (kb_txn_entry_t *e = c->buckets[b]; e; e = e->next) {
+                if (e->partition != p)
+                    continue;
+                ids++;
+                if (e->m.state == KB_TXN_PREPARE_COMMIT || e->m.state == KB_TXN_PREPARE_ABORT) {
+                    e->pending = true;
+                    pending++;
+                }
             }
         }
+        if (c->own[p].state == KB_TXN_P_LOADING && c->own[p].epoch == epoch)
+            c->own[p].state = KB_TXN_P_ACTIVE;
+        pthread_mutex_unlock(&c->mu);
+        kb_log_info("txn",
+                    "%s-%" PRId32 ": coordinator at epoch %" PRId32 ", %zu transactional ids "
+                    "from %" PRId64 " records, %zu to complete",
+                    KB_TOPIC_TRANSACTION_STATE, p, epoch, ids, n, pending);
     }
-    kb_log_info("txn",
-                "loaded %zu transactional ids from %" PRId64 " records of %s (%" PRId32
-                " partitions): %zu ongoing, %zu to complete",
-                c->count, n, KB_TOPIC_TRANSACTION_STATE, ti.partitions, ongoing, pending);
-    pthread_mutex_unlock(&c->mu);
-    return 0;
+    pthread_mutex_unlock(&c->load_mu);
+}
+
+/* Metadata listener (under the metadata change mutex): a change of __transaction_state (created,
+ * a leader epoch moved) makes the timer thread run an ownership pass now. */
+static void kb_txn_meta_event(void *opaque, const kb_meta_event_t *ev)
+{
+    kb_txn_t *c = opaque;
+    if (ev->snapshot || !ev->topic || strcmp(ev->topic->name, KB_TOPIC_TRANSACTION_STATE) ||
+        (ev->type != KB_META_EV_TOPIC && ev->type != KB_META_EV_EPOCH))
+        return;
+    pthread_mutex_lock(&c->thr_mu);
+    c->thr_due = true;
+    pthread_cond_broadcast(&c->thr_cv);
+    pthread_mutex_unlock(&c->thr_mu);
 }
 
 /* ---- timer ----------------------------------------------------------------------------------- */
@@ -1013,9 +1211,11 @@ static kb_txn_entry_t **kb_txn_snapshot(kb_txn_t *c, size_t *n)
 void kb_txn_tick(kb_txn_t *c)
 {
     size_t n;
-    kb_txn_entry_t **v = kb_txn_snapshot(c, &n);
+    kb_txn_entry_t **v;
     int64_t expiration = c->cfg->transactional_id_expiration_ms;
 
+    kb_txn_reconcile(c);
+    v = kb_txn_snapshot(c, &n);
     if (!v)
         return;
     for (size_t i = 0; i < n; i++) {
@@ -1058,10 +1258,11 @@ static void *kb_txn_thread(void *arg)
     while (!c->thr_stop) {
         struct timespec ts = kb_time_mono_deadline(c->tick_ms);
         int rc = 0;
-        while (!c->thr_stop && rc != ETIMEDOUT)
+        while (!c->thr_stop && !c->thr_due && rc != ETIMEDOUT)
             rc = pthread_cond_timedwait(&c->thr_cv, &c->thr_mu, &ts);
         if (c->thr_stop)
             break;
+        c->thr_due = false;
         pthread_mutex_unlock(&c->thr_mu);
         kb_txn_tick(c);
         pthread_mutex_lock(&c->thr_mu);
@@ -1100,8 +1301,16 @@ kb_txn_t *kb_txn_new(const kb_txn_opts_t *o, char *errstr, size_t errstr_size)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&c->thr_cv, &ca);
     pthread_condattr_destroy(&ca);
-    if (kb_txn_table_grow(c) != 0 || kb_txn_load(c) != 0) {
-        snprintf(errstr, errstr_size, "cannot load %s", KB_TOPIC_TRANSACTION_STATE);
+    pthread_mutex_init(&c->load_mu, NULL);
+    if (kb_txn_table_grow(c) != 0) {
+        snprintf(errstr, errstr_size, "out of memory");
+        kb_txn_free(c);
+        return NULL;
+    }
+    /* the partitions this node leads are loaded now; leadership changes later are followed */
+    kb_txn_reconcile(c);
+    if (!(c->ml = kb_meta_listen(c->meta, kb_txn_meta_event, c, false))) {
+        snprintf(errstr, errstr_size, "out of memory");
         kb_txn_free(c);
         return NULL;
     }
@@ -1153,6 +1362,8 @@ void kb_txn_free(kb_txn_t *c)
         return;
     kb_txn_stop(c);
     kb_txn_unregister(c);
+    if (c->ml)
+        kb_meta_unlisten(c->meta, c->ml);
     for (size_t b = 0; b < c->nbuckets; b++) {
         kb_txn_entry_t *e = c->buckets[b], *nx;
         for (; e; e = nx) {
@@ -1161,6 +1372,8 @@ void kb_txn_free(kb_txn_t *c)
         }
     }
     free(c->buckets);
+    free(c->own);
+    pthread_mutex_destroy(&c->load_mu);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->thr_mu);
     pthread_cond_destroy(&c->thr_cv);

@@ -5,11 +5,13 @@
  * and the verification hook of Produce. The handlers (kb_txn_h.c) and the tests use the
  * functions below; docs/broker.md, section "Transaction coordinator", has the rules.
  *
- * Single broker: this node coordinates every transactional id. __transaction_state is created
+ * Ownership (kb_txn_reconcile): this node coordinates the transactional ids of the
+ * __transaction_state partitions it leads, loaded from their log at the partition's leader
+ * epoch, which is the coordinator epoch of their markers; requests for other ids answer
+ * NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while loading). __transaction_state is created
  * on first use (FindCoordinator for a transaction key, InitProducerId with a transactional id)
- * with transaction.state.log.num.partitions partitions; its existing partitions are loaded when
- * the coordinator is created. The coordinator epoch of a transactional id is the leader epoch
- * of its __transaction_state partition.
+ * with transaction.state.log.num.partitions partitions. Writes to it wait for the high
+ * watermark (acks=all).
  *
  * EndTxn writes PrepareCommit/PrepareAbort, then the markers (kb_part_append_control; for
  * __consumer_offsets through the group hook), then CompleteCommit/CompleteAbort, and answers
@@ -70,6 +72,17 @@ void kb_txn_unregister(kb_txn_t *c);
 /** Run the timer work once: marker retries, timeouts, expiration (tests). */
 void kb_txn_tick(kb_txn_t *c);
 
+/**
+ * Ownership pass (docs/broker.md "Transaction coordinator", "Ownership"): partitions of
+ * __transaction_state this node leads (the local partition is leader) and does not own are
+ * loaded at their leader epoch (the coordinator epoch; requests for their ids answer
+ * COORDINATOR_LOAD_IN_PROGRESS meanwhile, ids found in a Prepare state are completed by the
+ * timer); partitions it owns but no longer leads, or whose leader epoch moved, are unloaded
+ * (their ids dropped; requests answer NOT_COORDINATOR). Runs at creation, at each timer tick,
+ * at once after a metadata change of the topic, and when the topic is created.
+ */
+void kb_txn_reconcile(kb_txn_t *c);
+
 /** Create __transaction_state if needed. 0 or a Kafka error code. */
 int16_t kb_txn_ensure_topic(kb_txn_t *c);
 
@@ -126,7 +139,9 @@ int16_t kb_txn_write_marker(kb_txn_t *c, const char *topic, int32_t partition, i
 int16_t kb_txn_offset_commit(kb_txn_t *c, kb_reqctx_t *ctx, const kp_TxnOffsetCommitRequest_t *rq,
                              kp_TxnOffsetCommitResponse_t *resp, bool implicit_add);
 
-/** A copy of the metadata of @p txn_id (free with kb_txnmeta_free). 0 or KB_E_NOT_FOUND.
+/** A copy of the metadata of @p txn_id (free with kb_txnmeta_free). 0, KB_E_NOT_FOUND, or
+ *  (positive) NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS for an id this node does not
+ *  coordinate now.
  *  @p pending (may be NULL): markers still to be written; the copy's partitions are then only
  *  those still without a marker (what DescribeTransactions shows). */
 int kb_txn_describe(kb_txn_t *c, const char *txn_id, kb_txnmeta_t *out, bool *pending);

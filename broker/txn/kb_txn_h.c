@@ -622,6 +622,7 @@ static kb_api_result_t kb_txn_h_desctxns(void *opaque, kb_req_t *req, kb_resp_t 
         const char *st;
         kb_txnmeta_t m;
         size_t ntop = 0;
+        int rc;
         kp_DescribeTransactionsResponse_TransactionState_init(ts);
         ts->TransactionalId = rq.TransactionalIds.v[i];
         ts->TransactionState = (kp_str_t){"", 0};
@@ -632,8 +633,9 @@ static kb_api_result_t kb_txn_h_desctxns(void *opaque, kb_req_t *req, kb_resp_t 
             ts->ErrorCode = KP_ERR_INVALID_REQUEST;
             continue;
         }
-        if (kb_txn_describe(c, id, &m, NULL) != 0) {
-            ts->ErrorCode = KP_ERR_TRANSACTIONAL_ID_NOT_FOUND;
+        if ((rc = kb_txn_describe(c, id, &m, NULL)) != 0) {
+            /* KB_E_NOT_FOUND, or the Kafka error of an id this node does not coordinate */
+            ts->ErrorCode = rc > 0 ? (int16_t)rc : KP_ERR_TRANSACTIONAL_ID_NOT_FOUND;
             continue;
         }
         st = kb_txnlog_state_name(m.state);

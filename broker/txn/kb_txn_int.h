@@ -10,6 +10,20 @@
 
 typedef struct kb_txn_entry_s kb_txn_entry_t;
 
+/* What this node does with one partition of __transaction_state (as the group coordinator's
+ * kb_gpown_t): not the leader, loading, or coordinating its ids at an epoch. */
+#define KB_TXN_P_NONE    0
+#define KB_TXN_P_LOADING 1
+#define KB_TXN_P_ACTIVE  2
+
+typedef struct kb_txn_pown_s {
+    int state;
+    int32_t epoch; /**< the partition's leader epoch when it was taken (-1 none) */
+} kb_txn_pown_t;
+
+/** How long a write to __transaction_state waits for the high watermark (acks=all). */
+#define KB_TXN_WRITE_TIMEOUT_MS 5000
+
 /** One transactional id. */
 struct kb_txn_entry_s {
     kb_txn_entry_t *next; /**< bucket chain (c->mu) */
@@ -38,13 +52,18 @@ struct kb_txn_s {
     kb_txn_entry_t **buckets;
     size_t nbuckets;
     size_t count;
-    int32_t nparts; /**< partitions of __transaction_state, 0 while it does not exist */
+    int32_t nparts;     /**< partitions of __transaction_state, 0 while it does not exist */
+    kb_txn_pown_t *own; /**< per partition (mu) */
+    int32_t nown;
+    pthread_mutex_t load_mu; /**< one ownership pass at a time */
+    kb_meta_listener_t *ml;  /**< leadership changes of __transaction_state */
 
     pthread_mutex_t thr_mu; /**< timer thread state */
     pthread_cond_t thr_cv;
     pthread_t thr;
     bool thr_started;
     bool thr_stop;
+    bool thr_due; /**< thr_mu: a leadership change to look at now */
 
     kb_api_registry_t *reg;
     int16_t registered[12];

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kb_err.h"
+#include "kb_meta_rec.h"
 #include "kb_txn.h"
 #include "kbat.h"
 #include "kp_batch.h"
@@ -165,6 +166,114 @@ static int16_t add1(env_t *e, const char *txn, int64_t pid, int16_t epoch, const
 {
     kb_txn_tp_t tp = {(char *)topic, p};
     return kb_txn_add_partitions(e->c, txn, pid, epoch, &tp, 1, 0);
+}
+
+/* Apply a PartitionChangeRecord to partition @p p of @p topic as a remote controller's record
+ * (kb_meta_apply_records): replicas {this node, 2}, the ISR given, leader @p leader (a new
+ * leader epoch); the apply path makes the local partition leader or follower. */
+static void change_leader(env_t *e, const char *topic, int32_t p, int32_t leader,
+                          const int32_t *isr, int32_t nisr)
+{
+    kb_topic_info_t ti;
+    kb_mrec_t r;
+    kp_batch_opts_t o;
+    kp_batch_builder_t bb;
+    kp_writer_t out, val;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(kb_meta_topic_by_name(e->b.svc->meta, topic, &ti), 0);
+    kb_mrec_init(&r, KB_MREC_PARTITION_CHANGE);
+    r.topic_id = ti.id;
+    r.partition = p;
+    r.leader = leader;
+    r.replicas = malloc(2 * sizeof(int32_t));
+    r.isr = malloc((size_t)nisr * sizeof(int32_t));
+    CU_ASSERT_FATAL(r.replicas && r.isr);
+    r.replicas[0] = kb_meta_node_id(e->b.svc->meta);
+    r.replicas[1] = 2;
+    r.nreplicas = 2;
+    memcpy(r.isr, isr, (size_t)nisr * sizeof(int32_t));
+    r.nisr = nisr;
+    kp_batch_opts_init(&o);
+    o.baseOffset = kb_meta_offset(e->b.svc->meta) + 1;
+    kp_batch_builder_init(&bb, &o);
+    kp_writer_init(&val);
+    kp_writer_init(&out);
+    CU_ASSERT_EQUAL_FATAL(kb_mrec_encode(&r, &val), 0);
+    CU_ASSERT_EQUAL_FATAL(kp_batch_builder_add(&bb, 1000, (kp_bytes_t){NULL, -1},
+                                               (kp_bytes_t){val.buf, (int32_t)val.len}, NULL, 0),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(kp_batch_builder_finish(&bb, &out), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_meta_apply_records(e->b.svc->meta, out.buf, out.len, err, sizeof(err)),
+                          0);
+    kb_mrec_clear(&r);
+    kp_batch_builder_free(&bb);
+    kp_writer_free(&val);
+    kp_writer_free(&out);
+}
+
+/* Ownership follows the leadership of __transaction_state: a followed partition's ids answer
+ * NOT_COORDINATOR (other partitions keep working); leadership back at a newer epoch reloads
+ * them from the log with their ongoing transaction, and markers carry the new coordinator
+ * epoch. */
+static void test_ownership(void)
+{
+    env_t e;
+    int64_t pid, pid2, rpid;
+    int16_t epoch, epoch2, rep;
+    int32_t p, self, reps[2], isr1[1];
+    char other[32];
+    kb_txnmeta_t m;
+    kb_producer_info_t pi;
+    kb_part_t *part;
+
+    env_start(&e, true);
+    mk_topic(&e, "t", 1);
+    self = kb_meta_node_id(e.b.svc->meta);
+    CU_ASSERT_EQUAL(init_pid(&e, "own-a", 60000, &pid, &epoch), KP_ERR_NONE);
+    p = kb_txnlog_partition_for("own-a", 5, 3);
+    for (int i = 0;; i++) {
+        CU_ASSERT_FATAL(i < 100);
+        snprintf(other, sizeof(other), "own-b%d", i);
+        if (kb_txnlog_partition_for(other, strlen(other), 3) != p)
+            break;
+    }
+    CU_ASSERT_EQUAL(init_pid(&e, other, 60000, &pid2, &epoch2), KP_ERR_NONE);
+    CU_ASSERT_EQUAL(add1(&e, "own-a", pid, epoch, "t", 0), KP_ERR_NONE);
+    CU_ASSERT_EQUAL(produce(&e, "own-a", "t", 0, pid, epoch, 0, 2), 0);
+
+    reps[0] = self;
+    reps[1] = 2;
+    change_leader(&e, "__transaction_state", p, 2, reps, 2);
+    kb_txn_tick(e.c);
+    CU_ASSERT_EQUAL(init_pid(&e, "own-a", 60000, &rpid, &rep), KP_ERR_NOT_COORDINATOR);
+    CU_ASSERT_EQUAL(add1(&e, "own-a", pid, epoch, "t", 0), KP_ERR_NOT_COORDINATOR);
+    CU_ASSERT_EQUAL(kb_txn_describe(e.c, "own-a", &m, NULL), KP_ERR_NOT_COORDINATOR);
+    CU_ASSERT_EQUAL(kb_txn_end(e.c, "own-a", pid, epoch, true, false, &rpid, &rep),
+                    KP_ERR_NOT_COORDINATOR);
+    /* Produce's verification: retriable for every client */
+    CU_ASSERT_EQUAL(kb_txn_produce_verify(e.c, "own-a", pid, epoch, "t", 0, 11),
+                    KP_ERR_NOT_ENOUGH_REPLICAS);
+    /* the other partition is still coordinated here */
+    CU_ASSERT_EQUAL(kb_txn_describe(e.c, other, &m, NULL), 0);
+    kb_txnmeta_free(&m);
+
+    isr1[0] = self;
+    change_leader(&e, "__transaction_state", p, self, isr1, 1);
+    kb_txn_tick(e.c);
+    state_of(&e, "own-a", &m, NULL);
+    CU_ASSERT_EQUAL(m.state, KB_TXN_ONGOING);
+    CU_ASSERT_EQUAL(m.producer_id, pid);
+    CU_ASSERT_EQUAL(m.producer_epoch, epoch);
+    kb_txnmeta_free(&m);
+    CU_ASSERT_EQUAL(kb_txn_end(e.c, "own-a", pid, epoch, true, false, &rpid, &rep), KP_ERR_NONE);
+    CU_ASSERT_EQUAL(lso(&e, "t", 0), leo(&e, "t", 0));
+    /* the marker carries the coordinator epoch: the new leader epoch of the state partition */
+    part = part_of(&e, "__transaction_state", p);
+    producer_of(&e, "t", 0, pid, &pi);
+    CU_ASSERT_EQUAL(pi.coordinator_epoch, kb_part_epoch(part));
+    CU_ASSERT(kb_part_epoch(part) >= 2);
+    kb_part_release(part);
+    env_stop(&e, true);
 }
 
 /* ---- tests ----------------------------------------------------------------------------------- */
@@ -601,6 +710,7 @@ int main(void)
                 test_fence_and_timeout);
     CU_add_test(s, "reload: ongoing kept, prepared completed, timeout after restart, expiry",
                 test_reload);
+    CU_add_test(s, "ownership follows the leadership of __transaction_state", test_ownership);
     CU_add_test(s, "group hook: TxnOffsetCommit, __consumer_offsets markers, retries",
                 test_group_hook);
     CU_basic_set_mode(CU_BRM_VERBOSE);
