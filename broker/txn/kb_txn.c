@@ -937,10 +937,15 @@ int16_t kb_txn_produce_verify(void *opaque, const char *transactional_id, int64_
         return KP_ERR_INVALID_PRODUCER_EPOCH;
     case KP_ERR_TRANSACTION_ABORTABLE:
         return produce_version >= 11 ? KP_ERR_TRANSACTION_ABORTABLE : KP_ERR_INVALID_TXN_STATE;
+    case KP_ERR_NOT_COORDINATOR:
+        /* Another broker coordinates the id: kbroker does not send Kafka 3.6+'s verify-only
+         * AddPartitionsToTxn to it yet, so the batch is accepted unverified, as a Kafka leader
+         * does with transaction.partition.verification.enable=false (the coordinator still
+         * writes the markers of every partition the producer added). */
+        return KP_ERR_NONE;
     case KP_ERR_CONCURRENT_TRANSACTIONS:
     case KP_ERR_COORDINATOR_NOT_AVAILABLE:
     case KP_ERR_COORDINATOR_LOAD_IN_PROGRESS:
-    case KP_ERR_NOT_COORDINATOR:
         return KP_ERR_NOT_ENOUGH_REPLICAS;
     default:
         return ec;

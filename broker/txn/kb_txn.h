@@ -110,7 +110,8 @@ int16_t kb_txn_verify(kb_txn_t *c, const char *txn_id, int64_t pid, int16_t epoc
  *  PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, not in the transaction -> TRANSACTION_ABORTABLE
  *  for Produce v11+ (@p produce_version; clients that know the error) and INVALID_TXN_STATE
  *  below, CONCURRENT_TRANSACTIONS / coordinator errors -> NOT_ENOUGH_REPLICAS (retriable for
- *  every client), INVALID_PRODUCER_ID_MAPPING as is. */
+ *  every client), INVALID_PRODUCER_ID_MAPPING as is; an id coordinated by another broker
+ *  (NOT_COORDINATOR) is accepted unverified (Kafka without partition verification). */
 int16_t kb_txn_produce_verify(void *opaque, const char *transactional_id, int64_t pid,
                               int16_t epoch, const char *topic, int32_t partition,
                               int16_t produce_version);
