@@ -13,6 +13,12 @@
 #include "kb_apimod.h"
 #endif
 
+/* broker/repl: the replica fetchers following the metadata image; after "api" (its service),
+ * before "ctrl" (which installs the controller channel and the broker epoch). */
+#ifdef KB_HAVE_REPL
+#include "kb_replmod.h"
+#endif
+
 /* broker/txn: the transaction coordinator; listed after "api", whose service it uses. */
 #ifdef KB_HAVE_TXN
 #include "kb_txnmod.h"
@@ -59,6 +65,9 @@ const kb_module_t *const kb_modules[] = {
     &kb_module_net,
 #ifdef KB_HAVE_API
     &kb_module_api,
+#endif
+#ifdef KB_HAVE_REPL
+    &kb_module_repl,
 #endif
 #ifdef KB_HAVE_TXN
     &kb_module_txn,

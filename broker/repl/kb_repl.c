@@ -9,6 +9,7 @@
  * taken inside f->mu by the kb_part_* calls.
  */
 #include "kb_repl.h"
+#include "kb_repl_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -53,8 +54,6 @@ typedef struct kb_rsent_s {
     int64_t offset;
 } kb_rsent_t;
 
-typedef struct kb_fetcher_s kb_fetcher_t;
-
 struct kb_fetcher_s {
     kb_repl_t *r;
     kb_fetcher_t *next;
@@ -86,18 +85,6 @@ struct kb_fetcher_s {
     bool lo_inflight;
 };
 
-struct kb_repl_s {
-    pthread_mutex_t mu;
-    kb_fetcher_t *fetchers;
-    int32_t node_id;
-    int32_t max_bytes, resp_max_bytes, wait_ms, min_bytes, backoff_ms, nfetchers;
-    kb_repl_endpoint_fn *endpoint;
-    void *endpoint_opaque;
-    _Atomic int64_t broker_epoch;
-    _Atomic uint64_t next_id;
-    _Atomic uint64_t fetches, fetch_errors, bytes, truncations;
-};
-
 static void kb_repl_name(const kb_part_t *part, char *buf, size_t size)
 {
     snprintf(buf, size, "%s-%" PRId32, part->topic, part->index);
@@ -118,6 +105,7 @@ kb_repl_t *kb_repl_new(const kb_repl_opts_t *o, char *errstr, size_t errstr_size
         return NULL;
     }
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->ctrl_mu, NULL);
     r->node_id = o->node_id;
     r->max_bytes = o->cfg->replica_fetch_max_bytes;
     r->resp_max_bytes = o->cfg->replica_fetch_response_max_bytes;
@@ -168,12 +156,14 @@ void kb_repl_free(kb_repl_t *r)
     kb_fetcher_t *f, *next;
     if (!r)
         return;
+    kb_repl_unwatch(r);
     for (f = r->fetchers; f; f = f->next)
         kb_fetcher_stop(f);
     for (f = r->fetchers; f; f = next) {
         next = f->next;
         kb_fetcher_free(f);
     }
+    pthread_mutex_destroy(&r->ctrl_mu);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }
@@ -621,6 +611,21 @@ static void kb_fetcher_addr(kb_fetcher_t *f)
     }
 }
 
+/* Drop the partitions being deleted (f->mu held): kb_part_delete() waits for their references. */
+static void kb_fetcher_reap(kb_fetcher_t *f)
+{
+    for (size_t i = 0; i < f->n;) {
+        kb_rpart_t *e = f->p[i];
+        if (!atomic_load(&e->part->deleted)) {
+            i++;
+            continue;
+        }
+        kb_part_release(e->part);
+        free(e);
+        f->p[i] = f->p[--f->n];
+    }
+}
+
 static void *kb_fetcher_main(void *arg)
 {
     kb_fetcher_t *f = arg;
@@ -643,6 +648,7 @@ static void *kb_fetcher_main(void *arg)
         if (dirty || !f->port)
             kb_fetcher_addr(f);
         pthread_mutex_lock(&f->mu);
+        kb_fetcher_reap(f);
         if (f->port && !f->inflight && f->backoff_until <= now)
             send = kb_fetcher_build(f, now, &next) > 0;
         if (f->port)

@@ -38,7 +38,9 @@
 #include <stdint.h>
 
 #include "kb_config.h"
+#include "kb_meta.h"
 #include "kb_part.h"
+#include "kc_client.h"
 
 typedef struct kb_repl_s kb_repl_t;
 
@@ -88,5 +90,41 @@ typedef struct kb_repl_stats_s {
 } kb_repl_stats_t;
 
 void kb_repl_stats(kb_repl_t *r, kb_repl_stats_t *out);
+
+/* ---- leadership from the metadata image (kb_repl_wire.c) ------------------------------------ */
+
+/**
+ * Follow the metadata image of @p meta: a kb_meta listener (with the snapshot) that, for every
+ * partition of a topic created or grown and for every leader change, hands the local partition
+ * to the fetchers when it is a follower with a known leader (kb_repl_add) and takes it back when
+ * it leads (kb_repl_remove) -- Kafka's metadata delta -> makeLeader / makeFollower, whose
+ * partition half (kb_part_become_leader / _follower with the image's leader, epochs, replicas
+ * and ISR) kb_meta's apply path does before the listeners run. A deleted partition leaves its
+ * fetcher by itself. Call once, before kb_repl_set_ctrl(). 0 or KB_E_NOMEM.
+ */
+int kb_repl_watch(kb_repl_t *r, kb_meta_t *meta, kb_partmgr_t *pm);
+
+/** Stop following the image (before kb_repl_free; not from a listener). */
+void kb_repl_unwatch(kb_repl_t *r);
+
+/**
+ * The controller channel (broker/ctrl): send a request of API @p api_key at a version in
+ * [@p min_ver, @p max_ver] whose body @p encode writes (called with @p cb_opaque), and call
+ * @p cb exactly once with the answer or an error -- kc_request()'s contract with the node fixed
+ * to the active controller. Returns > 0 when accepted, else a negative kc_err_t (@p cb is then
+ * never called). @thread any; must not block.
+ */
+typedef int64_t(kb_repl_ctrl_fn)(void *opaque, int16_t api_key, int16_t min_ver, int16_t max_ver,
+                                 kc_encode_cb_t *encode, kc_resp_cb_t *cb, void *cb_opaque);
+
+/**
+ * Install (or with NULL remove) the controller channel. With one, the ISR proposals of this
+ * broker's leaders (kb_partmgr_set_isr_fn) become AlterPartition (56) v2-3 requests (BrokerId =
+ * node.id, BrokerEpoch, the topic id, LeaderEpoch, PartitionEpoch, NewIsr / NewIsrWithEpochs);
+ * the answer's ISR and partition epoch are applied with kb_part_set_isr(), any error drops the
+ * proposal (kb_part_isr_abort; the lag check proposes again later). Without one the ISR cannot
+ * change (no proposals), as when the controller is unreachable. Needs kb_repl_watch() first.
+ */
+void kb_repl_set_ctrl(kb_repl_t *r, kb_repl_ctrl_fn *fn, void *opaque);
 
 #endif /* KB_REPL_H */

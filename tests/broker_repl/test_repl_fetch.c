@@ -10,6 +10,7 @@
  */
 #include <CUnit/Basic.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "kb_apiversions.h"
 #include "kb_err.h"
 #include "kb_meta.h"
+#include "kb_meta_rec.h"
 #include "kb_part.h"
 #include "kb_repl.h"
 #include "kbat.h"
@@ -534,6 +536,282 @@ static void t_out_of_range(void)
     node_down(&a);
 }
 
+/* ---- leadership from the metadata image --------------------------------------------------------
+ */
+
+/* Apply a PartitionChangeRecord to @p n's image as a remote controller would send it: leader
+ * @p leader (KB_MREC_NO_LEADER_CHANGE: unchanged), replicas {1,2}, ISR @p isr. */
+static void change(node_t *n, const kp_uuid_t *id, int32_t leader, const int32_t *isr, int32_t nisr)
+{
+    kb_mrec_t rec;
+    kp_batch_opts_t o;
+    kp_batch_builder_t bb;
+    kp_writer_t out, val;
+    kp_bytes_t key = {NULL, -1}, v;
+    char err[256];
+    kb_mrec_init(&rec, KB_MREC_PARTITION_CHANGE);
+    rec.topic_id = *id;
+    rec.partition = 0;
+    rec.leader = leader;
+    rec.replicas = malloc(2 * sizeof(int32_t));
+    rec.replicas[0] = 1;
+    rec.replicas[1] = 2;
+    rec.nreplicas = 2;
+    rec.isr = malloc((size_t)nisr * sizeof(int32_t));
+    memcpy(rec.isr, isr, (size_t)nisr * sizeof(int32_t));
+    rec.nisr = nisr;
+    kp_writer_init(&val);
+    CU_ASSERT_EQUAL_FATAL(kb_mrec_encode(&rec, &val), 0);
+    kb_mrec_clear(&rec);
+    kp_batch_opts_init(&o);
+    o.baseOffset = kb_meta_offset(n->b.svc->meta) + 1;
+    kp_batch_builder_init(&bb, &o);
+    v.ptr = val.buf;
+    v.len = (int32_t)val.len;
+    CU_ASSERT_EQUAL(kp_batch_builder_add(&bb, 1000, key, v, NULL, 0), 0);
+    kp_writer_init(&out);
+    CU_ASSERT_EQUAL(kp_batch_builder_finish(&bb, &out), 0);
+    CU_ASSERT_EQUAL(kb_meta_apply_records(n->b.svc->meta, out.buf, out.len, err, sizeof(err)), 0);
+    kp_batch_builder_free(&bb);
+    kp_writer_free(&val);
+    kp_writer_free(&out);
+}
+
+static bool wait_partitions(kb_repl_t *r, uint32_t want)
+{
+    int64_t end = kbat_now_ms() + KBAT_WAIT_MS;
+    kb_repl_stats_t st;
+    for (;;) {
+        kb_repl_stats(r, &st);
+        if (st.partitions == want)
+            return true;
+        if (kbat_now_ms() > end)
+            return false;
+        poll(NULL, 0, 5);
+    }
+}
+
+/* The image makes node 2 a follower of node 1: its manager fetches without being told; the
+ * leader moves to node 2: it stops; the topic is deleted: the fetcher lets the partition go. */
+static void t_watch(void)
+{
+    node_t a, b;
+    kb_part_t *lp, *fp;
+    kp_uuid_t id = {{0}};
+    kb_repl_t *r;
+    int64_t base = -1;
+    char msg[256];
+
+    node_up(&a, 1);
+    node_up(&b, 2);
+    g_leader = &a;
+    create_topic(&a, "w", &id);
+    create_topic(&b, "w", &id);
+    lp = node_part(&a, "w");
+    fp = node_part(&b, "w");
+    r = repl_new(&b);
+    CU_ASSERT_EQUAL_FATAL(kb_repl_watch(r, b.b.svc->meta, b.b.svc->pm), 0);
+    CU_ASSERT(wait_partitions(r, 0)); /* the snapshot: node 2 leads its own topic */
+    CU_ASSERT_EQUAL(produce(&a, "w", 1, 3, KP_CODEC_NONE, &base), 0);
+    change(&a, &id, 1, REPS, 2);
+    CU_ASSERT_EQUAL(kb_part_role(lp), KB_PART_LEADER);
+    change(&b, &id, 1, REPS, 2);
+    CU_ASSERT_EQUAL(kb_part_role(fp), KB_PART_FOLLOWER);
+    CU_ASSERT_EQUAL(kb_part_epoch(fp), kb_part_epoch(lp));
+    CU_ASSERT(wait_partitions(r, 1));
+    CU_ASSERT_EQUAL(produce(&a, "w", -1, 4, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_FATAL(converged(lp, fp));
+    CU_ASSERT(same_segment(lp, fp, 0));
+    CU_ASSERT(same_epochs(lp, fp));
+    /* an ISR-only change keeps it fetching */
+    change(&b, &id, KB_MREC_NO_LEADER_CHANGE, (const int32_t[]){1}, 1);
+    CU_ASSERT(wait_partitions(r, 1));
+    /* node 2 leads: no fetching */
+    change(&b, &id, 2, REPS, 2);
+    CU_ASSERT_EQUAL(kb_part_role(fp), KB_PART_LEADER);
+    CU_ASSERT(wait_partitions(r, 0));
+    /* node 1 again; then the topic goes away under the fetcher */
+    change(&b, &id, 1, REPS, 2);
+    CU_ASSERT(wait_partitions(r, 1));
+    kb_part_release(fp);
+    CU_ASSERT_EQUAL(kb_meta_delete_topic(b.b.svc->meta, "w", NULL, msg, sizeof(msg)), 0);
+    CU_ASSERT(wait_partitions(r, 0));
+    kb_repl_free(r);
+    kb_part_release(lp);
+    g_leader = NULL;
+    node_down(&b);
+    node_down(&a);
+}
+
+/* ---- ISR changes through AlterPartition ------------------------------------------------------ */
+
+static pthread_mutex_t g_ctl_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_ctl_calls;
+static int16_t g_ctl_err;    /* the error to answer with (once) */
+static int32_t g_ctl_pe = 1; /* the controller's partition epoch */
+static int32_t g_ctl_isr[4]; /* the last proposal */
+static int32_t g_ctl_nisr;
+static int32_t g_ctl_broker = -1;
+static int32_t g_ctl_leader_epoch = -1;
+
+/* A controller that answers on the spot: decodes the AlterPartition v3 request, accepts it with
+ * the next partition epoch (or answers g_ctl_err once). */
+static int64_t fake_ctrl(void *opaque, int16_t api_key, int16_t min_ver, int16_t max_ver,
+                         kc_encode_cb_t *encode, kc_resp_cb_t *cb, void *cb_opaque)
+{
+    kp_writer_t wr, out;
+    kp_reader_t rd;
+    kp_arena_t ar;
+    kp_AlterPartitionRequest_t rq;
+    kp_AlterPartitionResponse_t resp;
+    kp_AlterPartitionResponse_TopicData_t t;
+    kp_AlterPartitionResponse_PartitionData_t p;
+    int32_t isr[4];
+    (void)opaque;
+    CU_ASSERT_EQUAL(api_key, KP_APIKEY_AlterPartition);
+    CU_ASSERT(min_ver <= 3 && max_ver >= 3);
+    kp_writer_init(&wr);
+    kp_writer_init(&out);
+    kp_arena_init(&ar, 0);
+    CU_ASSERT_EQUAL_FATAL(encode(&wr, 3, cb_opaque), 0);
+    kp_reader_init(&rd, wr.buf, wr.len);
+    kp_AlterPartitionRequest_init(&rq);
+    CU_ASSERT_EQUAL_FATAL(kp_AlterPartitionRequest_decode(&rd, &ar, &rq, 3), 0);
+    CU_ASSERT_EQUAL_FATAL(rq.Topics.cnt, 1);
+    CU_ASSERT_EQUAL_FATAL(rq.Topics.v[0].Partitions.cnt, 1);
+    pthread_mutex_lock(&g_ctl_mu);
+    {
+        kp_AlterPartitionRequest_PartitionData_t *pd = &rq.Topics.v[0].Partitions.v[0];
+        g_ctl_calls++;
+        g_ctl_broker = rq.BrokerId;
+        g_ctl_leader_epoch = pd->LeaderEpoch;
+        CU_ASSERT_EQUAL(pd->PartitionEpoch, g_ctl_pe);
+        g_ctl_nisr = pd->NewIsrWithEpochs.cnt < 4 ? pd->NewIsrWithEpochs.cnt : 4;
+        for (int32_t i = 0; i < g_ctl_nisr; i++)
+            isr[i] = g_ctl_isr[i] = pd->NewIsrWithEpochs.v[i].BrokerId;
+        kp_AlterPartitionResponse_init(&resp);
+        kp_AlterPartitionResponse_TopicData_init(&t);
+        kp_AlterPartitionResponse_PartitionData_init(&p);
+        t.TopicId = rq.Topics.v[0].TopicId;
+        p.PartitionIndex = pd->PartitionIndex;
+        p.ErrorCode = g_ctl_err;
+        p.LeaderId = rq.BrokerId;
+        p.LeaderEpoch = pd->LeaderEpoch;
+        if (!g_ctl_err) {
+            g_ctl_pe++;
+            p.Isr.v = isr;
+            p.Isr.cnt = g_ctl_nisr;
+        } else {
+            p.Isr.cnt = 0;
+        }
+        p.PartitionEpoch = g_ctl_pe;
+        g_ctl_err = 0;
+    }
+    pthread_mutex_unlock(&g_ctl_mu);
+    t.Partitions.v = &p;
+    t.Partitions.cnt = 1;
+    resp.Topics.v = &t;
+    resp.Topics.cnt = 1;
+    CU_ASSERT_EQUAL_FATAL(kp_AlterPartitionResponse_encode(&out, &resp, 3), 0);
+    cb(NULL, KC_E_OK, 3, out.buf, out.len, cb_opaque);
+    kp_writer_free(&wr);
+    kp_writer_free(&out);
+    kp_arena_free(&ar);
+    return 1;
+}
+
+static bool wait_isr(kb_part_t *part, size_t want)
+{
+    int64_t end = kbat_now_ms() + KBAT_WAIT_MS;
+    for (;;) {
+        bool pending = true;
+        kb_part_repl_info(part, NULL, NULL, &pending);
+        if (kb_part_isr(part, NULL, 0) == want && !pending)
+            return true;
+        if (kbat_now_ms() > end)
+            return false;
+        poll(NULL, 0, 5);
+    }
+}
+
+static int ctl_calls(void)
+{
+    int n;
+    pthread_mutex_lock(&g_ctl_mu);
+    n = g_ctl_calls;
+    pthread_mutex_unlock(&g_ctl_mu);
+    return n;
+}
+
+/* A follower that stops fetching is proposed out of the ISR after replica.lag.time.max.ms (the
+ * first answer refuses, a later proposal succeeds) and back in once it caught up. */
+static void t_isr(void)
+{
+    node_t a, b;
+    kb_part_t *lp, *fp;
+    kp_uuid_t id = {{0}};
+    kb_repl_t *ra, *rb;
+    int64_t base = -1;
+
+    node_up(&a, 1);
+    node_up(&b, 2);
+    g_leader = &a;
+    create_topic(&a, "i", &id);
+    create_topic(&b, "i", &id);
+    lp = node_part(&a, "i");
+    fp = node_part(&b, "i");
+    ra = repl_new(&a);
+    rb = repl_new(&b);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(lp, 1, 1, REPS, 2, REPS, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_follower(fp, 1, 1, 1, REPS, 2, REPS, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_repl_watch(ra, a.b.svc->meta, a.b.svc->pm), 0);
+    kb_repl_set_broker_epoch(ra, 7);
+    kb_repl_set_ctrl(ra, fake_ctrl, NULL);
+    CU_ASSERT_EQUAL_FATAL(kb_repl_add(rb, fp), 0);
+    CU_ASSERT_EQUAL(produce(&a, "i", -1, 3, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_FATAL(converged(lp, fp));
+    CU_ASSERT_EQUAL(ctl_calls(), 0);
+
+    /* the follower stops; the leader moves on */
+    kb_repl_remove(rb, fp);
+    pthread_mutex_lock(&g_ctl_mu);
+    g_ctl_err = KP_ERR_INVALID_UPDATE_VERSION;
+    pthread_mutex_unlock(&g_ctl_mu);
+    CU_ASSERT_EQUAL(produce(&a, "i", 1, 3, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT(wait_isr(lp, 1));
+    CU_ASSERT(ctl_calls() >= 2); /* refused once, then accepted */
+    pthread_mutex_lock(&g_ctl_mu);
+    CU_ASSERT_EQUAL(g_ctl_broker, 1);
+    CU_ASSERT_EQUAL(g_ctl_leader_epoch, 1);
+    CU_ASSERT_EQUAL(g_ctl_nisr, 1);
+    CU_ASSERT_EQUAL(g_ctl_isr[0], 1);
+    pthread_mutex_unlock(&g_ctl_mu);
+    {
+        int32_t pe = -1;
+        kb_part_repl_info(lp, &pe, NULL, NULL);
+        CU_ASSERT_EQUAL(pe, 2);
+    }
+    /* acks=all goes on with the ISR {1} */
+    CU_ASSERT_EQUAL(produce(&a, "i", -1, 2, KP_CODEC_NONE, &base), 0);
+
+    /* back: it catches up and is proposed into the ISR */
+    CU_ASSERT_EQUAL_FATAL(kb_repl_add(rb, fp), 0);
+    CU_ASSERT_FATAL(converged(lp, fp));
+    CU_ASSERT(wait_isr(lp, 2));
+    pthread_mutex_lock(&g_ctl_mu);
+    CU_ASSERT_EQUAL(g_ctl_nisr, 2);
+    pthread_mutex_unlock(&g_ctl_mu);
+    CU_ASSERT(same_segment(lp, fp, 0));
+
+    kb_repl_free(rb);
+    kb_repl_free(ra);
+    kb_part_release(lp);
+    kb_part_release(fp);
+    g_leader = NULL;
+    node_down(&b);
+    node_down(&a);
+}
+
 int main(void)
 {
     CU_pSuite s;
@@ -546,6 +824,8 @@ int main(void)
     CU_add_test(s, "follower restart resumes from its LEO", t_restart);
     CU_add_test(s, "fenced epoch waits for metadata", t_fenced);
     CU_add_test(s, "leader log start above the follower's end", t_out_of_range);
+    CU_add_test(s, "leadership from the metadata image", t_watch);
+    CU_add_test(s, "ISR shrink and expand through AlterPartition", t_isr);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     fails = CU_get_number_of_tests_failed() + CU_get_number_of_failures();
