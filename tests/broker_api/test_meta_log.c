@@ -4,7 +4,8 @@
  * truncation, bad frames), apply of every record type through kb_meta_apply_records (image,
  * local partitions, listeners, errors naming the offset), replay of many changes across
  * restarts (the whole image compared), an undecodable and an inapplicable record stopping the
- * start with their offsets, and the migration of an old `kbroker-metadata` snapshot. Label: unit.
+ * start with their offsets, the migration of an old `kbroker-metadata` snapshot, image snapshots
+ * and records with random bytes changed. Label: unit.
  */
 #include <CUnit/Basic.h>
 #include <dirent.h>
@@ -1109,6 +1110,80 @@ static void t_snapshot(void)
     kbat_rmrf(dir);
 }
 
+/* ---- damaged records from the wire --------------------------------------------------------- */
+
+/* Records with random bytes changed (and valid batch CRCs, so they reach the decoder and the
+ * image) are refused or applied, never crash; the image stays usable. */
+static void t_garbage(void)
+{
+    char dir[512], err[512], msg[256];
+    mstack_t s;
+    unsigned seed = 4242;
+    int16_t types[] = {KB_MREC_TOPIC,       KB_MREC_PARTITION,        KB_MREC_CONFIG,
+                       KB_MREC_CONFIG,      KB_MREC_PARTITION_CHANGE, KB_MREC_REMOVE_TOPIC,
+                       KB_MREC_PRODUCER_IDS};
+    kb_topic_info_t ti;
+    int applied = 0, refused = 0;
+    int64_t next;
+    kb_topic_spec_t spec = {.name = "g", .partitions = 2};
+
+    CU_ASSERT_EQUAL_FATAL(kbat_tmpdir(dir, sizeof(dir)), 0);
+    CU_ASSERT_EQUAL_FATAL(mstack_open(&s, dir, true, NULL, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(kb_meta_create_topic(s.meta, &spec, false, NULL, msg, sizeof(msg)), 0);
+    CU_ASSERT_EQUAL(kb_meta_topic_by_name(s.meta, "g", &ti), 0);
+    next = kb_meta_offset(s.meta) + 1;
+    for (int i = 0; i < 80; i++) {
+        kb_mrec_t r;
+        kp_writer_t val, out;
+        kp_batch_opts_t o;
+        kp_batch_builder_t bb;
+        kp_bytes_t key = {NULL, -1}, v;
+        int flips = 1 + (int)(rand_r(&seed) % 3), rc;
+        fill(&r, types[rand_r(&seed) % (sizeof(types) / sizeof(types[0]))]);
+        if (rand_r(&seed) % 2) { /* aim at the existing topic */
+            r.topic_id = ti.id;
+            if (r.type == KB_MREC_CONFIG) {
+                free(r.resource_name);
+                r.resource_name = strdup("g");
+            }
+        }
+        kp_writer_init(&val);
+        CU_ASSERT_EQUAL(kb_mrec_encode(&r, &val), 0);
+        kb_mrec_clear(&r);
+        for (int f = 0; f < flips && val.len > 0; f++)
+            val.buf[rand_r(&seed) % val.len] ^= (uint8_t)(1u << (rand_r(&seed) % 8));
+        kp_batch_opts_init(&o);
+        o.baseOffset = next;
+        kp_batch_builder_init(&bb, &o);
+        v.ptr = val.buf;
+        v.len = (int32_t)val.len;
+        kp_batch_builder_add(&bb, 1, key, v, NULL, 0);
+        kp_writer_init(&out);
+        CU_ASSERT_EQUAL(kp_batch_builder_finish(&bb, &out), 0);
+        rc = kb_meta_apply_records(s.meta, out.buf, out.len, err, sizeof(err));
+        if (rc == 0)
+            applied++;
+        else
+            refused++;
+        CU_ASSERT(rc == 0 || rc == KB_E_INVALID);
+        next++; /* appended before it was applied, refused or not */
+        kp_batch_builder_free(&bb);
+        kp_writer_free(&val);
+        kp_writer_free(&out);
+    }
+    CU_ASSERT(refused > 0);
+    CU_ASSERT(applied > 0);
+    /* still a working image */
+    {
+        kb_topic_info_t *ts;
+        size_t n;
+        CU_ASSERT_EQUAL(kb_meta_topics(s.meta, &ts, &n), 0);
+        free(ts);
+    }
+    mstack_close(&s);
+    kbat_rmrf(dir);
+}
+
 /* ---- metadata.log.dir ----------------------------------------------------------------------- */
 
 static void t_metadata_dir(void)
@@ -1166,6 +1241,7 @@ int main(void)
     CU_add_test(s, "undecodable / inapplicable record stops the start", t_corrupt);
     CU_add_test(s, "migration of the old snapshot", t_migrate);
     CU_add_test(s, "image snapshots", t_snapshot);
+    CU_add_test(s, "damaged records from the wire", t_garbage);
     CU_add_test(s, "metadata.log.dir", t_metadata_dir);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
