@@ -261,6 +261,10 @@ static void kb_fetcher_apply(kb_fetcher_t *f, kb_rpart_t *e, const kb_rsent_t *s
         kb_fetcher_backoff_part(f, e, pd->ErrorCode, "error");
         return;
     }
+    if (pd->HighWatermark < 0 || pd->HighWatermark > INT64_MAX / 2) {
+        kb_fetcher_backoff_part(f, e, -2, "answer without a valid high watermark");
+        return;
+    }
     e->last_err = 0;
     if (ver >= 12 && (pd->DivergingEpoch.Epoch >= 0 || pd->DivergingEpoch.EndOffset >= 0)) {
         int64_t to = -1;
@@ -326,8 +330,11 @@ static void kb_fetcher_on_fetch(kc_client_t *kc, int err, int16_t ver, const uin
         atomic_fetch_add(&f->r->fetch_errors, 1);
         if (err != KC_E_DESTROYED && err != KC_E_CANCELLED) {
             f->backoff_until = kb_time_mono_ms() + f->r->backoff_ms;
-            kb_log_debug("repl", "fetch from leader %" PRId32 " failed: %s", f->leader,
-                         kc_err_str(err));
+            if (err == KC_E_NO_VERSION)
+                kb_log_warn("repl", "leader %" PRId32 " has no Fetch v12 or later", f->leader);
+            else
+                kb_log_debug("repl", "fetch from leader %" PRId32 " failed: %s", f->leader,
+                             kc_err_str(err));
         }
         goto out;
     }
