@@ -578,6 +578,10 @@ static void kb_txn_finish(kb_txn_t *c, kb_txn_entry_t *e)
             continue;
         ec = kb_txn_write_marker(c, tp->topic, tp->partition, e->m.producer_id, e->m.producer_epoch,
                                  ce, commit);
+        if (ec == KP_ERR_NOT_LEADER_OR_FOLLOWER || ec == KP_ERR_NOT_COORDINATOR)
+            /* led by another broker (or leadership is moving): WriteTxnMarkers to its leader */
+            ec = kb_txn_mark_remote(c->mark, tp->topic, tp->partition, e->m.producer_id,
+                                    e->m.producer_epoch, ce, commit);
         switch (ec) {
         case KP_ERR_NONE:
             e->done[i] = 1;
@@ -1300,6 +1304,7 @@ kb_txn_t *kb_txn_new(const kb_txn_opts_t *o, char *errstr, size_t errstr_size)
     c->clock_opaque = o->clock_opaque;
     c->tick_ms = o->tick_ms > 0 ? o->tick_ms : 1000;
     c->no_threads = o->no_threads;
+    c->marker_timeout_ms = o->marker_timeout_ms > 0 ? o->marker_timeout_ms : 5000;
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->thr_mu, NULL);
     pthread_condattr_init(&ca);
@@ -1340,6 +1345,8 @@ int kb_txn_start(kb_txn_t *c)
         }
         free(v);
     }
+    if (!c->mark)
+        c->mark = kb_txn_mark_new(c); /* NULL: markers for other brokers are retried, logged */
     if (c->no_threads || c->thr_started)
         return 0;
     c->thr_stop = false;
@@ -1351,14 +1358,19 @@ int kb_txn_start(kb_txn_t *c)
 
 void kb_txn_stop(kb_txn_t *c)
 {
-    if (!c->thr_started)
+    if (!c->thr_started) {
+        kb_txn_mark_free(c->mark);
+        c->mark = NULL;
         return;
+    }
     pthread_mutex_lock(&c->thr_mu);
     c->thr_stop = true;
     pthread_cond_broadcast(&c->thr_cv);
     pthread_mutex_unlock(&c->thr_mu);
     pthread_join(c->thr, NULL);
     c->thr_started = false;
+    kb_txn_mark_free(c->mark); /* the handlers are stopped already (module stop) */
+    c->mark = NULL;
 }
 
 void kb_txn_free(kb_txn_t *c)

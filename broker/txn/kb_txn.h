@@ -43,8 +43,9 @@ typedef struct kb_txn_opts_s {
     const kb_broker_t *kb; /**< key of the group hook (kb_txn_group_hook_install); may be NULL */
     kb_clock_fn clock;     /**< NULL: wall clock (tests pass a manual one) */
     void *clock_opaque;
-    int64_t tick_ms; /**< timer period (timeouts, marker retries, expiration); 0: 1000 */
-    bool no_threads; /**< tests: no timer thread, call kb_txn_tick() */
+    int64_t tick_ms;           /**< timer period (timeouts, marker retries, expiration); 0: 1000 */
+    bool no_threads;           /**< tests: no timer thread, call kb_txn_tick() */
+    int32_t marker_timeout_ms; /**< one WriteTxnMarkers exchange with another broker (0: 5000) */
 } kb_txn_opts_t;
 
 /** Create the coordinator and load __transaction_state if it exists. NULL with @p errstr. */

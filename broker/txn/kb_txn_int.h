@@ -9,6 +9,7 @@
 #include "kb_txn.h"
 
 typedef struct kb_txn_entry_s kb_txn_entry_t;
+typedef struct kb_txn_mark_s kb_txn_mark_t;
 
 /* What this node does with one partition of __transaction_state (as the group coordinator's
  * kb_gpown_t): not the leader, loading, or coordinating its ids at an epoch. */
@@ -47,6 +48,7 @@ struct kb_txn_s {
     void *clock_opaque;
     int64_t tick_ms;
     bool no_threads;
+    int32_t marker_timeout_ms;
 
     pthread_mutex_t mu; /**< table, nparts */
     kb_txn_entry_t **buckets;
@@ -57,6 +59,7 @@ struct kb_txn_s {
     int32_t nown;
     pthread_mutex_t load_mu; /**< one ownership pass at a time */
     kb_meta_listener_t *ml;  /**< leadership changes of __transaction_state */
+    kb_txn_mark_t *mark;     /**< markers to other brokers (NULL without threads) */
 
     pthread_mutex_t thr_mu; /**< timer thread state */
     pthread_cond_t thr_cv;
@@ -72,6 +75,20 @@ struct kb_txn_s {
 };
 
 int64_t kb_txn_now(kb_txn_t *c);
+
+/* ---- the marker channel (kb_txn_mark.c) ---- */
+
+/** A WriteTxnMarkers client with its driving thread. NULL on failure (logged). */
+kb_txn_mark_t *kb_txn_mark_new(kb_txn_t *c);
+/** Stop its thread and free it; pending exchanges end first. */
+void kb_txn_mark_free(kb_txn_mark_t *m);
+/** Write one marker through the leader of @p topic-@p partition on another broker (blocks up
+ *  to kb_txn_opts_t.marker_timeout_ms). The leader's partition error (NONE, INVALID_PRODUCER_EPOCH,
+ *  TRANSACTION_COORDINATOR_FENCED, ...), UNKNOWN_TOPIC_OR_PARTITION when the topic left the
+ *  image, or NOT_LEADER_OR_FOLLOWER for everything to retry (no leader, this node, no endpoint,
+ *  transport errors, the leader's retriable errors). @p m NULL: NOT_LEADER_OR_FOLLOWER. */
+int16_t kb_txn_mark_remote(kb_txn_mark_t *m, const char *topic, int32_t partition, int64_t pid,
+                           int16_t epoch, int32_t coord_epoch, bool commit);
 
 /** The handlers' registration (kb_txn_h.c). */
 int kb_txn_h_register(kb_txn_t *c, kb_api_registry_t *reg);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kb_err.h"
+#include "kb_apiversions.h"
 #include "kb_meta_rec.h"
 #include "kb_txn.h"
 #include "kbat.h"
@@ -42,6 +43,8 @@ static const char *const g_kv[] = {"transaction.state.log.num.partitions=3",
                                    "transactional.id.expiration.ms=3600000",
                                    "offsets.topic.num.partitions=4", NULL};
 
+static int32_t g_marker_timeout_ms;
+
 static void coord_open(env_t *e)
 {
     kb_txn_opts_t o;
@@ -51,6 +54,7 @@ static void coord_open(env_t *e)
     o.kb = g_fake_kb;
     o.clock = test_clock;
     o.no_threads = true;
+    o.marker_timeout_ms = g_marker_timeout_ms;
     e->c = kb_txn_new(&o, err, sizeof(err));
     CU_ASSERT_PTR_NOT_NULL_FATAL(e->c);
     CU_ASSERT_EQUAL(kb_txn_start(e->c), 0);
@@ -274,6 +278,118 @@ static void test_ownership(void)
     CU_ASSERT(kb_part_epoch(part) >= 2);
     kb_part_release(part);
     env_stop(&e, true);
+}
+
+/* Broker list of broker A for the marker test: itself and broker B (node 2) at g_b_port. */
+static int g_b_port;
+
+static int two_brokers(void *opaque, const char *listener, bool include_fenced,
+                       kb_cluster_node_t **out, size_t *cnt, int32_t *controller_id)
+{
+    kb_cluster_node_t *v = calloc(2, sizeof(*v));
+    (void)opaque;
+    (void)listener;
+    (void)include_fenced;
+    if (!v)
+        return -1;
+    v[0].id = 1;
+    snprintf(v[0].host, sizeof(v[0].host), "127.0.0.1");
+    v[0].port = 1; /* never used: the coordinator does not send itself markers */
+    v[1].id = 2;
+    snprintf(v[1].host, sizeof(v[1].host), "127.0.0.1");
+    v[1].port = g_b_port;
+    *out = v;
+    *cnt = 2;
+    *controller_id = 1;
+    return 0;
+}
+
+/* A marker of a partition led by another broker goes there in WriteTxnMarkers: broker A (node
+ * 1) coordinates the transaction; t-0 is led by broker B (node 2), another in-process broker
+ * whose transaction coordinator serves WriteTxnMarkers. The COMMIT marker lands in B's log with
+ * A's coordinator epoch and releases B's LSO; while B is unreachable the marker is retried. */
+static void test_remote_marker(void)
+{
+    static const char *const kv_b[] = {"node.id=2", NULL};
+    env_t a;
+    kbat_broker_t b;
+    kb_txn_t *cb;
+    kb_txn_opts_t o;
+    char dir_b[512], err[256];
+    int64_t pid, rpid;
+    int16_t epoch, rep;
+    int32_t reps[2] = {1, 2};
+    kp_writer_t w;
+    kb_append_info_t info;
+    kb_part_t *pb;
+    kb_producer_info_t pi;
+    kb_topic_spec_t spec = {.name = "t", .partitions = 1};
+    kb_topic_info_t ti;
+    kb_txnmeta_t m;
+    bool pending;
+
+    CU_ASSERT_EQUAL_FATAL(kbat_tmpdir(dir_b, sizeof(dir_b)), 0);
+    CU_ASSERT_EQUAL_FATAL(kbat_broker_start(&b, dir_b, kv_b), 0);
+    memset(&o, 0, sizeof(o));
+    o.svc = b.svc;
+    o.no_threads = true;
+    cb = kb_txn_new(&o, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cb);
+    CU_ASSERT_EQUAL_FATAL(kb_txn_register(cb, b.reg), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_apiversions_register(b.reg), 0); /* the client's handshake */
+    CU_ASSERT_EQUAL_FATAL(kb_meta_create_topic(b.svc->meta, &spec, false, NULL, err, sizeof(err)),
+                          0);
+    g_b_port = b.port;
+
+    g_marker_timeout_ms = 300; /* the unreachable broker below */
+    env_start(&a, true);
+    g_marker_timeout_ms = 0;
+    kb_apisvc_set_cluster(a.b.svc, two_brokers, NULL);
+    mk_topic(&a, "t", 1);
+    CU_ASSERT_EQUAL_FATAL(kb_meta_topic_by_name(a.b.svc->meta, "t", &ti), 0);
+    change_leader(&a, "t", 0, 2, reps, 2); /* A follows t-0, B leads it */
+    CU_ASSERT_EQUAL(init_pid(&a, "rx", 60000, &pid, &epoch), KP_ERR_NONE);
+    CU_ASSERT_EQUAL(add1(&a, "rx", pid, epoch, "t", 0), KP_ERR_NONE);
+    /* the producer's records on B, the leader (B knows nothing of the transaction) */
+    kp_writer_init(&w);
+    kbat_batch(&w, KP_CODEC_NONE, 3, "v", pid, epoch, 0, true, false);
+    CU_ASSERT_EQUAL_FATAL(kb_meta_part(b.svc->meta, "t", 0, &pb), KB_META_OK);
+    CU_ASSERT_EQUAL_FATAL(kb_part_append_leader(pb, w.buf, w.len, KB_ORIGIN_CLIENT, 0, &info), 0);
+    kp_writer_free(&w);
+    CU_ASSERT(kb_log_lso(pb->log) < kb_log_leo(pb->log));
+
+    CU_ASSERT_EQUAL(kb_txn_end(a.c, "rx", pid, epoch, true, false, &rpid, &rep), KP_ERR_NONE);
+    state_of(&a, "rx", &m, &pending);
+    CU_ASSERT_EQUAL(m.state, KB_TXN_COMPLETE_COMMIT);
+    CU_ASSERT_FALSE(pending);
+    kb_txnmeta_free(&m);
+    CU_ASSERT_EQUAL(kb_log_lso(pb->log), kb_log_leo(pb->log));
+    memset(&pi, 0, sizeof(pi));
+    CU_ASSERT_EQUAL(kb_log_producer_get(pb->log, pid, &pi), 0);
+    CU_ASSERT_EQUAL(pi.coordinator_epoch, 0);
+    CU_ASSERT_EQUAL(pi.producer_epoch, epoch);
+
+    /* B gone: the next transaction's marker waits in PrepareCommit and the timer retries it */
+    CU_ASSERT_EQUAL(add1(&a, "rx", pid, epoch, "t", 0), KP_ERR_NONE);
+    g_b_port = 1; /* nothing listens there */
+    CU_ASSERT_EQUAL(kb_txn_end(a.c, "rx", pid, epoch, false, false, &rpid, &rep), KP_ERR_NONE);
+    state_of(&a, "rx", &m, &pending);
+    CU_ASSERT_EQUAL(m.state, KB_TXN_PREPARE_ABORT);
+    CU_ASSERT_TRUE(pending);
+    kb_txnmeta_free(&m);
+    g_b_port = b.port; /* back: the timer delivers it */
+    kb_txn_tick(a.c);
+    state_of(&a, "rx", &m, &pending);
+    CU_ASSERT_EQUAL(m.state, KB_TXN_COMPLETE_ABORT);
+    CU_ASSERT_FALSE(pending);
+    kb_txnmeta_free(&m);
+
+    kb_part_release(pb);
+    env_stop(&a, true);
+    kb_txn_unregister(cb);
+    kb_txn_free(cb);
+    kbat_broker_stop(&b);
+    kbat_rmrf(dir_b);
 }
 
 /* ---- tests ----------------------------------------------------------------------------------- */
@@ -711,6 +827,8 @@ int main(void)
     CU_add_test(s, "reload: ongoing kept, prepared completed, timeout after restart, expiry",
                 test_reload);
     CU_add_test(s, "ownership follows the leadership of __transaction_state", test_ownership);
+    CU_add_test(s, "markers of partitions led by another broker: WriteTxnMarkers",
+                test_remote_marker);
     CU_add_test(s, "group hook: TxnOffsetCommit, __consumer_offsets markers, retries",
                 test_group_hook);
     CU_basic_set_mode(CU_BRM_VERBOSE);
