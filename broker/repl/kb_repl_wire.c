@@ -79,8 +79,10 @@ void kb_repl_unwatch(kb_repl_t *r)
 /* ---- ISR proposals: AlterPartition ------------------------------------------------------------
  */
 
+/* One proposal in flight; owns no pointer into the manager, which may be freed before the
+ * channel answers (the channel calls back with an error when it is destroyed). */
 typedef struct kb_alter_s {
-    kb_repl_t *r;
+    int32_t node_id;
     kb_part_t *part; /* reference */
     int32_t leader_epoch;
     int32_t partition_epoch;
@@ -101,7 +103,7 @@ static int kb_alter_encode(kp_writer_t *wr, int16_t ver, void *opaque)
     kp_AlterPartitionRequest_init(&rq);
     kp_AlterPartitionRequest_TopicData_init(&t);
     kp_AlterPartitionRequest_PartitionData_init(&p);
-    rq.BrokerId = a->r->node_id;
+    rq.BrokerId = a->node_id;
     rq.BrokerEpoch = a->broker_epoch;
     t.TopicId = a->part->topic_id;
     p.PartitionIndex = a->part->index;
@@ -113,7 +115,7 @@ static int kb_alter_encode(kp_writer_t *wr, int16_t ver, void *opaque)
         for (size_t i = 0; i < n; i++) {
             kp_AlterPartitionRequest_BrokerState_init(&bs[i]);
             bs[i].BrokerId = a->isr[i];
-            bs[i].BrokerEpoch = a->isr[i] == a->r->node_id ? a->broker_epoch : -1;
+            bs[i].BrokerEpoch = a->isr[i] == a->node_id ? a->broker_epoch : -1;
         }
         p.NewIsrWithEpochs.v = bs;
         p.NewIsrWithEpochs.cnt = (int32_t)n;
@@ -222,7 +224,7 @@ static void kb_repl_isr(void *opaque, kb_part_t *part, int32_t leader_epoch,
         kb_part_isr_abort(part);
         return;
     }
-    a->r = r;
+    a->node_id = r->node_id;
     a->part = part;
     a->leader_epoch = leader_epoch;
     a->partition_epoch = partition_epoch;
