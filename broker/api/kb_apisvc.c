@@ -295,6 +295,14 @@ void kb_apisvc_set_cluster(kb_apisvc_t *svc, kb_cluster_fn *fn, void *opaque)
     pthread_rwlock_unlock(&svc->hook_rw);
 }
 
+void kb_apisvc_set_meta_fetch(kb_apisvc_t *svc, kb_meta_fetch_fn *fn, void *opaque)
+{
+    pthread_rwlock_wrlock(&svc->hook_rw);
+    svc->meta_fetch = fn;
+    svc->meta_fetch_opaque = opaque;
+    pthread_rwlock_unlock(&svc->hook_rw);
+}
+
 int kb_apisvc_cluster(kb_apisvc_t *svc, const char *listener, bool include_fenced,
                       kb_cluster_node_t **out, size_t *cnt, int32_t *controller_id)
 {

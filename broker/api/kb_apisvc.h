@@ -73,6 +73,22 @@ typedef struct kb_cluster_node_s {
 typedef int(kb_cluster_fn)(void *opaque, const char *listener, bool include_fenced,
                            kb_cluster_node_t **out, size_t *cnt, int32_t *controller_id);
 
+/**
+ * Serves a Fetch of the metadata log (`__cluster_metadata` partition 0, KRaft's topic id
+ * KB_META_TOPIC_ID from v13) in place of the partition fetch path: the controller's brokers
+ * fetching it (broker/ctrl installs it on the controller). @p rq is the decoded request (in the
+ * request's arena). Returns like a handler. @thread handler
+ */
+struct kp_FetchRequest_s;
+typedef kb_api_result_t(kb_meta_fetch_fn)(void *opaque, kb_req_t *req,
+                                          const struct kp_FetchRequest_s *rq, kb_resp_t **respp);
+
+/** KRaft's fixed topic id of `__cluster_metadata` (AAAAAAAAAAAAAAAAAAAAAQ). */
+#define KB_META_TOPIC_ID_INIT                                                                      \
+    {                                                                                              \
+        .b = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 }                                    \
+    }
+
 struct kb_apisvc_s {
     const kb_config_t *cfg;
     kb_broker_t *kb; /**< NULL when created by a test */
@@ -87,6 +103,8 @@ struct kb_apisvc_s {
     void *txn_verify_opaque;
     kb_cluster_fn *cluster;
     void *cluster_opaque;
+    kb_meta_fetch_fn *meta_fetch;
+    void *meta_fetch_opaque;
     bool initpid_registered;
     int16_t registered[32];
     size_t registered_cnt;
@@ -120,6 +138,10 @@ void kb_apisvc_set_txn_verify(kb_apisvc_t *svc, kb_txn_verify_fn *fn, void *opaq
 
 /** Install (or with NULL remove) the cluster's broker list of Metadata and DescribeCluster. */
 void kb_apisvc_set_cluster(kb_apisvc_t *svc, kb_cluster_fn *fn, void *opaque);
+
+/** Install (or with NULL remove) the metadata-log Fetch server (before the server starts or
+ *  after it stopped). */
+void kb_apisvc_set_meta_fetch(kb_apisvc_t *svc, kb_meta_fetch_fn *fn, void *opaque);
 
 /** The brokers to list for a request on @p listener: the installed kb_cluster_fn's answer, or
  *  this broker alone at its advertised endpoint (and itself as controller). A malloc'd array

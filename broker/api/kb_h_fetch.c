@@ -521,6 +521,22 @@ static kb_api_result_t kb_fetch_handle(void *opaque, kb_req_t *req, kb_resp_t **
 
     if (kb_h_decode(ctx, &kp_FetchRequest_desc, &rq) != 0)
         return KB_API_CLOSE;
+    if (rq.Topics.cnt == 1) {
+        /* The metadata log, fetched by the controller's brokers (broker/ctrl serves it). */
+        static const kp_uuid_t mid = KB_META_TOPIC_ID_INIT;
+        const kp_FetchRequest_FetchTopic_t *t = &rq.Topics.v[0];
+        kb_meta_fetch_fn *mf;
+        void *mo;
+        pthread_rwlock_rdlock(&svc->hook_rw);
+        mf = svc->meta_fetch;
+        mo = svc->meta_fetch_opaque;
+        pthread_rwlock_unlock(&svc->hook_rw);
+        if (mf && (uses_ids ? !memcmp(&t->TopicId, &mid, sizeof(mid))
+                            : t->Topic.len == (int32_t)strlen(KB_TOPIC_CLUSTER_METADATA) &&
+                                  !memcmp(t->Topic.ptr, KB_TOPIC_CLUSTER_METADATA,
+                                          strlen(KB_TOPIC_CLUSTER_METADATA))))
+            return mf(mo, req, &rq, respp);
+    }
     op = calloc(1, sizeof(*op));
     if (!op)
         return KB_API_CLOSE;

@@ -359,6 +359,7 @@ kb_meta_t *kb_meta_open(const kb_config_t *cfg, char *errstr, size_t errstr_size
     meta->pid_persisted = meta->pid_next = 0;
     meta->offset = -1;
     meta->snap_end = -1;
+    meta->remote = -1;
 
     dirs = strdup(cfg->eff_log_dirs ? cfg->eff_log_dirs : "/tmp/kafka-logs");
     if (!dirs)
@@ -1638,6 +1639,12 @@ static int16_t kb_meta_commit(kb_meta_t *meta, kb_mrecs_t *rs, char *msg, size_t
     memset(rs, 0, sizeof(*rs));
     if (rc == 0)
         return 0;
+    if (rc == KB_E_STATE) {
+        snprintf(msg, msg_size,
+                 "This broker is not the controller: metadata changes are made by controller %d",
+                 (int)meta->remote);
+        return KP_ERR_NOT_CONTROLLER;
+    }
     if (rc == KB_E_NOMEM) {
         snprintf(msg, msg_size, "out of memory");
         return KP_ERR_UNKNOWN_SERVER_ERROR;

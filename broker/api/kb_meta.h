@@ -230,14 +230,32 @@ int kb_meta_checkpoint(kb_meta_t *meta);
 
 /**
  * Take metadata record batches that a remote controller committed (the broker half of a cluster,
- * as fetched from the controller; nothing calls it yet): the batches from the local log's end on
- * are appended to this node's metadata log as they are and fsynced (they must continue it
+ * as fetched from the controller; broker/ctrl's metadata fetcher): the batches from the local log's
+ * end on are appended to this node's metadata log as they are and fsynced (they must continue it
  * without a gap), then every record above kb_meta_offset() changes the image, the local
  * partitions and tells the listeners, batch by batch. Not for a process that is its own
  * controller. 0, KB_E_IO, or KB_E_INVALID with @p err (a corrupt batch, a gap, a record that
  * cannot be decoded or applied, naming its offset; the records before it stay applied).
  */
 int kb_meta_apply_records(kb_meta_t *meta, const void *buf, size_t len, char *err, size_t err_size);
+
+/**
+ * A broker-only node (broker/ctrl): this node's metadata log is the controller's copy, so every
+ * mutation of this header is refused with NOT_CONTROLLER and a message naming controller
+ * @p controller_id (the changes go to the controller; broker/ctrl forwards them). Call before
+ * the server starts. @thread any
+ */
+void kb_meta_set_remote(kb_meta_t *meta, int32_t controller_id);
+
+/**
+ * Committed record batches of the metadata log from the batch holding @p offset (the
+ * controller serving its brokers' metadata fetches): a malloc'd copy of whole batches, at most
+ * @p max_bytes but at least one batch, into *@p buf / *@p len (0: nothing at or after
+ * @p offset); *@p end gets the log end offset. 0, KB_E_RANGE (@p offset below the log start or
+ * beyond its end) or KB_E_NOMEM.
+ */
+int kb_meta_log_read(kb_meta_t *meta, int64_t offset, int32_t max_bytes, uint8_t **buf, size_t *len,
+                     int64_t *end);
 
 /* ---- listeners ---------------------------------------------------------------------------- */
 

@@ -69,6 +69,7 @@ struct kb_meta_s {
     int64_t pid_persisted;         /* first producer id not covered by a committed block (image) */
     int64_t pid_next;              /* controller: next id to hand out */
     kb_meta_listener_t *listeners; /* under change_mu */
+    int32_t remote;                /* broker-only node: the controller's id, else -1 (ctrl) */
     kb_mtopic_t *staged; /* controller: logs opened ahead of a commit, taken over by apply */
     int64_t snap_end;    /* end offset (exclusive) of the newest snapshot, -1 none */
     int64_t snap_bytes;  /* log bytes committed or replayed after it */

@@ -77,6 +77,33 @@ static int kb_mlog_encode(const kb_mrec_t *recs, size_t n, kp_writer_t *out)
     return rc;
 }
 
+void kb_meta_set_remote(kb_meta_t *meta, int32_t controller_id)
+{
+    pthread_mutex_lock(&meta->change_mu);
+    meta->remote = controller_id;
+    pthread_mutex_unlock(&meta->change_mu);
+}
+
+int kb_meta_log_read(kb_meta_t *meta, int64_t offset, int32_t max_bytes, uint8_t **buf, size_t *len,
+                     int64_t *end)
+{
+    kb_log_read_t rd;
+    int rc;
+
+    *buf = NULL;
+    *len = 0;
+    *end = kb_log_leo(meta->log);
+    if (offset >= *end)
+        return offset == *end ? 0 : KB_E_RANGE;
+    rc = kb_log_read_copy(meta->log, offset, max_bytes, KB_ISOLATION_HW, 1, buf, len, &rd);
+    if (rc == KB_STO_OFFSET_OUT_OF_RANGE)
+        return KB_E_RANGE;
+    if (rc)
+        return KB_E_NOMEM;
+    *end = rd.leo;
+    return 0;
+}
+
 int kb_meta_log_commit(kb_meta_t *meta, const kb_mrec_t *recs, size_t n)
 {
     kp_writer_t out;
@@ -86,6 +113,8 @@ int kb_meta_log_commit(kb_meta_t *meta, const kb_mrec_t *recs, size_t n)
 
     if (n == 0)
         return 0;
+    if (meta->remote >= 0)
+        return KB_E_STATE; /* a broker-only node: the controller commits */
     kp_writer_init(&out);
     rc = kb_mlog_encode(recs, n, &out);
     if (rc) {

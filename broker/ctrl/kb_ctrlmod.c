@@ -20,6 +20,7 @@
 #include "kb_apilog.h"
 #include "kb_apisvc.h"
 #include "kb_ctrl_reg.h"
+#include "kb_err.h"
 #include "kb_net.h"
 #include "kb_part.h"
 #include "kb_time.h"
@@ -60,7 +61,38 @@ typedef struct kb_ctrl_s {
     kp_BrokerRegistrationRequest_t rq_reg;
     kp_BrokerRegistrationRequest_Listener_t rq_lst[KB_CTRL_MAX_ENDPOINTS];
     kp_BrokerHeartbeatRequest_t rq_hb;
+
+    /* controller: metadata-log fetches waiting for records (under mu) */
+    struct kb_ctrl_mfetch_s *parked;
+    kb_meta_listener_t *mlisten;
+    bool meta_changed;
+
+    /* broker-only: the metadata fetcher ("kb-ctrl-fetch", its own kc_ client so a long poll
+     * never delays a heartbeat) */
+    pthread_t fthr;
+    bool fthr_started;
+    kc_client_t *fkc;
+    bool finflight;
+    int64_t fnext_ms;
+    bool fetch_reported;
+    kp_FetchRequest_t rq_f;
+    kp_FetchRequest_FetchTopic_t rq_ft;
+    kp_FetchRequest_FetchPartition_t rq_fp;
 } kb_ctrl_t;
+
+/* A metadata-log Fetch waiting for records (controller). */
+typedef struct kb_ctrl_mfetch_s {
+    struct kb_ctrl_mfetch_s *next;
+    kb_req_t *req;
+    int16_t ver;
+    kp_str_t topic;
+    int64_t offset;
+    int32_t max_bytes;
+    int64_t deadline_ms;
+} kb_ctrl_mfetch_t;
+
+#define KB_CTRL_FETCH_WAIT_MS 500
+#define KB_CTRL_FETCH_MAX     (8 << 20)
 
 static kp_str_t kb_ctrl_view(const char *s)
 {
@@ -187,11 +219,9 @@ static kb_api_result_t kb_ctrl_h_register(void *opaque, kb_req_t *req, kb_resp_t
         memcpy(b.rack, rq.Rack.ptr, (size_t)rq.Rack.len);
         b.has_rack = true;
     }
-    /* Kafka unfences a broker once it has applied the metadata log as far as it was at its
-     * registration. Brokers do not fetch the metadata log yet (docs/broker.md "Cluster"), so
-     * the bar is -1 for now: unfenced at the first heartbeat. */
+    /* Unfenced once it has applied the metadata log as far as it is now (Kafka's rule). */
     resp.ErrorCode = kb_ctrl_reg_register(ctl->reg, &b, rq.PreviousBrokerEpoch, kb_time_wall_ms(),
-                                          -1, &resp.BrokerEpoch);
+                                          kb_meta_offset(ctl->svc->meta), &resp.BrokerEpoch);
     if (resp.ErrorCode)
         kb_log_info("ctrl", "registration of broker %" PRId32 " (%s) refused: error %d",
                     rq.BrokerId, ctx->peer, resp.ErrorCode);
@@ -301,6 +331,162 @@ static int kb_ctrl_cluster(void *opaque, const char *listener, bool include_fenc
     *out = v;
     *cnt = k;
     return 0;
+}
+
+/* ---- the controller: the metadata log for its brokers --------------------------------------- */
+
+static const kp_uuid_t kb_ctrl_meta_id = KB_META_TOPIC_ID_INIT;
+
+/* The Fetch response for one metadata-log fetch: records from @p offset (or the error). NULL on
+ * no memory or an encoding failure. */
+static kb_resp_t *kb_ctrl_mfetch_answer(kb_ctrl_t *ctl, int16_t ver, kp_str_t topic,
+                                        int32_t partition, int64_t offset, int32_t max_bytes)
+{
+    kp_FetchResponse_t resp;
+    kp_FetchResponse_FetchableTopicResponse_t t;
+    kp_FetchResponse_PartitionData_t pd;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int64_t end = -1;
+    kp_writer_t wr;
+    kb_resp_t *r = NULL;
+
+    kp_FetchResponse_init(&resp);
+    kp_FetchResponse_FetchableTopicResponse_init(&t);
+    kp_FetchResponse_PartitionData_init(&pd);
+    t.Topic = topic;
+    t.TopicId = kb_ctrl_meta_id;
+    t.Partitions.v = &pd;
+    t.Partitions.cnt = 1;
+    resp.Responses.v = &t;
+    resp.Responses.cnt = 1;
+    pd.PartitionIndex = partition;
+    if (partition != 0) {
+        pd.ErrorCode = KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
+    } else {
+        int rc = kb_meta_log_read(
+            ctl->svc->meta, offset,
+            max_bytes > 0 && max_bytes < KB_CTRL_FETCH_MAX ? max_bytes : KB_CTRL_FETCH_MAX, &buf,
+            &len, &end);
+        if (rc == KB_E_RANGE)
+            pd.ErrorCode = KP_ERR_OFFSET_OUT_OF_RANGE;
+        else if (rc)
+            return NULL;
+        pd.HighWatermark = pd.LastStableOffset = end;
+        pd.LogStartOffset = 0;
+        pd.Records.ptr = buf;
+        pd.Records.len = (int32_t)len;
+    }
+    kp_writer_init(&wr);
+    if (kp_msg_encode(&kp_FetchResponse_desc, &wr, &resp, ver) == 0)
+        r = kb_resp_from_writer(&wr);
+    else
+        kb_log_error("ctrl", "cannot encode a metadata Fetch response v%d", ver);
+    kp_writer_free(&wr);
+    free(buf);
+    return r;
+}
+
+static void kb_ctrl_mfetch_cancel(void *opaque, kb_req_t *req)
+{
+    kb_ctrl_t *ctl = opaque;
+    pthread_mutex_lock(&ctl->mu);
+    for (kb_ctrl_mfetch_t **pp = &ctl->parked; *pp; pp = &(*pp)->next) {
+        if ((*pp)->req == req) {
+            kb_ctrl_mfetch_t *f = *pp;
+            *pp = f->next;
+            free(f);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ctl->mu);
+}
+
+/* Answer the parked fetches that have records now, or whose wait is over (all with @p all).
+ * mu held (serialised with the cancel callback). */
+static void kb_ctrl_mfetch_wake(kb_ctrl_t *ctl, bool all)
+{
+    int64_t now = kb_time_mono_ms(), end = kb_meta_offset(ctl->svc->meta) + 1;
+    for (kb_ctrl_mfetch_t **pp = &ctl->parked; *pp;) {
+        kb_ctrl_mfetch_t *f = *pp;
+        kb_resp_t *r;
+        if (!all && f->offset >= end && now < f->deadline_ms) {
+            pp = &f->next;
+            continue;
+        }
+        *pp = f->next;
+        r = kb_ctrl_mfetch_answer(ctl, f->ver, f->topic, 0, f->offset, f->max_bytes);
+        if (r)
+            kb_req_complete(f->req, r);
+        else
+            kb_req_complete_close(f->req);
+        free(f);
+    }
+}
+
+static kb_api_result_t kb_ctrl_meta_fetch(void *opaque, kb_req_t *req,
+                                          const struct kp_FetchRequest_s *rq, kb_resp_t **respp)
+{
+    kb_ctrl_t *ctl = opaque;
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    const kp_FetchRequest_FetchTopic_t *t = &rq->Topics.v[0];
+    const kp_FetchRequest_FetchPartition_t *p;
+    kb_ctrl_mfetch_t *f;
+    int64_t end;
+
+    if (!ctl || ctl->magic != KB_CTRL_MAGIC || !kb_ctrl_listener_ok(ctl, ctx)) {
+        kb_log_info("ctrl",
+                    "%s: Fetch of the metadata log on listener %s, not a controller "
+                    "listener: connection closed",
+                    ctx->peer, ctx->listener ? ctx->listener : "?");
+        return KB_API_CLOSE;
+    }
+    if (t->Partitions.cnt != 1) {
+        *respp = kb_ctrl_mfetch_answer(ctl, ctx->api_version, t->Topic, -1, 0, 0);
+        return *respp ? KB_API_RESPOND : KB_API_CLOSE;
+    }
+    p = &t->Partitions.v[0];
+    end = kb_meta_offset(ctl->svc->meta) + 1;
+    if (p->Partition != 0 || p->FetchOffset != end || rq->MaxWaitMs <= 0) {
+        *respp = kb_ctrl_mfetch_answer(ctl, ctx->api_version, t->Topic, p->Partition,
+                                       p->FetchOffset, p->PartitionMaxBytes);
+        return *respp ? KB_API_RESPOND : KB_API_CLOSE;
+    }
+    /* Nothing new: wait (long poll) until a commit or MaxWaitMs. */
+    f = calloc(1, sizeof(*f));
+    if (!f)
+        return KB_API_CLOSE;
+    f->req = req;
+    f->ver = ctx->api_version;
+    f->topic = t->Topic; /* a view into the request, valid until it completes */
+    f->offset = p->FetchOffset;
+    f->max_bytes = p->PartitionMaxBytes;
+    f->deadline_ms =
+        kb_time_mono_ms() +
+        (rq->MaxWaitMs < 10 * KB_CTRL_FETCH_WAIT_MS ? rq->MaxWaitMs : 10 * KB_CTRL_FETCH_WAIT_MS);
+    pthread_mutex_lock(&ctl->mu);
+    if (kb_req_defer(req, kb_ctrl_mfetch_cancel, ctl) != 0) {
+        pthread_mutex_unlock(&ctl->mu);
+        free(f);
+        return KB_API_CLOSE;
+    }
+    f->next = ctl->parked;
+    ctl->parked = f;
+    ctl->meta_changed = true; /* the thread re-checks: a commit may have just happened */
+    pthread_cond_broadcast(&ctl->cv);
+    pthread_mutex_unlock(&ctl->mu);
+    return KB_API_DEFERRED;
+}
+
+/* kb_meta listener: runs with the metadata change lock held, so only flags and signals. */
+static void kb_ctrl_meta_event(void *opaque, const kb_meta_event_t *ev)
+{
+    kb_ctrl_t *ctl = opaque;
+    (void)ev;
+    pthread_mutex_lock(&ctl->mu);
+    ctl->meta_changed = true;
+    pthread_cond_broadcast(&ctl->cv);
+    pthread_mutex_unlock(&ctl->mu);
 }
 
 /* ---- the controller: session reaper ------------------------------------------------------- */
@@ -484,6 +670,108 @@ static void kb_ctrl_chan_send(kb_ctrl_t *ctl, int64_t now)
         ctl->next_ms = now + cfg->broker_heartbeat_interval_ms;
 }
 
+/* The fetcher's next attempt after a failure (mu taken here). */
+static void kb_ctrl_fetch_later(kb_ctrl_t *ctl, int64_t now)
+{
+    pthread_mutex_lock(&ctl->mu);
+    ctl->fnext_ms = now + ctl->cfg->broker_heartbeat_interval_ms;
+    pthread_mutex_unlock(&ctl->mu);
+}
+
+static void kb_ctrl_on_fetch(kc_client_t *kc, int err, int16_t ver, const uint8_t *body, size_t len,
+                             void *opaque)
+{
+    kb_ctrl_t *ctl = opaque;
+    kp_FetchResponse_t resp;
+    kp_arena_t ar;
+    kp_reader_t rd;
+    int64_t now = kb_time_mono_ms();
+    const kp_FetchResponse_PartitionData_t *pd = NULL;
+
+    (void)kc;
+    pthread_mutex_lock(&ctl->mu);
+    ctl->finflight = false;
+    ctl->fnext_ms = now; /* the controller long-polls: ask again at once */
+    pthread_mutex_unlock(&ctl->mu);
+    if (err != KC_E_OK) {
+        if (!ctl->fetch_reported)
+            kb_log_warn("ctrl", "metadata fetch from controller %" PRId32 " failed: %s",
+                        ctl->cfg->voter_id, kc_err_str(err));
+        ctl->fetch_reported = true;
+        kb_ctrl_fetch_later(ctl, now);
+        return;
+    }
+    ctl->fetch_reported = false;
+    kp_arena_init(&ar, 64u << 20);
+    kp_reader_init(&rd, body, len);
+    kp_FetchResponse_init(&resp);
+    if (kp_msg_decode(&kp_FetchResponse_desc, &rd, &ar, &resp, ver) == 0 &&
+        resp.Responses.cnt == 1 && resp.Responses.v[0].Partitions.cnt == 1)
+        pd = &resp.Responses.v[0].Partitions.v[0];
+    if (!pd || resp.ErrorCode) {
+        kb_log_warn("ctrl", "bad metadata Fetch response v%d from controller %" PRId32, ver,
+                    ctl->cfg->voter_id);
+        kb_ctrl_fetch_later(ctl, now);
+    } else if (pd->ErrorCode) {
+        kb_log_warn("ctrl",
+                    "metadata fetch from controller %" PRId32 " at offset %" PRId64 ": error %d",
+                    ctl->cfg->voter_id, kb_meta_offset(ctl->svc->meta) + 1, pd->ErrorCode);
+        kb_ctrl_fetch_later(ctl, now);
+    } else if (pd->Records.len > 0) {
+        char e[512];
+        if (kb_meta_apply_records(ctl->svc->meta, pd->Records.ptr, (size_t)pd->Records.len, e,
+                                  sizeof(e)) != 0) {
+            kb_log_error("ctrl", "cannot apply the metadata log from controller %" PRId32 ": %s",
+                         ctl->cfg->voter_id, e);
+            kb_ctrl_fetch_later(ctl, now);
+        }
+    }
+    kp_arena_free(&ar);
+}
+
+static void *kb_ctrl_fetch_thread(void *arg)
+{
+    kb_ctrl_t *ctl = arg;
+    pthread_mutex_lock(&ctl->mu);
+    while (!ctl->stop) {
+        int64_t now = kb_time_mono_ms();
+        if (!ctl->finflight && now >= ctl->fnext_ms) {
+            kp_FetchRequest_t *rq = &ctl->rq_f;
+            kp_FetchRequest_init(rq);
+            kp_FetchRequest_FetchTopic_init(&ctl->rq_ft);
+            kp_FetchRequest_FetchPartition_init(&ctl->rq_fp);
+            /* v13-14: topic ids and the plain ReplicaId (v15 moved it into ReplicaState) */
+            rq->ReplicaId = ctl->cfg->node_id;
+            rq->MaxWaitMs = KB_CTRL_FETCH_WAIT_MS;
+            rq->MinBytes = 1;
+            rq->MaxBytes = KB_CTRL_FETCH_MAX;
+            rq->SessionId = 0;
+            rq->SessionEpoch = -1;
+            ctl->rq_ft.Topic = kb_ctrl_view(KB_TOPIC_CLUSTER_METADATA);
+            ctl->rq_ft.TopicId = kb_ctrl_meta_id;
+            ctl->rq_fp.Partition = 0;
+            ctl->rq_fp.FetchOffset = kb_meta_offset(ctl->svc->meta) + 1;
+            ctl->rq_fp.PartitionMaxBytes = KB_CTRL_FETCH_MAX;
+            ctl->rq_ft.Partitions.v = &ctl->rq_fp;
+            ctl->rq_ft.Partitions.cnt = 1;
+            rq->Topics.v = &ctl->rq_ft;
+            rq->Topics.cnt = 1;
+            rq->RackId = kb_ctrl_view("");
+            if (kc_request_msg(ctl->fkc, ctl->cfg->voter_id, &kp_FetchRequest_desc, 14, rq,
+                               KB_CTRL_FETCH_WAIT_MS + ctl->cfg->broker_session_timeout_ms, 0,
+                               kb_ctrl_on_fetch, ctl) > 0)
+                ctl->finflight = true;
+            else
+                ctl->fnext_ms = now + ctl->cfg->broker_heartbeat_interval_ms;
+        }
+        pthread_mutex_unlock(&ctl->mu);
+        kc_client_poll(ctl->fkc, KB_CTRL_TICK_MS);
+        pthread_mutex_lock(&ctl->mu);
+    }
+    pthread_mutex_unlock(&ctl->mu);
+    return NULL;
+}
+
 static void *kb_ctrl_thread(void *arg)
 {
     kb_ctrl_t *ctl = arg;
@@ -499,7 +787,9 @@ static void *kb_ctrl_thread(void *arg)
             pthread_mutex_unlock(&ctl->mu);
             kb_ctrl_reap(ctl);
             pthread_mutex_lock(&ctl->mu);
-            if (!ctl->stop)
+            ctl->meta_changed = false;
+            kb_ctrl_mfetch_wake(ctl, false);
+            if (!ctl->stop && !ctl->meta_changed)
                 pthread_cond_timedwait(&ctl->cv, &ctl->mu, &dl);
         }
     }
@@ -515,6 +805,8 @@ static void kb_ctrl_free(kb_ctrl_t *ctl)
         return;
     if (ctl->kc)
         kc_client_destroy(ctl->kc);
+    if (ctl->fkc)
+        kc_client_destroy(ctl->fkc);
     kb_ctrl_reg_free(ctl->reg);
     pthread_cond_destroy(&ctl->cv);
     pthread_mutex_destroy(&ctl->mu);
@@ -586,14 +878,19 @@ static int kb_module_ctrl_init(kb_broker_t *kb, void **statep, char *errstr, siz
         o.connect_timeout_ms = cfg->broker_heartbeat_interval_ms * 2;
         o.reconnect_backoff_max_ms = cfg->broker_heartbeat_interval_ms;
         ctl->kc = kc_client_new(&o, errstr, errstr_size);
-        if (!ctl->kc ||
-            kc_client_node_set(ctl->kc, cfg->voter_id, cfg->voter_host, cfg->voter_port) != 0) {
-            if (ctl->kc)
+        if (ctl->kc)
+            ctl->fkc = kc_client_new(&o, errstr, errstr_size);
+        if (!ctl->kc || !ctl->fkc ||
+            kc_client_node_set(ctl->kc, cfg->voter_id, cfg->voter_host, cfg->voter_port) != 0 ||
+            kc_client_node_set(ctl->fkc, cfg->voter_id, cfg->voter_host, cfg->voter_port) != 0) {
+            if (ctl->kc && ctl->fkc)
                 snprintf(errstr, errstr_size, "controller.quorum.voters: cannot use %s:%d",
                          cfg->voter_host, cfg->voter_port);
             kb_ctrl_free(ctl);
             return -1;
         }
+        /* This node's metadata log is the controller's copy from now on. */
+        kb_meta_set_remote(ctl->svc->meta, cfg->voter_id);
     }
     *statep = ctl;
     return 0;
@@ -619,6 +916,19 @@ static int kb_module_ctrl_start(kb_broker_t *kb, void *state)
         if (kb_ctrl_reg_register(ctl->reg, &b, -1, kb_time_wall_ms(), -1, &ctl->self_epoch) != 0)
             kb_log_error("ctrl", "cannot register this node with itself");
         kb_ctrl_reap(ctl); /* its first heartbeat: unfenced */
+    }
+    if (ctl->controller) {
+        ctl->mlisten = kb_meta_listen(ctl->svc->meta, kb_ctrl_meta_event, ctl, false);
+        if (!ctl->mlisten)
+            return -1;
+        kb_apisvc_set_meta_fetch(ctl->svc, kb_ctrl_meta_fetch, ctl);
+    }
+    if (ctl->remote) {
+        if (pthread_create(&ctl->fthr, NULL, kb_ctrl_fetch_thread, ctl) != 0) {
+            kb_log_error("ctrl", "cannot start the metadata fetcher thread");
+            return -1;
+        }
+        ctl->fthr_started = true;
     }
     if (ctl->controller || ctl->remote) {
         kb_apisvc_set_cluster(ctl->svc, kb_ctrl_cluster, ctl);
@@ -657,11 +967,21 @@ static void kb_module_ctrl_stop(kb_broker_t *kb, void *state)
     }
     ctl->stop = true;
     pthread_cond_broadcast(&ctl->cv);
+    kb_ctrl_mfetch_wake(ctl, true);
     pthread_mutex_unlock(&ctl->mu);
     if (ctl->kc)
         kc_client_wakeup(ctl->kc);
+    if (ctl->fkc)
+        kc_client_wakeup(ctl->fkc);
     pthread_join(ctl->thr, NULL);
     ctl->thr_started = false;
+    if (ctl->fthr_started)
+        pthread_join(ctl->fthr, NULL);
+    ctl->fthr_started = false;
+    if (ctl->mlisten)
+        kb_meta_unlisten(ctl->svc->meta, ctl->mlisten);
+    ctl->mlisten = NULL;
+    kb_apisvc_set_meta_fetch(ctl->svc, NULL, NULL);
     kb_apisvc_set_cluster(ctl->svc, NULL, NULL);
 }
 

@@ -233,6 +233,74 @@ static int metadata_brokers(int via, int *ids, int *ports, int max)
     return n;
 }
 
+typedef struct tview_s {
+    int16_t err;
+    kp_uuid_t id;
+    int nparts;
+    int leader[8], nreplicas[8], nisr[8];
+} tview_t;
+
+/* Topic @p name as Metadata v12 on node @p via shows it; 0 (tv->err may be set) or -1. */
+static int metadata_topic(int via, const char *name, tview_t *tv)
+{
+    kp_MetadataRequest_t rq;
+    kp_MetadataResponse_t resp;
+    kp_MetadataRequest_MetadataRequestTopic_t t;
+    kp_arena_t ar;
+    int fd = kbat_connect(g_nodes[via].port), rc = -1;
+
+    memset(tv, 0, sizeof(*tv));
+    if (fd < 0)
+        return -1;
+    kp_arena_init(&ar, 0);
+    kp_MetadataRequest_init(&rq);
+    kp_MetadataRequest_MetadataRequestTopic_init(&t);
+    t.Name = (kp_str_t){name, (int32_t)strlen(name)};
+    rq.Topics.v = &t;
+    rq.Topics.cnt = 1;
+    rq.AllowAutoTopicCreation = false;
+    if (kbat_call(fd, KP_APIKEY_Metadata, 12, &rq, &resp, &ar) == 0 && resp.Topics.cnt == 1) {
+        const kp_MetadataResponse_MetadataResponseTopic_t *mt = &resp.Topics.v[0];
+        tv->err = mt->ErrorCode;
+        tv->id = mt->TopicId;
+        tv->nparts = mt->Partitions.cnt;
+        for (int32_t i = 0; i < mt->Partitions.cnt && i < 8; i++) {
+            int32_t k = mt->Partitions.v[i].PartitionIndex;
+            if (k < 0 || k >= 8)
+                continue;
+            tv->leader[k] = mt->Partitions.v[i].LeaderId;
+            tv->nreplicas[k] = mt->Partitions.v[i].ReplicaNodes.cnt;
+            tv->nisr[k] = mt->Partitions.v[i].IsrNodes.cnt;
+        }
+        rc = 0;
+    }
+    kp_arena_free(&ar);
+    close(fd);
+    return rc;
+}
+
+/* Poll node @p via until it knows topic @p name as node 1 does (same id, partitions, leaders,
+ * replica and ISR counts). */
+static void wait_topic_like_controller(int via, const char *name)
+{
+    int64_t dl = kbat_now_ms() + DEADLINE_MS;
+    tview_t want, got;
+    struct pollfd none = {.fd = -1};
+    CHECK(metadata_topic(1, name, &want) == 0 && want.err == 0 && want.nparts > 0,
+          "node 1 knows topic %s", name);
+    while (kbat_now_ms() < dl) {
+        if (metadata_topic(via, name, &got) == 0 && got.err == 0 && got.nparts == want.nparts &&
+            !memcmp(&got.id, &want.id, sizeof(want.id)) &&
+            !memcmp(got.leader, want.leader, sizeof(want.leader)) &&
+            !memcmp(got.nreplicas, want.nreplicas, sizeof(want.nreplicas)) &&
+            !memcmp(got.nisr, want.nisr, sizeof(want.nisr)))
+            return;
+        poll(&none, 0, 20); /* pacing of the polling loop */
+    }
+    CHECK(0, "node %d does not show topic %s as the controller does (err %d, %d partitions)", via,
+          name, got.err, got.nparts);
+}
+
 /* The state of broker @p id in @p v: 1 unfenced, 0 fenced, -1 absent. */
 static int state_of(const view_t *v, int id)
 {
@@ -307,6 +375,25 @@ int main(int argc, char **argv)
         CHECK(ids[i] >= 1 && ids[i] <= 3 && ports[i] == g_nodes[ids[i]].port,
               "Metadata broker %d port %d", ids[i], ports[i]);
 
+    /* 1b. metadata propagation: a topic created on the controller reaches both brokers with
+     *     the same id, partitions, leaders, replicas and ISR; a broker-only node does not make
+     *     metadata changes itself */
+    {
+        int fd = kbat_connect(g_nodes[1].port);
+        static const char *const cfgkv[] = {"retention.ms", "123456", NULL};
+        CHECK(fd >= 0 && kbat_create_topic(fd, "cluster-a", 3, cfgkv) == 0,
+              "CreateTopics on the controller");
+        if (fd >= 0)
+            close(fd);
+        wait_topic_like_controller(2, "cluster-a");
+        wait_topic_like_controller(3, "cluster-a");
+        fd = kbat_connect(g_nodes[3].port);
+        CHECK(fd >= 0 && kbat_create_topic(fd, "cluster-b", 1, NULL) == KP_ERR_NOT_CONTROLLER,
+              "CreateTopics on broker-only node 3 answers NOT_CONTROLLER");
+        if (fd >= 0)
+            close(fd);
+    }
+
     /* 2. kill -9 of broker 3: fenced after the session timeout, not before */
     kill_node(3, SIGKILL, -1);
     took = wait_states(1, 1, 1, 0);
@@ -318,10 +405,20 @@ int main(int argc, char **argv)
     n = metadata_brokers(1, ids, ports, 8);
     CHECK(n == 2, "Metadata lists %d brokers with broker 3 fenced, expected 2", n);
 
-    /* 3. its restart (a new incarnation, the same port) registers it again */
+    /* 3. a topic created while broker 3 is down; its restart (a new incarnation, the same
+     *    port) registers it again, it still has the earlier topic and fetches the new one */
+    {
+        int fd = kbat_connect(g_nodes[1].port);
+        CHECK(fd >= 0 && kbat_create_topic(fd, "cluster-c", 2, NULL) == 0,
+              "CreateTopics on the controller while broker 3 is down");
+        if (fd >= 0)
+            close(fd);
+    }
     CHECK(start_node(3) == 0, "restart node 3");
     CHECK(wait_states(1, 1, 1, 1) >= 0, "broker 3 back after its restart");
     check_ports(1);
+    wait_topic_like_controller(3, "cluster-a");
+    wait_topic_like_controller(3, "cluster-c");
 
     /* 4. kill -9 of the controller: the brokers keep serving; after its restart they
      *    register again by themselves */
@@ -334,6 +431,7 @@ int main(int argc, char **argv)
             (long long)took);
     CHECK(took >= 0, "brokers registered again with the restarted controller");
     check_ports(1);
+    wait_topic_like_controller(2, "cluster-c");
 
     /* 5. SIGTERM of broker 2: controlled shutdown, exit 0, then fenced */
     kill_node(2, SIGTERM, 0);
