@@ -29,6 +29,7 @@
 #include "kp_reader.h"
 
 #define KB_REPL_POLL_MS 100
+#define KB_REPL_ADDR_MS 1000 /* period of the leader address look-up */
 
 /* Partition states */
 #define KB_RP_FETCH  0 /* fetched */
@@ -69,6 +70,7 @@ struct kb_fetcher_s {
     bool inflight;         /* a Fetch in flight (fetcher thread only) */
     int64_t backoff_until; /* whole fetcher (transport errors) */
     bool addr_dirty;       /* look the leader's address up again */
+    int64_t next_addr_ms;  /* next periodic look-up (fetcher thread) */
     char host[256];
     int port;
     /* the request in flight (fetcher thread) */
@@ -330,6 +332,7 @@ static void kb_fetcher_on_fetch(kc_client_t *kc, int err, int16_t ver, const uin
         atomic_fetch_add(&f->r->fetch_errors, 1);
         if (err != KC_E_DESTROYED && err != KC_E_CANCELLED) {
             f->backoff_until = kb_time_mono_ms() + f->r->backoff_ms;
+            f->addr_dirty = true; /* the leader may have come back elsewhere */
             if (err == KC_E_NO_VERSION)
                 kb_log_warn("repl", "leader %" PRId32 " has no Fetch v12 or later", f->leader);
             else
@@ -652,8 +655,12 @@ static void *kb_fetcher_main(void *arg)
         dirty = f->addr_dirty;
         f->addr_dirty = false;
         pthread_mutex_unlock(&f->mu);
-        if (dirty || !f->port)
+        /* Asked, unknown, or every second: a leader that came back elsewhere is found even
+         * while a request waits for the old address. */
+        if (dirty || !f->port || now >= f->next_addr_ms) {
+            f->next_addr_ms = now + KB_REPL_ADDR_MS;
             kb_fetcher_addr(f);
+        }
         pthread_mutex_lock(&f->mu);
         kb_fetcher_reap(f);
         if (f->port && !f->inflight && f->backoff_until <= now)

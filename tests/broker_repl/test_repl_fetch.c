@@ -812,6 +812,48 @@ static void t_isr(void)
     node_down(&a);
 }
 
+/* The leader broker restarts on another port: the fetcher looks its address up again. */
+static void t_leader_moves(void)
+{
+    node_t a, b;
+    kb_part_t *lp, *fp;
+    kp_uuid_t id = {{0}};
+    kb_repl_t *r;
+    int64_t base = -1;
+    int old_port;
+
+    node_up(&a, 1);
+    node_up(&b, 2);
+    g_leader = &a;
+    create_topic(&a, "m", &id);
+    create_topic(&b, "m", &id);
+    lp = node_part(&a, "m");
+    fp = node_part(&b, "m");
+    r = repl_new(&b);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(lp, 1, 1, REPS, 2, REPS, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_follower(fp, 1, 1, 1, REPS, 2, REPS, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_repl_add(r, fp), 0);
+    CU_ASSERT_EQUAL(produce(&a, "m", -1, 5, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_FATAL(converged(lp, fp));
+    kb_part_release(lp);
+    old_port = a.b.port;
+    node_stop(&a);
+    node_start(&a); /* a new ephemeral port */
+    CU_ASSERT_NOT_EQUAL(a.b.port, old_port);
+    lp = node_part(&a, "m");
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(lp, 1, 1, REPS, 2, REPS, 2), 0);
+    CU_ASSERT_EQUAL(produce(&a, "m", 1, 5, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_EQUAL(base, 5);
+    CU_ASSERT_FATAL(converged(lp, fp));
+    CU_ASSERT(same_segment(lp, fp, 0));
+    kb_repl_free(r);
+    kb_part_release(lp);
+    kb_part_release(fp);
+    g_leader = NULL;
+    node_down(&b);
+    node_down(&a);
+}
+
 int main(void)
 {
     CU_pSuite s;
@@ -824,6 +866,7 @@ int main(void)
     CU_add_test(s, "follower restart resumes from its LEO", t_restart);
     CU_add_test(s, "fenced epoch waits for metadata", t_fenced);
     CU_add_test(s, "leader log start above the follower's end", t_out_of_range);
+    CU_add_test(s, "leader restarted on another port", t_leader_moves);
     CU_add_test(s, "leadership from the metadata image", t_watch);
     CU_add_test(s, "ISR shrink and expand through AlterPartition", t_isr);
     CU_basic_set_mode(CU_BRM_VERBOSE);
