@@ -23,6 +23,9 @@
 #include "kb_err.h"
 #include "kb_net.h"
 #include "kb_part.h"
+#ifdef KB_HAVE_REPL
+#include "kb_replmod.h"
+#endif
 #include "kb_time.h"
 #include "kc_client.h"
 #include "kp_errcode.h"
@@ -566,6 +569,10 @@ static void kb_ctrl_on_register(kc_client_t *kc, int err, int16_t ver, const uin
                             : "");
         } else {
             ctl->epoch = resp.BrokerEpoch;
+#ifdef KB_HAVE_REPL
+            if (kb_repl_of(ctl->kb)) /* ReplicaState.ReplicaEpoch, AlterPartition BrokerEpoch */
+                kb_repl_set_broker_epoch(kb_repl_of(ctl->kb), resp.BrokerEpoch);
+#endif
             ctl->fenced = true;
             ctl->next_ms = now; /* heartbeat at once: unfenced as soon as caught up */
             kb_log_info("ctrl", "registered with controller %" PRId32 ", broker epoch %" PRId64,
@@ -896,6 +903,18 @@ static int kb_module_ctrl_init(kb_broker_t *kb, void **statep, char *errstr, siz
     return 0;
 }
 
+#ifdef KB_HAVE_REPL
+/* kb_repl_ctrl_fn (broker/repl): the replica manager's AlterPartition requests go to the
+ * controller on the channel's client (driven by "kb-ctrl"). */
+static int64_t kb_ctrl_repl_send(void *opaque, int16_t api_key, int16_t min_ver, int16_t max_ver,
+                                 kc_encode_cb_t *encode, kc_resp_cb_t *cb, void *cb_opaque)
+{
+    kb_ctrl_t *ctl = opaque;
+    return kc_request(ctl->kc, ctl->cfg->voter_id, api_key, min_ver, max_ver, encode, 0, 0, cb,
+                      cb_opaque);
+}
+#endif
+
 static int kb_module_ctrl_start(kb_broker_t *kb, void *state)
 {
     kb_ctrl_t *ctl = state;
@@ -915,6 +934,10 @@ static int kb_module_ctrl_start(kb_broker_t *kb, void *state)
         }
         if (kb_ctrl_reg_register(ctl->reg, &b, -1, kb_time_wall_ms(), -1, &ctl->self_epoch) != 0)
             kb_log_error("ctrl", "cannot register this node with itself");
+#ifdef KB_HAVE_REPL
+        else if (kb_repl_of(kb))
+            kb_repl_set_broker_epoch(kb_repl_of(kb), ctl->self_epoch);
+#endif
         kb_ctrl_reap(ctl); /* its first heartbeat: unfenced */
     }
     if (ctl->controller) {
@@ -938,6 +961,10 @@ static int kb_module_ctrl_start(kb_broker_t *kb, void *state)
         }
         ctl->thr_started = true;
     }
+#ifdef KB_HAVE_REPL
+    if (ctl->remote && kb_repl_of(kb))
+        kb_repl_set_ctrl(kb_repl_of(kb), kb_ctrl_repl_send, ctl);
+#endif
     if (ctl->remote)
         kb_log_info("ctrl", "broker %" PRId32 ": controller %" PRId32 " at %s:%d",
                     ctl->cfg->node_id, ctl->cfg->voter_id, ctl->cfg->voter_host,
@@ -949,6 +976,10 @@ static void kb_module_ctrl_stop(kb_broker_t *kb, void *state)
 {
     kb_ctrl_t *ctl = state;
     (void)kb;
+#ifdef KB_HAVE_REPL
+    if (ctl->remote && kb_repl_of(kb))
+        kb_repl_set_ctrl(kb_repl_of(kb), NULL, NULL);
+#endif
     if (!ctl->thr_started)
         return;
     pthread_mutex_lock(&ctl->mu);
