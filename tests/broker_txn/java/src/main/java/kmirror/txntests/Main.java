@@ -11,6 +11,9 @@ import java.util.Properties;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Set;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
@@ -19,6 +22,7 @@ import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -38,7 +42,16 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   java -jar txn-tests.jar timeout --bootstrap HOST:PORT
  *   java -jar txn-tests.jar fence   --bootstrap HOST:PORT
  *   java -jar txn-tests.jar restart --bootstrap HOST:PORT
+ *   java -jar txn-tests.jar failover --bootstrap HOST:PORT[,...] --topic T
  * </pre>
+ *
+ * <p>failover (a 3-broker cluster; T has 3 partitions with 3 replicas): a consumer group and a
+ * transactional producer work, then the scenario prints "KILL <node id of the group
+ * coordinator>" and waits for a line on stdin (the driver kills that broker with SIGKILL
+ * meanwhile); afterwards the group's committed offsets must be intact, the producer (initialised
+ * again if it has to be) commits and aborts transactions, the consumer reads exactly the
+ * committed records through the new coordinator and commits, and a read_committed reader sees
+ * exactly the committed records.
  *
  * <p>restart prints a line "RESTART" in the middle of two open transactions and waits for a
  * line on stdin (the driver restarts the broker on the same port meanwhile): one transaction
@@ -372,6 +385,149 @@ public final class Main {
         });
     }
 
+    /* ---- failover: the coordinators' broker killed (3-broker cluster) ---------------- */
+
+    KafkaConsumer<byte[], byte[]> groupConsumer(String group) {
+        Properties cp = new Properties();
+        cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        cp.put(ConsumerConfig.CLIENT_ID_CONFIG, "kb-txn-failover");
+        cp.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        cp.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        cp.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, 10000);
+        cp.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, 1000);
+        cp.put(ConsumerConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, 500);
+        return new KafkaConsumer<>(cp);
+    }
+
+    /** One transaction of @p n records "prefix-i" on partition i % 3, committed or aborted.
+     *  Retried with a new producer (initTransactions again) while the cluster recovers. */
+    KafkaProducer<byte[], byte[]> transaction(KafkaProducer<byte[], byte[]> p, String txnId, String topic,
+            String prefix, int n, boolean commit) {
+        long deadline = System.nanoTime() + 120_000_000_000L;
+        for (;;) {
+            try {
+                if (p == null) {
+                    p = producer(txnId, 60000);
+                    p.initTransactions();
+                }
+                p.beginTransaction();
+                for (int i = 0; i < n; i++)
+                    p.send(new ProducerRecord<>(topic, i % 3, b("k-" + i), b(prefix + "-" + i)));
+                if (commit) p.commitTransaction();
+                else p.abortTransaction();
+                return p;
+            } catch (KafkaException e) {
+                System.out.println("transaction " + prefix + ": " + e + " (retrying with a new producer)");
+                System.out.flush();
+                p.close(Duration.ZERO);
+                p = null;
+                if (System.nanoTime() > deadline) throw new Failure("transaction " + prefix + " never went through: " + e);
+            }
+        }
+    }
+
+    /** Poll @p c until @p want records were read in all (appending to @p got). */
+    static void pollUntil(KafkaConsumer<byte[], byte[]> c, List<ConsumerRecord<byte[], byte[]>> got, int want) {
+        long deadline = System.nanoTime() + 120_000_000_000L;
+        while (got.size() < want) {
+            if (System.nanoTime() > deadline) throw new Failure("the group consumer read " + got.size() + " of " + want);
+            c.poll(Duration.ofMillis(200)).forEach(got::add);
+        }
+    }
+
+    static void commitRetrying(KafkaConsumer<byte[], byte[]> c) {
+        long deadline = System.nanoTime() + 120_000_000_000L;
+        for (;;) {
+            try {
+                c.commitSync(Duration.ofSeconds(15));
+                return;
+            } catch (KafkaException e) {
+                if (System.nanoTime() > deadline) throw new Failure("commitSync never succeeded: " + e);
+                c.poll(Duration.ofMillis(200)); // rejoin if the group rebalanced
+            }
+        }
+    }
+
+    Map<TopicPartition, Long> committed(String group) throws Exception {
+        Map<TopicPartition, Long> out = new HashMap<>();
+        for (Map.Entry<TopicPartition, OffsetAndMetadata> e : admin.listConsumerGroupOffsets(group)
+                .partitionsToOffsetAndMetadata().get(30, TimeUnit.SECONDS).entrySet())
+            if (e.getValue() != null) out.put(e.getKey(), e.getValue().offset());
+        return out;
+    }
+
+    static Set<String> expected(String prefix, int n) {
+        Set<String> v = new HashSet<>();
+        for (int i = 0; i < n; i++) v.add(prefix + "-" + i);
+        return v;
+    }
+
+    void failover(String topic) {
+        String group = unique("kbc-group");
+        String txnId = unique("kbc-txn");
+        List<TopicPartition> tps = List.of(new TopicPartition(topic, 0), new TopicPartition(topic, 1),
+                new TopicPartition(topic, 2));
+        test("failover of the group and transaction coordinators", () -> {
+            KafkaProducer<byte[], byte[]> p = transaction(null, txnId, topic, "a", 30, true);
+            List<ConsumerRecord<byte[], byte[]>> got = new ArrayList<>();
+            Map<TopicPartition, Long> before = new HashMap<>();
+            try (KafkaConsumer<byte[], byte[]> c = groupConsumer(group)) {
+                c.subscribe(List.of(topic));
+                pollUntil(c, got, 30);
+                commitRetrying(c);
+                for (TopicPartition tp : tps) before.put(tp, c.position(tp));
+                int gco = admin.describeConsumerGroups(List.of(group)).describedGroups().get(group)
+                        .get(30, TimeUnit.SECONDS).coordinator().id();
+                int tco = admin.describeTransactions(List.of(txnId)).description(txnId).get(30, TimeUnit.SECONDS)
+                        .coordinatorId();
+                System.out.println("group coordinator " + gco + ", transaction coordinator " + tco);
+                System.out.println("KILL " + gco);
+                System.out.flush();
+                String line = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+                expect(line != null, "no go-ahead from the driver");
+                // the group's offsets survived the coordinator (read through the new one)
+                waitUntil(() -> {
+                    try {
+                        return committed(group).equals(before);
+                    } catch (Exception e) {
+                        return false;
+                    }
+                }, 60000, "the committed offsets " + before + " through the new coordinator");
+                int gco2 = admin.describeConsumerGroups(List.of(group)).describedGroups().get(group)
+                        .get(30, TimeUnit.SECONDS).coordinator().id();
+                expect(gco2 != gco, "the group coordinator is still %d", gco);
+                p = transaction(p, txnId, topic, "b", 30, true);
+                p = transaction(p, txnId, topic, "x", 6, false);
+                p = transaction(p, txnId, topic, "c", 9, true);
+                pollUntil(c, got, 69);
+                c.poll(Duration.ofMillis(500)).forEach(got::add); // nothing aborted may follow
+                commitRetrying(c);
+                Set<String> want = expected("a", 30);
+                want.addAll(expected("b", 30));
+                want.addAll(expected("c", 9));
+                Set<String> seen = new HashSet<>();
+                for (ConsumerRecord<byte[], byte[]> r : got) seen.add(s(r.value()));
+                expect(got.size() == 69 && seen.equals(want), "the group read %d records: %s", got.size(), seen);
+                Map<TopicPartition, Long> pos = new HashMap<>();
+                for (TopicPartition tp : tps) pos.put(tp, c.position(tp));
+                expect(committed(group).equals(pos), "committed %s, positions %s", committed(group), pos);
+            }
+            p.close(Duration.ofSeconds(5));
+            List<ConsumerRecord<byte[], byte[]>> all = readAll(tps, IsolationLevel.READ_COMMITTED);
+            Set<String> vals = new HashSet<>();
+            for (ConsumerRecord<byte[], byte[]> r : all) vals.add(s(r.value()));
+            Set<String> want = expected("a", 30);
+            want.addAll(expected("b", 30));
+            want.addAll(expected("c", 9));
+            expect(all.size() == 69 && vals.equals(want), "read_committed: %d records %s", all.size(), vals);
+        });
+    }
+
     int finish() {
         admin.close(Duration.ofSeconds(5));
         System.out.printf("%d passed, %d failed%n", passed, failed);
@@ -384,14 +540,19 @@ public final class Main {
         String bootstrap = System.getenv("KM_BOOTSTRAP");
         for (int i = 1; i < args.length; i++)
             if (args[i].equals("--bootstrap") && i + 1 < args.length) bootstrap = args[++i];
-        if (bootstrap == null || !List.of("timeout", "fence", "restart").contains(cmd)) {
-            System.err.println("usage: txn-tests timeout|fence|restart --bootstrap HOST:PORT");
+        String topic = null;
+        for (int i = 1; i < args.length; i++)
+            if (args[i].equals("--topic") && i + 1 < args.length) topic = args[++i];
+        if (bootstrap == null || !List.of("timeout", "fence", "restart", "failover").contains(cmd)
+                || (cmd.equals("failover") && topic == null)) {
+            System.err.println("usage: txn-tests timeout|fence|restart --bootstrap HOST:PORT | failover --bootstrap HOST:PORT --topic T");
             System.exit(64);
         }
         Main m = new Main(bootstrap);
         switch (cmd) {
             case "timeout" -> m.timeout();
             case "fence" -> m.fence();
+            case "failover" -> m.failover(topic);
             default -> m.restart();
         }
         // halt: producers left open on purpose must not abort their transactions at close
