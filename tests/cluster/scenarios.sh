@@ -261,7 +261,7 @@ scenario_isr_offline() {
     fail "isr-offline: resumed node $f did not come back as a broker"
   fi
   # ... and the partition must be and stay offline.
-  if cl wait "$t" 0 no-leader --hold-ms 3000 --timeout-ms 60000 >"$WORK/offline.log" 2>&1; then
+  if cl wait "$t" 0 no-leader --hold-ms 3000 --timeout-ms 30000 >"$WORK/offline.log" 2>&1; then
     say "isr-offline: offline while only the lagging follower is up: $(head -1 "$WORK/offline.log")"
   else
     cat "$WORK/offline.log" >&2
