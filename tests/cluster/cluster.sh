@@ -265,16 +265,14 @@ be_kbroker_signal() {
 be_kbroker_pause() { be_kbroker_signal STOP "$1"; }
 be_kbroker_resume() { be_kbroker_signal CONT "$1"; }
 be_kbroker_pid() { kb_pid_of "$1" || die "node $1 of '$NAME' is not running"; }
-be_kbroker_stop() {
-  local i pid pids=() end rc=0
-  for ((i = 1; i <= $(total_nodes); i++)); do
-    if pid=$(kb_pid_of "$i"); then pids+=("$pid"); fi
-  done
-  [ ${#pids[@]} -gt 0 ] || { rm -f "$CDIR"/node*.pid; return 0; }
-  kill -TERM "${pids[@]}" 2>/dev/null || true
-  kill -CONT "${pids[@]}" 2>/dev/null || true
+# kb_term PID...: SIGTERM (and SIGCONT for a paused one), wait up to 30 s each, SIGKILL. 1 if a
+# SIGKILL was needed.
+kb_term() {
+  local pid end rc=0
+  kill -TERM "$@" 2>/dev/null || true
+  kill -CONT "$@" 2>/dev/null || true
   end=$(($(now_ms) + 30000))
-  for pid in "${pids[@]}"; do
+  for pid in "$@"; do
     while kill -0 "$pid" 2>/dev/null && [ "$(now_ms)" -lt "$end" ]; do
       sleep 0.05 # poll interval of a deadline-bounded wait
     done
@@ -284,8 +282,20 @@ be_kbroker_stop() {
       rc=1
     fi
   done
+  return $rc
+}
+# Brokers first (their SIGTERM is a controlled shutdown through the controller), then the
+# controller node(s).
+be_kbroker_stop() {
+  local i pid brokers=() ctls=() rc=0
+  for ((i = 1; i <= $(total_nodes); i++)); do
+    pid=$(kb_pid_of "$i") || continue
+    if [ "$i" = 4 ] || { [ "$CONTROLLERS" = node1 ] && [ "$i" = 1 ]; }; then ctls+=("$pid"); else brokers+=("$pid"); fi
+  done
+  [ ${#brokers[@]} -eq 0 ] || kb_term "${brokers[@]}" || rc=1
+  [ ${#ctls[@]} -eq 0 ] || kb_term "${ctls[@]}" || rc=1
   rm -f "$CDIR"/node*.pid
-  log "cluster '$NAME' stopped (${#pids[@]} processes)"
+  log "cluster '$NAME' stopped ($((${#brokers[@]} + ${#ctls[@]})) processes)"
   return $rc
 }
 be_kbroker_status() {

@@ -111,11 +111,10 @@ producer_alive() { kill -0 "$PROD_PID" 2>/dev/null; }
 progress_or_dead() { acked_at_least "$1" "$2" || ! producer_alive; }
 
 # Overrides: short failure detection so that a run takes seconds per kill, not tens.
+# (kbroker reads the same keys; docs/broker.md "Cluster".)
 OV=(--override replica.lag.time.max.ms=3000 --override unclean.leader.election.enable=false
-    --override min.insync.replicas=2)
-if [ "$BACKEND" = kafka ]; then
-  OV+=(--override broker.session.timeout.ms=3000 --override broker.heartbeat.interval.ms=500)
-fi
+    --override min.insync.replicas=2 --override broker.session.timeout.ms=3000
+    --override broker.heartbeat.interval.ms=500)
 KB=()
 [ -n "$KBROKER" ] && KB=(--kbroker "$KBROKER")
 
