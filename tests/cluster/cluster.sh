@@ -19,6 +19,7 @@
 #   create-topic TOPIC PARTS [k=v]...       RF 3, configs; waits for leaders and full ISRs
 #   describe [TOPIC]...          cluster-tools describe (leaders, replicas, ISR, ELR, topic ids)
 #   leader TOPIC PART            the leader's node id, or "none"
+#   admin SUBCMD [--opt v]...    any cluster-tools subcommand with this cluster's --bootstrap
 #   wait TOPIC PART|all COND [--hold-ms H] [--timeout-ms T]   cluster-tools wait
 #   compare TOPIC PART [--upto O] [--same-end]   kc_replicacmp over the partition's replicas
 #   meta I [TOPIC]...            kc_meta: broker I's own Metadata answer (leaders, epochs, ISR, ids)
@@ -40,7 +41,7 @@ export KPEER_HOME=${KPEER_HOME:-$REPO/.kpeer}
 
 die() { echo "cluster.sh: $*" >&2; exit 2; }
 log() { echo "cluster.sh: $*" >&2; }
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
+usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
 now_ms() { date +%s%3N; }
 port_in_use() { [ -n "$(ss -Hltn "( sport = :$1 )" 2>/dev/null)" ]; }
 
@@ -367,6 +368,7 @@ EOF
     for t in "${ARGS[@]}"; do tp+=(--topic "$t"); done
     ct describe --bootstrap "$(bootstrap_list)" "${tp[@]}"
     ;;
+  admin) load_env; ct "$(arg 0)" --bootstrap "$(bootstrap_list)" "${ARGS[@]:1}" ;;
   leader) load_env; ct leader --bootstrap "$(bootstrap_list)" --topic "$(arg 0)" --partition "$(arg 1)" ;;
   wait)
     load_env

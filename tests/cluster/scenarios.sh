@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# scenarios.sh -- issue 4's first two "Done when" checks on a 3-broker cluster, for either backend
-# of tests/cluster/cluster.sh (docs/testing-cluster.md).
+# scenarios.sh -- issue 4's "Done when" checks 1-3 on a 3-broker cluster, for either backend of
+# tests/cluster/cluster.sh (docs/testing-cluster.md).
 #
-#   scenarios.sh --backend kafka|kbroker [--scenario leader-kill|isr-offline|all]
+#   scenarios.sh --backend kafka|kbroker [--scenario all|S[,S...]]   (S: leader-kill, isr-offline,
+#                                                                  controller-kill)
 #                [--count N] [--kills K] [--rate R] [--partitions P] [--controllers C]
 #                [--name NAME] [--base-port PORT] [--build DIR] [--kbroker PATH] [--seed S]
 #                [--keep] [--inject unclean]
 #
-# Both scenarios use topics with RF 3, min.insync.replicas=2, unclean.leader.election.enable=false
-# and 1 MiB segments (the smallest Kafka 4 accepts), the verifying producer of tests/java/robust-tools (idempotent, acks=all,
+# The scenarios use topics with RF 3, min.insync.replicas=2, unclean.leader.election.enable=false
+# and 1 MiB segments (the smallest Kafka 4 accepts), the verifying producer of
+# tests/java/robust-tools (idempotent, acks=all,
 # 5 in flight, retries; every acknowledged record logged with its partition and offset) and its
 # verifier (every acknowledged record present exactly once, in order, at its acknowledged offset;
 # no duplicates, no gaps), and kc_replicacmp (the three replicas hold the same batches).
@@ -23,6 +25,13 @@
 #   resumed and must be a registered broker again, and the partition must stay offline (no leader:
 #   F must not be elected) for 3 s. The killed replicas are restarted: a leader from the old ISR,
 #   the full ISR back, every acknowledged record in place, the replicas identical.
+# controller-kill ("Done when" 3, the part this harness can check from outside): a topic is created,
+#   a producer writes to it at rate/3, the controller node is killed (SIGKILL); while it is down
+#   the brokers must keep taking the producer's writes, and a CreateTopics must fail with a
+#   retriable error; after the controller's restart the topic must have the same topic id and
+#   partitions, the CreateTopics must succeed (retried up to 60 s), every record must be
+#   acknowledged and verified, and the brokers must agree on the metadata. Needs --controllers
+#   separate (node1: the controller is also a broker, so only the metadata checks are made).
 #
 # --controllers defaults to "separate" (a controller-only node 4), so that killing brokers never
 # kills the controller; isr-offline needs that (with the controller on a killed node nobody
@@ -55,12 +64,15 @@ while [ $# -gt 0 ]; do
     --seed) SEED=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --inject) INJECT=$2; shift 2 ;;
-    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "scenarios: unknown option $1" >&2; exit 2 ;;
   esac
 done
 case "$BACKEND" in kafka | kbroker) ;; *) echo "scenarios: --backend kafka|kbroker" >&2; exit 2 ;; esac
-case "$SCENARIO" in leader-kill | isr-offline | all) ;; *) echo "scenarios: bad --scenario" >&2; exit 2 ;; esac
+[ "$SCENARIO" = all ] && SCENARIO=leader-kill,isr-offline,controller-kill
+for sc in ${SCENARIO//,/ }; do
+  case "$sc" in leader-kill | isr-offline | controller-kill) ;; *) echo "scenarios: bad --scenario '$sc'" >&2; exit 2 ;; esac
+done
 case "$INJECT" in "" | unclean) ;; *) echo "scenarios: --inject unclean" >&2; exit 2 ;; esac
 NAME=${NAME:-cluster-$BACKEND}
 [ -n "$BASE_PORT" ] || BASE_PORT=$([ "$BACKEND" = kafka ] && echo 19592 || echo 19692)
@@ -288,11 +300,74 @@ scenario_isr_offline() {
   consistent_view "$t"
 }
 
-case "$SCENARIO" in
-  leader-kill) scenario_leader_kill ;;
-  isr-offline) scenario_isr_offline ;;
-  all) scenario_leader_kill; scenario_isr_offline ;;
-esac
+# ------------------------------------------------------------------ scenario: controller-kill
+scenario_controller_kill() {
+  local t=ck-before t2=ck-during acklog=$WORK/ck.acks ctl id0 id1 out a0 rc=0
+  local count=$((COUNT / 10 < 5000 ? 5000 : COUNT / 10 > 20000 ? 20000 : COUNT / 10))
+  local rate=$((RATE / 3 > 100 ? RATE / 3 : 100))
+  case "$CONTROLLERS" in
+    separate) ctl=4 ;;
+    node1) ctl=1 ;;
+    *) fail "controller-kill: needs --controllers separate or node1 (a single controller to kill)"; return ;;
+  esac
+  cl create-topic "$t" 3 "${TOPIC_CFG[@]}" >"$WORK/create-$t.log" 2>&1 \
+    || { cat "$WORK/create-$t.log" >&2; die "create-topic $t failed"; }
+  id0=$(cl describe "$t" | grep "^topic $t ")
+  rt produce --bootstrap "$BS" --topic "$t" --partitions 3 --count "$count" --rate "$rate" \
+    --ack-log "$acklog" >"$WORK/produce-$t.log" 2>&1 &
+  PROD_PID=$!
+  wait_until 120 "first acknowledgements" progress_or_dead "$acklog" $((count / 5)) || true
+  producer_alive || { fail "controller-kill: the producer ended early; lower --rate"; wait "$PROD_PID" || true; PROD_PID=; return; }
+  say "controller-kill: $id0; killing the controller (node $ctl) at $(acked "$acklog") acks"
+  cl kill "$ctl"
+  out=$(cl admin create-topic --topic "$t2" --partitions 1 --rf 3 --once true --timeout-ms 10000 2>&1) || true
+  if grep -q "^create-topic: FAILED .*retriable=true" <<<"$out"; then
+    say "controller-kill: CreateTopics while the controller is down: $(grep '^create-topic' <<<"$out")"
+  else
+    echo "$out" >&2
+    fail "controller-kill: CreateTopics while the controller is down did not fail with a retriable error"
+  fi
+  if [ "$ctl" = 4 ]; then
+    a0=$(acked "$acklog")
+    if wait_until 60 "writes while the controller is down" progress_or_dead "$acklog" $((a0 + count / 10)) \
+        && [ "$(acked "$acklog")" -ge $((a0 + count / 10)) ]; then
+      say "controller-kill: the brokers kept taking writes: $a0 -> $(acked "$acklog") acks with the controller down"
+    else
+      fail "controller-kill: writes stopped while the controller was down ($a0 -> $(acked "$acklog") acks)"
+    fi
+  fi
+  cl restart "$ctl"
+  if wait_until 60 "CreateTopics to succeed after the controller's restart" \
+      bash -c "'$HERE/cluster.sh' admin --name '$NAME' create-topic --topic '$t2' --partitions 1 --rf 3 --once true --timeout-ms 5000 >'$WORK/ck-create.log' 2>&1"; then
+    # "exists": the attempt made while the controller was down, which the client saw time out,
+    # was still carried out once it returned (Kafka's brokers queue forwarded requests).
+    say "controller-kill: after the restart: $(grep '^create-topic' "$WORK/ck-create.log")"
+    cl wait "$t2" all has-leader+isr-full --timeout-ms 60000 >"$WORK/ck-during.log" 2>&1 \
+      || { cat "$WORK/ck-during.log" >&2; fail "controller-kill: $t2 has no leader with a full ISR"; }
+  else
+    cat "$WORK/ck-create.log" >&2
+    fail "controller-kill: CreateTopics still failing 60 s after the controller's restart"
+  fi
+  cl wait "$t" all has-leader+isr-full --timeout-ms 120000 >"$WORK/ck-back.log" 2>&1 \
+    || { cat "$WORK/ck-back.log" >&2; fail "controller-kill: $t not fully in sync after the restart"; }
+  id1=$(cl describe "$t" | grep "^topic $t ")
+  [ "$id1" = "$id0" ] || fail "controller-kill: $t changed across the controller restart: '$id0' -> '$id1'"
+  wait "$PROD_PID" || rc=$?
+  PROD_PID=
+  say "controller-kill: $(tail -1 "$WORK/produce-$t.log")"
+  [ "$rc" = 0 ] || fail "controller-kill: not every record was acknowledged (producer exit $rc)"
+  verify_topic "$t" "$acklog"
+  compare_converged "$t" 3
+  consistent_view "$t"
+}
+
+for sc in ${SCENARIO//,/ }; do
+  case "$sc" in
+    leader-kill) scenario_leader_kill ;;
+    isr-offline) scenario_isr_offline ;;
+    controller-kill) scenario_controller_kill ;;
+  esac
+done
 
 if [ "$KEEP" = 0 ]; then
   cl stop >/dev/null 2>&1 || fail "stopping the cluster failed"

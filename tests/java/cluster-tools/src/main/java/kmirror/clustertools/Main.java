@@ -28,7 +28,7 @@ import org.apache.kafka.common.errors.TopicExistsException;
  *
  * <pre>
  * create-topic --bootstrap B --topic T --partitions P --rf R [--config k=v]...
- *              [--assign 1:2:3,2:3:1,...] [--timeout-ms T]
+ *              [--assign 1:2:3,2:3:1,...] [--timeout-ms T] [--once true]
  * describe     --bootstrap B [--topic T]... [--timeout-ms T]
  * leader       --bootstrap B --topic T --partition P [--timeout-ms T]
  * wait         --bootstrap B --topic T [--partition P|all] --until COND [--hold-ms H]
@@ -41,6 +41,11 @@ import org.apache.kafka.common.errors.TopicExistsException;
  * topic T id=UUID partitions=P
  * partition T P leader=N|none replicas=a,b,c isr=a,b elr=c last_known_elr=
  * </pre>
+ * create-topic --once true makes one attempt bounded by --timeout-ms and reports how it ended:
+ * "create-topic: ok", "create-topic: exists" (exit 0 both) or
+ * "create-topic: FAILED class=C retriable=true|false message=M" (exit 1), for
+ * checks that a metadata change fails cleanly while the controller is down.
+ *
  * leader prints the leader's node id, or "none" (exit 0 either way; 2 when the topic cannot be
  * described before the deadline).
  *
@@ -321,6 +326,30 @@ public final class Main {
 
   // ------------------------------------------------------------------ topics
 
+  static int createOnce(Opts o, NewTopic nt) throws Exception {
+    long timeout = o.num("timeout-ms", 15000);
+    try (Admin admin = admin(o)) {
+      try {
+        admin.createTopics(List.of(nt),
+                new org.apache.kafka.clients.admin.CreateTopicsOptions().timeoutMs((int) timeout))
+            .all().get(timeout + 5000, TimeUnit.MILLISECONDS);
+        System.out.println("create-topic: ok " + nt.name());
+        return 0;
+      } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
+        Throwable c = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+        if (c instanceof TopicExistsException) {
+          System.out.println("create-topic: exists " + nt.name());
+          return 0;
+        }
+        boolean retriable = c instanceof org.apache.kafka.common.errors.RetriableException
+            || c instanceof java.util.concurrent.TimeoutException;
+        System.out.printf("create-topic: FAILED class=%s retriable=%s message=%s%n",
+            c.getClass().getName(), retriable, String.valueOf(c.getMessage()).replace('\n', ' '));
+        return 1;
+      }
+    }
+  }
+
   static int createTopic(Opts o) throws Exception {
     String topic = o.str("topic", null);
     int parts = (int) o.num("partitions", 1);
@@ -348,6 +377,7 @@ public final class Main {
       nt = new NewTopic(topic, parts, rf);
     }
     nt.configs(cfg);
+    if (o.str("once", "false").equals("true")) return createOnce(o, nt);
     try (Admin admin = admin(o)) {
       try {
         admin.createTopics(List.of(nt)).all().get(30, TimeUnit.SECONDS);
