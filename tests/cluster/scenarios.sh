@@ -119,6 +119,10 @@ wait_until() {
 acked() { if [ -f "$1" ]; then grep -c '^A ' "$1" || true; else echo 0; fi; }
 acked_at_least() { [ "$(acked "$1")" -ge "$2" ]; }
 producer_alive() { kill -0 "$PROD_PID" 2>/dev/null; }
+# set_gate FILE N: the producer may send records 0..N-1 (robust-tools produce --gate-file); the
+# scenarios keep it a little ahead of the next kill, so that every kill falls while records are in
+# flight and the producer cannot finish early however slow the cluster is.
+set_gate() { echo "$2" >"$1.tmp" && mv -f "$1.tmp" "$1"; }
 # progress_or_dead ACKLOG N: true once N records are acknowledged or the producer has exited
 progress_or_dead() { acked_at_least "$1" "$2" || ! producer_alive; }
 
@@ -174,19 +178,20 @@ verify_topic() {
 
 # ------------------------------------------------------------------ scenario: leader-kill
 scenario_leader_kill() {
-  local t=leader-kill acklog=$WORK/leader-kill.acks k step p leader t1 rc=0 times=()
+  local t=leader-kill acklog=$WORK/leader-kill.acks gate=$WORK/leader-kill.gate k step p leader t1 rc=0 times=()
   cl create-topic "$t" "$PARTS" "${TOPIC_CFG[@]}" >"$WORK/create-$t.log" 2>&1 \
     || { cat "$WORK/create-$t.log" >&2; die "create-topic $t failed"; }
   say "leader-kill: producing $COUNT records to $PARTS partitions at $RATE/s; $KILLS leader kills"
-  rt produce --bootstrap "$BS" --topic "$t" --partitions "$PARTS" --count "$COUNT" --rate "$RATE" \
-    --ack-log "$acklog" >"$WORK/produce-$t.log" 2>&1 &
-  PROD_PID=$!
   step=$((COUNT / (KILLS + 1)))
+  set_gate "$gate" $((step + step / 2))
+  rt produce --bootstrap "$BS" --topic "$t" --partitions "$PARTS" --count "$COUNT" --rate "$RATE" \
+    --ack-log "$acklog" --gate-file "$gate" >"$WORK/produce-$t.log" 2>&1 &
+  PROD_PID=$!
   for ((k = 1; k <= KILLS; k++)); do
     wait_until 600 "$((step * k)) acknowledgements" progress_or_dead "$acklog" $((step * k)) \
       || { fail "leader-kill: the producer stalled before kill $k"; break; }
     if ! producer_alive; then
-      fail "leader-kill: the producer finished or died before kill $k ($(acked "$acklog") acknowledged); lower --rate"
+      fail "leader-kill: the producer exited before kill $k ($(acked "$acklog") acknowledged; $WORK/produce-$t.log)"
       break
     fi
     p=$(((k - 1) % PARTS))
@@ -211,8 +216,10 @@ scenario_leader_kill() {
       break
     fi
     times+=("$te/$(($(now_ms) - t1))")
+    set_gate "$gate" $((k == KILLS ? COUNT : (k + 1) * step + step / 2))
     say "kill $k: node $leader (leader of $t-$p) at $at acks; new leader after $te ms, full ISR after $(($(now_ms) - t1)) ms"
   done
+  set_gate "$gate" "$COUNT"
   wait "$PROD_PID" || rc=$?
   PROD_PID=
   say "leader-kill: $(tail -1 "$WORK/produce-$t.log")"
@@ -227,7 +234,7 @@ scenario_leader_kill() {
 
 # ------------------------------------------------------------------ scenario: isr-offline
 scenario_isr_offline() {
-  local t=isr-offline acklog=$WORK/isr-offline.acks desc leader isr f others=() n a0 rc=0 x
+  local t=isr-offline acklog=$WORK/isr-offline.acks gate=$WORK/isr-offline.gate desc leader isr f others=() n a0 rc=0 x
   local count=$((COUNT / 4)) rate=$((RATE / 3 > 100 ? RATE / 3 : 100))
   count=$((count < 5000 ? 5000 : count > 20000 ? 20000 : count))
   local cfg=("${TOPIC_CFG[@]}")
@@ -244,23 +251,28 @@ scenario_isr_offline() {
   for x in ${isr//,/ }; do [ "$x" != "$leader" ] && others+=("$x"); done
   f=${others[$((RANDOM % 2))]}
   say "isr-offline: $desc; follower to cut off: $f"
+  set_gate "$gate" $((count * 3 / 10))
   rt produce --bootstrap "$BS" --topic "$t" --partitions 1 --count "$count" --rate "$rate" \
-    --ack-log "$acklog" >"$WORK/produce-$t.log" 2>&1 &
+    --ack-log "$acklog" --gate-file "$gate" >"$WORK/produce-$t.log" 2>&1 &
   PROD_PID=$!
   wait_until 120 "first acknowledgements" progress_or_dead "$acklog" $((count / 5)) || true
-  producer_alive || { fail "isr-offline: the producer ended early; lower --rate"; wait "$PROD_PID" || true; PROD_PID=; return; }
+  producer_alive || { fail "isr-offline: the producer exited early ($WORK/produce-$t.log)"; wait "$PROD_PID" || true; PROD_PID=; return; }
   cl pause "$f"
   if ! cl wait "$t" 0 "isr-without=$f+has-leader" --timeout-ms 60000 >"$WORK/shrink.log" 2>&1; then
     cat "$WORK/shrink.log" >&2
     fail "isr-offline: paused follower $f was not removed from the ISR within 60 s"
     cl resume "$f" || true
+    set_gate "$gate" "$count"
+    wait "$PROD_PID" || true
+    PROD_PID=
     return
   fi
   say "isr-offline: follower $f left the ISR: $(head -1 "$WORK/shrink.log")"
   # The leader takes writes the paused follower does not have.
+  set_gate "$gate" $((count * 6 / 10))
   a0=$(acked "$acklog")
   wait_until 120 "writes after the shrink" progress_or_dead "$acklog" $((a0 + count / 10)) || true
-  producer_alive || { fail "isr-offline: the producer ended before the in-sync replicas were killed; lower --rate"; }
+  producer_alive || fail "isr-offline: the producer exited before the in-sync replicas were killed"
   desc=$(cl describe "$t" | grep "^partition $t 0 ")
   isr=$(sed -n 's/.* isr=\([0-9,]*\) .*/\1/p' <<<"$desc")
   say "isr-offline: $(acked "$acklog") acknowledged; killing every in-sync replica ($isr)"
@@ -283,6 +295,7 @@ scenario_isr_offline() {
     >"$WORK/before-restart.log" 2>&1 || true
   grep '^replica ' "$WORK/before-restart.log" | sed 's/^/    before restart: /'
   for x in ${isr//,/ }; do cl restart "$x"; done
+  set_gate "$gate" "$count"
   if ! cl wait "$t" 0 "has-leader+isr-full" --timeout-ms 120000 >"$WORK/back.log" 2>&1; then
     cat "$WORK/back.log" >&2
     fail "isr-offline: no leader with a full ISR within 120 s of restarting $isr"
@@ -302,7 +315,7 @@ scenario_isr_offline() {
 
 # ------------------------------------------------------------------ scenario: controller-kill
 scenario_controller_kill() {
-  local t=ck-before t2=ck-during acklog=$WORK/ck.acks ctl id0 id1 out a0 rc=0
+  local t=ck-before t2=ck-during acklog=$WORK/ck.acks gate=$WORK/ck.gate ctl id0 id1 out a0 rc=0
   local count=$((COUNT / 10 < 5000 ? 5000 : COUNT / 10 > 20000 ? 20000 : COUNT / 10))
   local rate=$((RATE / 3 > 100 ? RATE / 3 : 100))
   case "$CONTROLLERS" in
@@ -313,11 +326,12 @@ scenario_controller_kill() {
   cl create-topic "$t" 3 "${TOPIC_CFG[@]}" >"$WORK/create-$t.log" 2>&1 \
     || { cat "$WORK/create-$t.log" >&2; die "create-topic $t failed"; }
   id0=$(cl describe "$t" | grep "^topic $t ")
+  set_gate "$gate" $((count * 3 / 10))
   rt produce --bootstrap "$BS" --topic "$t" --partitions 3 --count "$count" --rate "$rate" \
-    --ack-log "$acklog" >"$WORK/produce-$t.log" 2>&1 &
+    --ack-log "$acklog" --gate-file "$gate" >"$WORK/produce-$t.log" 2>&1 &
   PROD_PID=$!
   wait_until 120 "first acknowledgements" progress_or_dead "$acklog" $((count / 5)) || true
-  producer_alive || { fail "controller-kill: the producer ended early; lower --rate"; wait "$PROD_PID" || true; PROD_PID=; return; }
+  producer_alive || { fail "controller-kill: the producer exited early ($WORK/produce-$t.log)"; wait "$PROD_PID" || true; PROD_PID=; return; }
   say "controller-kill: $id0; killing the controller (node $ctl) at $(acked "$acklog") acks"
   cl kill "$ctl"
   out=$(cl admin create-topic --topic "$t2" --partitions 1 --rf 3 --once true --timeout-ms 10000 2>&1) || true
@@ -329,6 +343,7 @@ scenario_controller_kill() {
   fi
   if [ "$ctl" = 4 ]; then
     a0=$(acked "$acklog")
+    set_gate "$gate" $((a0 + count / 5))
     if wait_until 60 "writes while the controller is down" progress_or_dead "$acklog" $((a0 + count / 10)) \
         && [ "$(acked "$acklog")" -ge $((a0 + count / 10)) ]; then
       say "controller-kill: the brokers kept taking writes: $a0 -> $(acked "$acklog") acks with the controller down"
@@ -337,6 +352,7 @@ scenario_controller_kill() {
     fi
   fi
   cl restart "$ctl"
+  set_gate "$gate" "$count"
   if wait_until 60 "CreateTopics to succeed after the controller's restart" \
       bash -c "'$HERE/cluster.sh' admin --name '$NAME' create-topic --topic '$t2' --partitions 1 --rf 3 --once true --timeout-ms 5000 >'$WORK/ck-create.log' 2>&1"; then
     # "exists": the attempt made while the controller was down, which the client saw time out,

@@ -46,7 +46,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * create-topic --bootstrap B --topic T --partitions P [--config k=v]... [--timeout-ms T]
  * produce      --bootstrap B --topic T --count N --ack-log FILE [--first-id I] [--partitions P]
  *              [--rate R] [--size BYTES] [--acks all|1] [--compression C] [--linger-ms L]
- *              [--delivery-timeout-ms D] [--request-timeout-ms T]
+ *              [--delivery-timeout-ms D] [--request-timeout-ms T] [--gate-file F]
  * verify       --bootstrap B --topic T --ack-log FILE [--ack-log FILE]... [--size BYTES]
  *              [--cut P:OFF]... [--timeout-ms T]
  * end-offsets  --bootstrap B --topic T [--timeout-ms T]
@@ -57,7 +57,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * record can be checked on its own. produce uses an idempotent producer (acks=all by default,
  * retrying for as long as --delivery-timeout-ms) and appends one line per completed send to the
  * ack log: "A id partition offset" when acknowledged, "E id exception message" when it failed.
- * The log is flushed every 50 ms so that a test driver can follow the progress.
+ * The log is flushed every 50 ms so that a test driver can follow the progress. With --gate-file
+ * the producer sends the i-th record of this run only once the number in F is greater than i
+ * (F is re-read every 20 ms while it waits; an unreadable F keeps the last value; a driver
+ * replaces it with rename(2)): tests/cluster/scenarios.sh uses it so that its kills always fall
+ * while records are in flight and the producer cannot finish before the last kill.
  *
  * verify reads every partition from its log start to its end offset and checks: offsets
  * contiguous (no gap), every record well formed (key, value), per partition ids strictly
@@ -247,9 +251,16 @@ public final class Main {
     flusher.start();
     long t0 = System.nanoTime(), due = t0;
     long gap = rate > 0 ? (long) (1e9 / rate) : 0;
+    String gateFile = o.str("gate-file", "");
+    long gate = gateFile.isEmpty() ? Long.MAX_VALUE : readGate(gateFile, 0);
     try (KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(p)) {
       for (long i = 0; i < count; i++) {
         final long id = first + i;
+        while (i >= gate) {
+          LockSupport.parkNanos(20_000_000L); // poll cadence of the driver's gate file
+          gate = readGate(gateFile, gate);
+          due = System.nanoTime();
+        }
         if (gap > 0) {
           // pacing: at most `rate` sends per second, and no burst to catch up after the send
           // blocked (the broker was down), so that progress keeps meaning time
@@ -285,6 +296,15 @@ public final class Main {
     System.out.printf("produced ids %d..%d: acked=%d failed=%d in %.1f s%n", first,
         first + count - 1, acked.get(), failed.get(), secs);
     return failed.get() == 0 && acked.get() == count ? 0 : 1;
+  }
+
+  /** The number in the gate file, or @p prev when it cannot be read. */
+  static long readGate(String path, long prev) {
+    try {
+      return Long.parseLong(Files.readString(Paths.get(path)).trim());
+    } catch (IOException | NumberFormatException e) {
+      return prev;
+    }
   }
 
   static KafkaConsumer<byte[], byte[]> consumer(Opts o) {
