@@ -100,19 +100,36 @@ static int kb_txn_h_reg(kb_txn_t *c, kb_api_registry_t *reg, int16_t key, int16_
     return rc;
 }
 
-/* Whether partition @p topic / @p partition exists here (and, with @p write, accepts client
- * writes: mirrored read-only or pending partitions refuse them). NONE or an error code. */
+/* Whether partition @p topic / @p partition exists. Without @p write (WriteTxnMarkers): a replica
+ * here. With @p write (AddPartitionsToTxn, on the coordinator, which need not hold a replica):
+ * the partition is in the metadata image, and a replica held here (leader or follower) accepts
+ * client writes by its write mode (mirrored read-only or pending partitions refuse them; the
+ * partition's leader applies the same rule to Produce). NONE or an error code. */
 static int16_t kb_txn_h_part_check(kb_txn_t *c, const char *topic, int32_t partition, bool write)
 {
     kb_part_t *part;
-    const char *msg;
+    kb_topic_info_t ti;
     int16_t ec = KP_ERR_NONE;
     int rc = kb_meta_part(c->meta, topic ? topic : "", partition, &part);
-    if (rc != KB_META_OK)
-        return rc == KB_META_OFFLINE ? KP_ERR_KAFKA_STORAGE_ERROR
-                                     : KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
-    if (write)
-        ec = kb_part_write_check(part, &msg);
+    if (rc != KB_META_OK) {
+        if (rc == KB_META_OFFLINE)
+            return KP_ERR_KAFKA_STORAGE_ERROR;
+        if (write && kb_meta_topic_by_name(c->meta, topic ? topic : "", &ti) == 0 &&
+            partition >= 0 && partition < ti.partitions)
+            return KP_ERR_NONE; /* led and held by other brokers */
+        return KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
+    }
+    if (write) {
+        switch (kb_part_write_mode(part)) {
+        case KB_WRITE_WRITABLE:
+            break;
+        case KB_WRITE_READ_ONLY:
+            ec = KP_ERR_READ_ONLY_TOPIC;
+            break;
+        default:
+            ec = KP_ERR_NOT_ENOUGH_REPLICAS; /* KB_PART_PENDING_MSG: retriable */
+        }
+    }
     kb_part_release(part);
     return ec;
 }

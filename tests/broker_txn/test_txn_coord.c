@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kb_err.h"
 #include "kb_apiversions.h"
@@ -349,7 +350,37 @@ static void test_remote_marker(void)
     CU_ASSERT_EQUAL_FATAL(kb_meta_topic_by_name(a.b.svc->meta, "t", &ti), 0);
     change_leader(&a, "t", 0, 2, reps, 2); /* A follows t-0, B leads it */
     CU_ASSERT_EQUAL(init_pid(&a, "rx", 60000, &pid, &epoch), KP_ERR_NONE);
-    CU_ASSERT_EQUAL(add1(&a, "rx", pid, epoch, "t", 0), KP_ERR_NONE);
+    {
+        /* AddPartitionsToTxn v3 through A's handler: a partition A only follows is fine */
+        kp_AddPartitionsToTxnRequest_t rq;
+        kp_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_t t;
+        kp_AddPartitionsToTxnResponse_t r;
+        kp_arena_t ar;
+        int32_t p0 = 0;
+        int fd;
+        CU_ASSERT_EQUAL_FATAL(kb_txn_register(a.c, a.b.reg), 0);
+        kp_arena_init(&ar, 1 << 20);
+        kp_AddPartitionsToTxnRequest_init(&rq);
+        kp_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_init(&t);
+        t.Name = kp_str("t");
+        t.Partitions.cnt = 1;
+        t.Partitions.v = &p0;
+        rq.V3AndBelowTransactionalId = kp_str("rx");
+        rq.V3AndBelowProducerId = pid;
+        rq.V3AndBelowProducerEpoch = epoch;
+        rq.V3AndBelowTopics.cnt = 1;
+        rq.V3AndBelowTopics.v = &t;
+        fd = kbat_connect(a.b.port);
+        CU_ASSERT_FATAL(fd >= 0);
+        CU_ASSERT_EQUAL_FATAL(kbat_call(fd, KP_APIKEY_AddPartitionsToTxn, 3, &rq, &r, &ar), 0);
+        CU_ASSERT_FATAL(r.ResultsByTopicV3AndBelow.cnt == 1 &&
+                        r.ResultsByTopicV3AndBelow.v[0].ResultsByPartition.cnt == 1);
+        CU_ASSERT_EQUAL(r.ResultsByTopicV3AndBelow.v[0].ResultsByPartition.v[0].PartitionErrorCode,
+                        KP_ERR_NONE);
+        close(fd);
+        kp_arena_free(&ar);
+        kb_txn_unregister(a.c);
+    }
     /* the producer's records on B, the leader (B knows nothing of the transaction) */
     kp_writer_init(&w);
     kbat_batch(&w, KP_CODEC_NONE, 3, "v", pid, epoch, 0, true, false);
