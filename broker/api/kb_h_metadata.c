@@ -111,11 +111,11 @@ static int16_t kb_metadata_autocreate(kb_apisvc_t *svc, const char *name)
 {
     char msg[512];
     int16_t ec;
-    kb_topic_spec_t spec = {.name = name, .partitions = svc->cfg->num_partitions};
+    kb_topic_spec_t spec = {.name = name,
+                            .partitions = svc->cfg->num_partitions,
+                            .replication_factor = svc->cfg->default_replication_factor};
     if (kb_meta_topic_is_internal_name(name))
         return kb_meta_ensure_internal_topic(svc->meta, name, NULL);
-    if (svc->cfg->default_replication_factor > 1)
-        return KP_ERR_INVALID_REPLICATION_FACTOR;
     ec = kb_meta_create_topic(svc->meta, &spec, false, NULL, msg, sizeof(msg));
     if (ec == KP_ERR_TOPIC_ALREADY_EXISTS)
         ec = 0; /* created by someone else meanwhile */

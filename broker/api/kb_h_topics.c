@@ -3,8 +3,9 @@
  * DeleteRecords v0-2.
  *
  * CreateTopics: Kafka's name rules; -1 partitions / replication factor = num.partitions /
- * default.replication.factor; a replication factor other than 1 is refused
- * (INVALID_REPLICATION_FACTOR: one broker); explicit assignments must name this broker and
+ * default.replication.factor; the replication factor is kb_meta's to check (a single node: 1
+ * only; a cluster's controller: at most the usable brokers, INVALID_REPLICATION_FACTOR);
+ * explicit assignments must name this broker and
  * partitions 0..n-1; configs validated (unknown keys, types, ranges; mirror.name refused);
  * internal topic names refused; ValidateOnly; random topic ids; v5+ results carry partitions,
  * replication factor and every config with its source; v7+ the topic id. CreateTopics v8's
@@ -151,15 +152,6 @@ static void kb_ct_one(kb_apisvc_t *svc, kb_reqctx_t *ctx, const kp_CreateTopicsR
                                         "the default value.");
             return;
         }
-        if (rf > 1) {
-            r->ErrorCode = KP_ERR_INVALID_REPLICATION_FACTOR;
-            r->ErrorMessage = kb_h_fmt(
-                ctx->arena,
-                "Unable to replicate the partition %" PRId32 " time(s): The target replication "
-                "factor of %" PRId32 " cannot be reached because only 1 broker(s) are registered.",
-                rf, rf);
-            return;
-        }
     }
     kv = kp_arena_calloc(ctx->arena, (size_t)(t->Configs.cnt > 0 ? t->Configs.cnt : 0) + 1,
                          sizeof(*kv));
@@ -192,6 +184,7 @@ static void kb_ct_one(kb_apisvc_t *svc, kb_reqctx_t *ctx, const kp_CreateTopicsR
     memset(&spec, 0, sizeof(spec));
     spec.name = name;
     spec.partitions = parts;
+    spec.replication_factor = rf; /* kb_meta checks it against the brokers there are */
     spec.privileged = privileged;
     if (ctx->api_version >= KP_CREATE_TOPICS_MIRROR_INFO_VERSION && !t->MirrorInfo_null) {
         char *mname = kb_h_str(ctx->arena, t->MirrorInfo.MirrorName);

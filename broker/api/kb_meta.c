@@ -1741,6 +1741,21 @@ static int16_t kb_meta_create_locked(kb_meta_t *meta, const kb_topic_spec_t *spe
                                   msg_size);
     if (ec)
         return ec;
+    if (spec->replication_factor > 1 && !spec->internal) {
+        /* A single node has one broker; a cluster's controller asks its assigner. */
+        int32_t rf = spec->replication_factor, rv[KB_META_MAX_REPLICAS];
+        if (!meta->assign || rf > KB_META_MAX_REPLICAS) {
+            snprintf(msg, msg_size,
+                     "Unable to replicate the partition %" PRId32 " time(s): The target "
+                     "replication factor of %" PRId32 " cannot be reached because only 1 "
+                     "broker(s) are registered.",
+                     rf, rf);
+            return KP_ERR_INVALID_REPLICATION_FACTOR;
+        }
+        ec = meta->assign(meta->assign_opaque, 0, &rf, false, rv, msg, msg_size);
+        if (ec)
+            return ec;
+    }
     if (validate_only)
         return 0;
 
@@ -1769,8 +1784,26 @@ static int16_t kb_meta_create_locked(kb_meta_t *meta, const kb_topic_spec_t *spe
     kb_mrecs_topic(&rs, spec->name, &like.id);
     memset(&p0, 0, sizeof(p0));
     kb_meta_single_part(meta, &p0, &self, 0);
-    for (int32_t i = 0; i < spec->partitions; i++)
-        kb_mrecs_partition(&rs, &like.id, i, &p0);
+    for (int32_t i = 0; i < spec->partitions; i++) {
+        int32_t rv[KB_META_MAX_REPLICAS];
+        kb_mpart_t pa = p0;
+        if (meta->assign) {
+            /* The controller of a cluster: replicas over the usable brokers. */
+            int32_t rf = spec->replication_factor > 0 ? spec->replication_factor : 1;
+            if (rf > KB_META_MAX_REPLICAS)
+                rf = KB_META_MAX_REPLICAS;
+            ec = meta->assign(meta->assign_opaque, i, &rf, spec->internal, rv, msg, msg_size);
+            if (ec) {
+                kb_meta_recs_free(rs.v, rs.n);
+                kb_meta_unstage(meta, st);
+                return ec;
+            }
+            pa.replicas = pa.isr = rv;
+            pa.nreplicas = pa.nisr = rf;
+            pa.leader = rv[0];
+        }
+        kb_mrecs_partition(&rs, &like.id, i, &pa);
+    }
     for (size_t i = 0; i < spec->config_cnt; i++)
         kb_mrecs_config(&rs, KB_RES_TOPIC, spec->name, spec->configs[i].key,
                         spec->configs[i].value ? spec->configs[i].value : "");
@@ -1784,6 +1817,55 @@ static int16_t kb_meta_create_locked(kb_meta_t *meta, const kb_topic_spec_t *spe
     kb_log_info("meta", "created topic %s with %" PRId32 " partitions%s", spec->name,
                 spec->partitions, like.internal ? " (internal)" : "");
     return 0;
+}
+
+void kb_meta_set_assigner(kb_meta_t *meta, kb_meta_assign_fn *fn, void *opaque)
+{
+    pthread_mutex_lock(&meta->change_mu);
+    meta->assign = fn;
+    meta->assign_opaque = opaque;
+    pthread_mutex_unlock(&meta->change_mu);
+}
+
+int16_t kb_meta_change_partition(kb_meta_t *meta, const kp_uuid_t *id, int32_t partition,
+                                 int32_t partition_epoch, int32_t leader, const int32_t *isr,
+                                 int32_t nisr, kb_meta_part_state_t *out)
+{
+    kb_mrecs_t rs = {0};
+    kb_mrec_t *r;
+    kb_mtopic_t *t;
+    char msg[256];
+    int16_t ec = 0;
+
+    if (nisr > KB_META_MAX_REPLICAS)
+        return KP_ERR_INVALID_REQUEST;
+    pthread_mutex_lock(&meta->change_mu);
+    t = kb_meta_find_id(meta, id);
+    if (!t)
+        ec = KP_ERR_UNKNOWN_TOPIC_ID;
+    else if (partition < 0 || partition >= t->nparts)
+        ec = KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
+    else if (partition_epoch >= 0 && t->pi[partition].partition_epoch != partition_epoch)
+        ec = KP_ERR_INVALID_UPDATE_VERSION;
+    if (!ec && (r = kb_mrecs_add(&rs, KB_MREC_PARTITION_CHANGE))) {
+        r->topic_id = *id;
+        r->partition = partition;
+        r->leader = leader == KB_META_LEADER_UNCHANGED ? KB_MREC_NO_LEADER_CHANGE : leader;
+        if (nisr >= 0) {
+            r->isr = kb_ints_dup(isr, nisr);
+            r->nisr = nisr;
+            if (!r->isr && nisr > 0)
+                rs.err = KB_E_NOMEM;
+        }
+    }
+    if (!ec)
+        ec = kb_meta_commit(meta, &rs, msg, sizeof(msg));
+    else
+        kb_meta_recs_free(rs.v, rs.n);
+    pthread_mutex_unlock(&meta->change_mu);
+    if (ec == 0 && out && kb_meta_part_state(meta, id, partition, out) != KB_META_OK)
+        ec = KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
+    return ec;
 }
 
 int16_t kb_meta_create_topic(kb_meta_t *meta, const kb_topic_spec_t *spec, bool validate_only,
@@ -2318,6 +2400,7 @@ int16_t kb_meta_ensure_internal_topic(kb_meta_t *meta, const char *name, kb_topi
     if (!t) {
         if (!strcmp(name, KB_TOPIC_CONSUMER_OFFSETS)) {
             spec.partitions = cfg->offsets_topic_num_partitions;
+            spec.replication_factor = cfg->offsets_topic_replication_factor;
             snprintf(seg, sizeof(seg), "%" PRId32, cfg->offsets_topic_segment_bytes);
             kv[n++] = (kb_kv_t){"cleanup.policy", "compact"};
             kv[n++] = (kb_kv_t){"compression.type", "producer"};
@@ -2328,6 +2411,7 @@ int16_t kb_meta_ensure_internal_topic(kb_meta_t *meta, const char *name, kb_topi
             if (min_isr > 1)
                 min_isr = 1;
             spec.partitions = cfg->transaction_state_log_num_partitions;
+            spec.replication_factor = cfg->transaction_state_log_replication_factor;
             snprintf(seg, sizeof(seg), "%" PRId32, cfg->transaction_state_log_segment_bytes);
             snprintf(isr, sizeof(isr), "%" PRId32, min_isr);
             kv[n++] = (kb_kv_t){"cleanup.policy", "compact"};

@@ -151,6 +151,7 @@ typedef struct kb_topic_spec_s {
     bool internal;       /**< unused: internal topics are known by their names (as in Kafka,
                               whose TopicRecord has no such flag) */
     bool privileged;     /**< the broker itself or the plugin: hidden keys (mirror.name) allowed */
+    int32_t replication_factor; /**< replicas per partition (<= 0: 1); used with an assigner */
 } kb_topic_spec_t;
 
 /** Create a topic (its logs first, then the metadata). With @p validate_only nothing changes.
@@ -256,6 +257,30 @@ void kb_meta_set_remote(kb_meta_t *meta, int32_t controller_id);
  */
 int kb_meta_log_read(kb_meta_t *meta, int64_t offset, int32_t max_bytes, uint8_t **buf, size_t *len,
                      int64_t *end);
+
+/**
+ * Replicas of a new partition (broker/ctrl on the controller, kb_meta_set_assigner): fill
+ * @p out with @p rf broker ids for partition @p partition (the first is the leader); with
+ * @p cap, fewer when fewer brokers are usable (*@p rf lowered; internal topics). 0, or a Kafka
+ * error (INVALID_REPLICATION_FACTOR) with @p msg. Called with the change lock held: must not
+ * call this header's functions. Without an assigner a partition lives on this node alone.
+ */
+typedef int16_t(kb_meta_assign_fn)(void *opaque, int32_t partition, int32_t *rf, bool cap,
+                                   int32_t *out, char *msg, size_t msg_size);
+void kb_meta_set_assigner(kb_meta_t *meta, kb_meta_assign_fn *fn, void *opaque);
+
+/**
+ * Commit a PartitionChangeRecord for partition @p partition of topic @p id if its partition
+ * epoch is still @p partition_epoch (-1: any): the new ISR (@p nisr < 0: unchanged) and leader
+ * (KB_META_LEADER_UNCHANGED, -1 = none, else a broker id: a new leader epoch). @p out (may be
+ * NULL) gets the state after. 0, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+ * INVALID_UPDATE_VERSION, NOT_CONTROLLER or KAFKA_STORAGE_ERROR. (The controller's AlterPartition
+ * and elections.)
+ */
+#define KB_META_LEADER_UNCHANGED (-2)
+int16_t kb_meta_change_partition(kb_meta_t *meta, const kp_uuid_t *id, int32_t partition,
+                                 int32_t partition_epoch, int32_t leader, const int32_t *isr,
+                                 int32_t nisr, kb_meta_part_state_t *out);
 
 /* ---- listeners ---------------------------------------------------------------------------- */
 

@@ -20,6 +20,7 @@
 #include "kb_apilog.h"
 #include "kb_apisvc.h"
 #include "kb_ctrl_reg.h"
+#include "kb_ctrl_rules.h"
 #include "kb_err.h"
 #include "kb_net.h"
 #include "kb_part.h"
@@ -69,6 +70,9 @@ typedef struct kb_ctrl_s {
     struct kb_ctrl_mfetch_s *parked;
     kb_meta_listener_t *mlisten;
     bool meta_changed;
+    int32_t assign_start; /* replica striping start of the topic being created */
+    bool reelect;         /* a broker was unfenced: offline partitions may get a leader */
+    void *repl;           /* the replica manager (kb_repl_t *) when linked, else NULL */
 
     /* broker-only: the metadata fetcher ("kb-ctrl-fetch", its own kc_ client so a long poll
      * never delays a heartbeat) */
@@ -93,6 +97,9 @@ typedef struct kb_ctrl_mfetch_s {
     int32_t max_bytes;
     int64_t deadline_ms;
 } kb_ctrl_mfetch_t;
+
+static int kb_ctrl_elect_all(kb_ctrl_t *ctl, int32_t gone);
+static void kb_ctrl_repl_endpoints(kb_ctrl_t *ctl);
 
 #define KB_CTRL_FETCH_WAIT_MS 500
 #define KB_CTRL_FETCH_MAX     (8 << 20)
@@ -231,6 +238,8 @@ static kb_api_result_t kb_ctrl_h_register(void *opaque, kb_req_t *req, kb_resp_t
     else
         kb_log_info("ctrl", "broker %" PRId32 " registered from %s, broker epoch %" PRId64,
                     rq.BrokerId, ctx->peer, resp.BrokerEpoch);
+    if (!resp.ErrorCode)
+        kb_ctrl_repl_endpoints(ctl);
     return kb_ctrl_respond(ctx, &kp_BrokerRegistrationResponse_desc, &resp, respp);
 }
 
@@ -251,13 +260,21 @@ static kb_api_result_t kb_ctrl_h_heartbeat(void *opaque, kb_req_t *req, kb_resp_
     if (resp.ErrorCode == 0) {
         resp.IsCaughtUp = hb.caught_up;
         resp.IsFenced = hb.fenced;
-        /* No partition leadership to move away yet (replication assigns it): a broker shutting
-         * down may go at once. */
-        resp.ShouldShutDown = hb.shutting_down;
-        if (hb.unfenced_now)
+        /* Controlled shutdown: leadership and ISR membership move away first; the broker may
+         * go once it leads nothing. */
+        resp.ShouldShutDown = hb.shutting_down && kb_ctrl_elect_all(ctl, rq.BrokerId) == 0;
+        if (hb.unfenced_now) {
             kb_log_info("ctrl", "broker %" PRId32 " unfenced", rq.BrokerId);
-        if (hb.fenced_now)
+            kb_ctrl_repl_endpoints(ctl);
+            pthread_mutex_lock(&ctl->mu);
+            ctl->reelect = true;
+            pthread_cond_broadcast(&ctl->cv);
+            pthread_mutex_unlock(&ctl->mu);
+        }
+        if (hb.fenced_now) {
             kb_log_info("ctrl", "broker %" PRId32 " fenced at its request", rq.BrokerId);
+            kb_ctrl_elect_all(ctl, rq.BrokerId);
+        }
     }
     return kb_ctrl_respond(ctx, &kp_BrokerHeartbeatResponse_desc, &resp, respp);
 }
@@ -492,6 +509,190 @@ static void kb_ctrl_meta_event(void *opaque, const kb_meta_event_t *ev)
     pthread_mutex_unlock(&ctl->mu);
 }
 
+/* ---- the controller: partitions ------------------------------------------------------------ */
+
+static bool kb_ctrl_usable(void *opaque, int32_t id)
+{
+    kb_ctrl_t *ctl = opaque;
+    return kb_ctrl_reg_usable(ctl->reg, id);
+}
+
+/* kb_meta_assign_fn: replicas striped over the usable brokers (kb_ctrl_assign). */
+static int16_t kb_ctrl_assign_cb(void *opaque, int32_t partition, int32_t *rf, bool cap,
+                                 int32_t *out, char *msg, size_t msg_size)
+{
+    kb_ctrl_t *ctl = opaque;
+    kb_ctrl_broker_t *list;
+    int32_t ids[KB_CTRL_MAX_BROKERS];
+    size_t n;
+    int32_t k = 0;
+    int16_t ec;
+
+    if (kb_ctrl_reg_list(ctl->reg, &list, &n) != 0) {
+        snprintf(msg, msg_size, "out of memory");
+        return KP_ERR_UNKNOWN_SERVER_ERROR;
+    }
+    for (size_t i = 0; i < n && k < KB_CTRL_MAX_BROKERS; i++)
+        if (!list[i].fenced && !list[i].shutting_down)
+            ids[k++] = list[i].id;
+    free(list);
+    if (cap && *rf > k)
+        *rf = k;
+    if (partition == 0)
+        ctl->assign_start = (int32_t)((kb_time_mono_ns() / 1000) % (k > 0 ? k : 1));
+    ec = kb_ctrl_assign(ids, k, *rf, partition, ctl->assign_start, out);
+    if (ec)
+        snprintf(msg, msg_size,
+                 "Unable to replicate the partition %" PRId32 " time(s): The target replication "
+                 "factor of %" PRId32 " cannot be reached because only %" PRId32
+                 " broker(s) are registered.",
+                 *rf, *rf, k);
+    return ec;
+}
+
+static void kb_ctrl_part_from(kb_ctrl_part_t *p, const kb_meta_part_state_t *st)
+{
+    memset(p, 0, sizeof(*p));
+    p->leader = st->leader;
+    p->leader_epoch = st->leader_epoch;
+    p->partition_epoch = st->partition_epoch;
+    p->nreplicas = st->nreplicas < KB_CTRL_MAX_REPLICAS ? st->nreplicas : KB_CTRL_MAX_REPLICAS;
+    p->nisr = st->nisr < KB_CTRL_MAX_REPLICAS ? st->nisr : KB_CTRL_MAX_REPLICAS;
+    memcpy(p->replicas, st->replicas, (size_t)p->nreplicas * sizeof(int32_t));
+    memcpy(p->isr, st->isr, (size_t)p->nisr * sizeof(int32_t));
+}
+
+/* Broker @p gone was fenced or shuts down (gone >= 0), or brokers came back (gone -1): elect
+ * new leaders and shrink ISRs as Kafka's controller does, one PartitionChangeRecord each.
+ * Returns how many partitions @p gone still leads. Controller thread or a handler. */
+static int kb_ctrl_elect_all(kb_ctrl_t *ctl, int32_t gone)
+{
+    kb_topic_info_t *topics = NULL;
+    size_t nt = 0;
+    int still = 0;
+    bool unclean = ctl->cfg->unclean_leader_election_enable;
+
+    if (kb_meta_topics(ctl->svc->meta, &topics, &nt) != 0)
+        return -1;
+    for (size_t i = 0; i < nt; i++) {
+        for (int32_t k = 0; k < topics[i].partitions; k++) {
+            kb_meta_part_state_t st;
+            kb_ctrl_part_t cur, next;
+            bool changed;
+            int16_t ec;
+            if (kb_meta_part_state(ctl->svc->meta, &topics[i].id, k, &st) != KB_META_OK)
+                continue;
+            kb_ctrl_part_from(&cur, &st);
+            if (gone >= 0)
+                changed = kb_ctrl_part_fence(&cur, gone, kb_ctrl_usable, ctl, unclean, &next);
+            else
+                changed = kb_ctrl_part_reelect(&cur, kb_ctrl_usable, ctl, unclean, &next);
+            if (!changed)
+                continue;
+            ec = kb_meta_change_partition(ctl->svc->meta, &topics[i].id, k, cur.partition_epoch,
+                                          next.leader != cur.leader ? next.leader
+                                                                    : KB_META_LEADER_UNCHANGED,
+                                          next.isr, next.nisr, NULL);
+            if (ec)
+                kb_log_warn("ctrl", "%s-%" PRId32 ": leader/ISR change failed: error %d",
+                            topics[i].name, k, ec);
+            else if (next.leader != cur.leader)
+                kb_log_info("ctrl", "%s-%" PRId32 ": leader %" PRId32 " -> %" PRId32 "%s",
+                            topics[i].name, k, cur.leader, next.leader,
+                            next.leader < 0 ? " (offline: no in-sync replica is alive)" : "");
+            if (ec && cur.leader == gone)
+                still++;
+        }
+    }
+    free(topics);
+    return still;
+}
+
+static kb_api_result_t kb_ctrl_h_alter_partition(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    kb_ctrl_t *ctl = kb_ctrl_check(opaque, ctx);
+    kp_AlterPartitionRequest_t rq;
+    kp_AlterPartitionResponse_t resp;
+    kb_ctrl_broker_t b;
+
+    if (!ctl || kb_ctrl_decode(ctx, &kp_AlterPartitionRequest_desc, &rq) != 0)
+        return KB_API_CLOSE;
+    kp_AlterPartitionResponse_init(&resp);
+    if (kb_ctrl_reg_get(ctl->reg, rq.BrokerId, &b) != 0 || b.epoch != rq.BrokerEpoch) {
+        resp.ErrorCode = KP_ERR_STALE_BROKER_EPOCH;
+        return kb_ctrl_respond(ctx, &kp_AlterPartitionResponse_desc, &resp, respp);
+    }
+    resp.Topics.cnt = rq.Topics.cnt > 0 ? rq.Topics.cnt : 0;
+    resp.Topics.v =
+        kp_arena_calloc(ctx->arena, (size_t)resp.Topics.cnt + 1, sizeof(*resp.Topics.v));
+    if (!resp.Topics.v)
+        return KB_API_CLOSE;
+    for (int32_t i = 0; i < resp.Topics.cnt; i++) {
+        const kp_AlterPartitionRequest_TopicData_t *t = &rq.Topics.v[i];
+        kp_AlterPartitionResponse_TopicData_t *rt = &resp.Topics.v[i];
+        kp_AlterPartitionResponse_TopicData_init(rt);
+        rt->TopicId = t->TopicId;
+        rt->Partitions.cnt = t->Partitions.cnt > 0 ? t->Partitions.cnt : 0;
+        rt->Partitions.v =
+            kp_arena_calloc(ctx->arena, (size_t)rt->Partitions.cnt + 1, sizeof(*rt->Partitions.v));
+        if (!rt->Partitions.v)
+            return KB_API_CLOSE;
+        for (int32_t k = 0; k < rt->Partitions.cnt; k++) {
+            const kp_AlterPartitionRequest_PartitionData_t *p = &t->Partitions.v[k];
+            kp_AlterPartitionResponse_PartitionData_t *rp = &rt->Partitions.v[k];
+            int32_t isr[KB_CTRL_MAX_REPLICAS], nisr = 0;
+            kb_meta_part_state_t st;
+            kb_ctrl_part_t cur;
+            char msg[256];
+            int rc;
+            kp_AlterPartitionResponse_PartitionData_init(rp);
+            rp->PartitionIndex = p->PartitionIndex;
+            rc = kb_meta_part_state(ctl->svc->meta, &t->TopicId, p->PartitionIndex, &st);
+            if (rc != KB_META_OK) {
+                rp->ErrorCode = rc == KB_META_UNKNOWN_TOPIC ? KP_ERR_UNKNOWN_TOPIC_ID
+                                                            : KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
+                continue;
+            }
+            if (ctx->api_version >= 3) {
+                for (int32_t j = 0; j < p->NewIsrWithEpochs.cnt && nisr < KB_CTRL_MAX_REPLICAS; j++)
+                    isr[nisr++] = p->NewIsrWithEpochs.v[j].BrokerId;
+                if (p->NewIsrWithEpochs.cnt > KB_CTRL_MAX_REPLICAS)
+                    nisr = KB_CTRL_MAX_REPLICAS + 1;
+            } else {
+                for (int32_t j = 0; j < p->NewIsr.cnt && nisr < KB_CTRL_MAX_REPLICAS; j++)
+                    isr[nisr++] = p->NewIsr.v[j];
+                if (p->NewIsr.cnt > KB_CTRL_MAX_REPLICAS)
+                    nisr = KB_CTRL_MAX_REPLICAS + 1;
+            }
+            kb_ctrl_part_from(&cur, &st);
+            rp->ErrorCode =
+                nisr > KB_CTRL_MAX_REPLICAS
+                    ? KP_ERR_INVALID_REQUEST
+                    : kb_ctrl_alter_check(&cur, rq.BrokerId, p->LeaderEpoch, p->PartitionEpoch, isr,
+                                          nisr, kb_ctrl_usable, ctl, msg, sizeof(msg));
+            if (!rp->ErrorCode)
+                rp->ErrorCode = kb_meta_change_partition(ctl->svc->meta, &t->TopicId,
+                                                         p->PartitionIndex, p->PartitionEpoch,
+                                                         KB_META_LEADER_UNCHANGED, isr, nisr, &st);
+            else
+                kb_log_info("ctrl", "AlterPartition from broker %" PRId32 " refused: %s",
+                            rq.BrokerId, msg);
+            if (rp->ErrorCode)
+                continue;
+            rp->LeaderId = st.leader;
+            rp->LeaderEpoch = st.leader_epoch;
+            rp->PartitionEpoch = st.partition_epoch;
+            rp->Isr.v = kp_arena_calloc(ctx->arena, (size_t)st.nisr + 1, sizeof(int32_t));
+            if (!rp->Isr.v)
+                return KB_API_CLOSE;
+            memcpy(rp->Isr.v, st.isr, (size_t)st.nisr * sizeof(int32_t));
+            rp->Isr.cnt = st.nisr;
+        }
+    }
+    return kb_ctrl_respond(ctx, &kp_AlterPartitionResponse_desc, &resp, respp);
+}
+
 /* ---- the controller: session reaper ------------------------------------------------------- */
 
 static void kb_ctrl_reap(kb_ctrl_t *ctl)
@@ -506,11 +707,21 @@ static void kb_ctrl_reap(kb_ctrl_t *ctl)
         kb_ctrl_reg_heartbeat(ctl->reg, ctl->cfg->node_id, ctl->self_epoch,
                               kb_meta_offset(ctl->svc->meta), false, false, now, &hb);
     while ((n = kb_ctrl_reg_expire(ctl->reg, now, ids, 64)) > 0)
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
             kb_log_warn("ctrl",
                         "broker %" PRId32 " fenced: no heartbeat for broker.session.timeout.ms "
                         "(%" PRId32 " ms)",
                         ids[i], ctl->cfg->broker_session_timeout_ms);
+            kb_ctrl_elect_all(ctl, ids[i]);
+        }
+    pthread_mutex_lock(&ctl->mu);
+    if (ctl->reelect) {
+        ctl->reelect = false;
+        pthread_mutex_unlock(&ctl->mu);
+        kb_ctrl_elect_all(ctl, -1);
+    } else {
+        pthread_mutex_unlock(&ctl->mu);
+    }
 }
 
 /* ---- a broker-only node: the controller channel -------------------------------------------- */
@@ -804,6 +1015,18 @@ static void *kb_ctrl_thread(void *arg)
     return NULL;
 }
 
+/* ---- the replica manager (broker/repl) ----------------------------------------------------- */
+
+static void kb_ctrl_repl_endpoints(kb_ctrl_t *ctl)
+{
+#ifdef KB_HAVE_REPL
+    if (ctl->repl)
+        kb_repl_endpoints_changed(ctl->repl);
+#else
+    (void)ctl;
+#endif
+}
+
 /* ---- the module ------------------------------------------------------------------------------ */
 
 static void kb_ctrl_free(kb_ctrl_t *ctl)
@@ -849,6 +1072,9 @@ static int kb_module_ctrl_init(kb_broker_t *kb, void **statep, char *errstr, siz
         kb_ctrl_free(ctl);
         return -1;
     }
+#ifdef KB_HAVE_REPL
+    ctl->repl = kb_repl_of(kb);
+#endif
     ctl->controller = kb_config_has_role(cfg, "controller");
     ctl->remote = !ctl->controller && kb_config_has_role(cfg, "broker");
     kb_uuid_random(&ctl->incarnation);
@@ -867,10 +1093,14 @@ static int kb_module_ctrl_init(kb_broker_t *kb, void **statep, char *errstr, siz
         if (rc == 0)
             rc = kb_api_register(kb->reg, KP_APIKEY_UnregisterBroker, 0, 0, kb_ctrl_h_unregister,
                                  ctl, 0);
+        if (rc == 0)
+            rc = kb_api_register(kb->reg, KP_APIKEY_AlterPartition, 2, 3, kb_ctrl_h_alter_partition,
+                                 ctl, 0);
         if (rc != 0) {
             snprintf(errstr, errstr_size, "cannot register the controller APIs (error %d)", rc);
             kb_api_unregister(kb->reg, KP_APIKEY_BrokerRegistration);
             kb_api_unregister(kb->reg, KP_APIKEY_BrokerHeartbeat);
+            kb_api_unregister(kb->reg, KP_APIKEY_UnregisterBroker);
             kb_ctrl_free(ctl);
             return -1;
         }
@@ -945,6 +1175,7 @@ static int kb_module_ctrl_start(kb_broker_t *kb, void *state)
         if (!ctl->mlisten)
             return -1;
         kb_apisvc_set_meta_fetch(ctl->svc, kb_ctrl_meta_fetch, ctl);
+        kb_meta_set_assigner(ctl->svc->meta, kb_ctrl_assign_cb, ctl);
     }
     if (ctl->remote) {
         if (pthread_create(&ctl->fthr, NULL, kb_ctrl_fetch_thread, ctl) != 0) {
@@ -1013,6 +1244,8 @@ static void kb_module_ctrl_stop(kb_broker_t *kb, void *state)
         kb_meta_unlisten(ctl->svc->meta, ctl->mlisten);
     ctl->mlisten = NULL;
     kb_apisvc_set_meta_fetch(ctl->svc, NULL, NULL);
+    if (ctl->controller)
+        kb_meta_set_assigner(ctl->svc->meta, NULL, NULL);
     kb_apisvc_set_cluster(ctl->svc, NULL, NULL);
 }
 
@@ -1026,6 +1259,7 @@ static void kb_module_ctrl_fini(kb_broker_t *kb, void *state)
         kb_api_unregister(kb->reg, KP_APIKEY_BrokerRegistration);
         kb_api_unregister(kb->reg, KP_APIKEY_BrokerHeartbeat);
         kb_api_unregister(kb->reg, KP_APIKEY_UnregisterBroker);
+        kb_api_unregister(kb->reg, KP_APIKEY_AlterPartition);
     }
     kb_ctrl_free(ctl);
 }

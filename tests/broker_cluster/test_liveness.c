@@ -238,7 +238,35 @@ typedef struct tview_s {
     kp_uuid_t id;
     int nparts;
     int leader[8], nreplicas[8], nisr[8];
+    int isr[8][4];
 } tview_t;
+
+/* CreateTopics v7 on node @p via: @p parts partitions, @p rf replicas; the error code. */
+static int16_t create_topic_rf(int via, const char *name, int32_t parts, int16_t rf)
+{
+    kp_CreateTopicsRequest_t rq;
+    kp_CreateTopicsResponse_t resp;
+    kp_CreateTopicsRequest_CreatableTopic_t t;
+    kp_arena_t ar;
+    int16_t ec = -100;
+    int fd = kbat_connect(g_nodes[via].port);
+    if (fd < 0)
+        return ec;
+    kp_CreateTopicsRequest_init(&rq);
+    kp_CreateTopicsRequest_CreatableTopic_init(&t);
+    t.Name = (kp_str_t){name, (int32_t)strlen(name)};
+    t.NumPartitions = parts;
+    t.ReplicationFactor = rf;
+    rq.Topics.v = &t;
+    rq.Topics.cnt = 1;
+    rq.TimeoutMs = 10000;
+    kp_arena_init(&ar, 0);
+    if (kbat_call(fd, KP_APIKEY_CreateTopics, 7, &rq, &resp, &ar) == 0 && resp.Topics.cnt == 1)
+        ec = resp.Topics.v[0].ErrorCode;
+    kp_arena_free(&ar);
+    close(fd);
+    return ec;
+}
 
 /* Topic @p name as Metadata v12 on node @p via shows it; 0 (tv->err may be set) or -1. */
 static int metadata_topic(int via, const char *name, tview_t *tv)
@@ -271,6 +299,8 @@ static int metadata_topic(int via, const char *name, tview_t *tv)
             tv->leader[k] = mt->Partitions.v[i].LeaderId;
             tv->nreplicas[k] = mt->Partitions.v[i].ReplicaNodes.cnt;
             tv->nisr[k] = mt->Partitions.v[i].IsrNodes.cnt;
+            for (int32_t j = 0; j < mt->Partitions.v[i].IsrNodes.cnt && j < 4; j++)
+                tv->isr[k][j] = mt->Partitions.v[i].IsrNodes.v[j];
         }
         rc = 0;
     }
@@ -299,6 +329,40 @@ static void wait_topic_like_controller(int via, const char *name)
     }
     CHECK(0, "node %d does not show topic %s as the controller does (err %d, %d partitions)", via,
           name, got.err, got.nparts);
+}
+
+/* True if broker @p id leads or is in the ISR of a partition of @p tv. */
+static bool topic_uses(const tview_t *tv, int id)
+{
+    for (int k = 0; k < tv->nparts && k < 8; k++) {
+        if (tv->leader[k] == id)
+            return true;
+        for (int j = 0; j < tv->nisr[k] && j < 4; j++)
+            if (tv->isr[k][j] == id)
+                return true;
+    }
+    return false;
+}
+
+/* Poll node @p via until topic @p name neither has broker @p id as leader nor in an ISR, and
+ * every partition has a leader. */
+static bool wait_topic_without(int via, const char *name, int id)
+{
+    int64_t dl = kbat_now_ms() + DEADLINE_MS;
+    tview_t tv;
+    struct pollfd none = {.fd = -1};
+    while (kbat_now_ms() < dl) {
+        if (metadata_topic(via, name, &tv) == 0 && tv.err == 0 && tv.nparts > 0 &&
+            !topic_uses(&tv, id)) {
+            bool led = true;
+            for (int k = 0; k < tv.nparts && k < 8; k++)
+                led = led && tv.leader[k] >= 1 && tv.nreplicas[k] == 3 && tv.nisr[k] == 2;
+            if (led)
+                return true;
+        }
+        poll(&none, 0, 20); /* pacing of the polling loop */
+    }
+    return false;
 }
 
 /* The state of broker @p id in @p v: 1 unfenced, 0 fenced, -1 absent. */
@@ -387,6 +451,25 @@ int main(int argc, char **argv)
             close(fd);
         wait_topic_like_controller(2, "cluster-a");
         wait_topic_like_controller(3, "cluster-a");
+        /* replication factor 3 over the three brokers, leaders striped; 4 is refused */
+        {
+            tview_t tv;
+            int led[4] = {0};
+            CHECK(create_topic_rf(1, "cluster-r3", 3, 3) == 0, "CreateTopics RF 3");
+            CHECK(create_topic_rf(1, "cluster-r4", 1, 4) == KP_ERR_INVALID_REPLICATION_FACTOR,
+                  "CreateTopics RF 4 with three brokers: INVALID_REPLICATION_FACTOR");
+            CHECK(metadata_topic(1, "cluster-r3", &tv) == 0 && tv.nparts == 3, "cluster-r3");
+            for (int k = 0; k < tv.nparts && k < 3; k++) {
+                CHECK(tv.nreplicas[k] == 3 && tv.nisr[k] == 3,
+                      "cluster-r3-%d: %d replicas, %d in sync", k, tv.nreplicas[k], tv.nisr[k]);
+                if (tv.leader[k] >= 1 && tv.leader[k] <= 3)
+                    led[tv.leader[k]]++;
+            }
+            CHECK(led[1] == 1 && led[2] == 1 && led[3] == 1,
+                  "each broker leads one partition of cluster-r3 (%d %d %d)", led[1], led[2],
+                  led[3]);
+            wait_topic_like_controller(2, "cluster-r3");
+        }
         fd = kbat_connect(g_nodes[3].port);
         CHECK(fd >= 0 && kbat_create_topic(fd, "cluster-b", 1, NULL) == KP_ERR_NOT_CONTROLLER,
               "CreateTopics on broker-only node 3 answers NOT_CONTROLLER");
@@ -404,6 +487,10 @@ int main(int argc, char **argv)
           SESSION_MS);
     n = metadata_brokers(1, ids, ports, 8);
     CHECK(n == 2, "Metadata lists %d brokers with broker 3 fenced, expected 2", n);
+    /* clean election: broker 3 leads nothing and left every ISR, on the controller and as
+     * broker 2 applied it */
+    CHECK(wait_topic_without(1, "cluster-r3", 3), "leadership moved off fenced broker 3");
+    wait_topic_like_controller(2, "cluster-r3");
 
     /* 3. a topic created while broker 3 is down; its restart (a new incarnation, the same
      *    port) registers it again, it still has the earlier topic and fetches the new one */
