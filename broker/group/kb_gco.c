@@ -61,6 +61,7 @@ static int16_t kb_gco_part(kb_gco_t *co, int32_t partition, kb_part_t **part)
 static _Thread_local struct {
     kb_part_t *part;
     int64_t end;
+    int32_t epoch; /**< the leader epoch the writes were made at */
 } kb_gco_tl_write;
 
 void kb_gco_forget_writes(void)
@@ -78,6 +79,7 @@ static void kb_gco_note_write(kb_part_t *part, int64_t end)
     if (!kb_gco_tl_write.part) {
         kb_part_ref(part);
         kb_gco_tl_write.part = part;
+        kb_gco_tl_write.epoch = kb_part_epoch(part);
     }
     if (end > kb_gco_tl_write.end)
         kb_gco_tl_write.end = end;
@@ -107,11 +109,11 @@ static int16_t kb_gco_hw_wait(kb_part_t *part, int32_t epoch, int64_t end, int64
 {
     kb_gco_hw_wait_t w;
     kb_part_watcher_t *pw;
+    pthread_condattr_t ca;
     int64_t deadline = kb_time_mono_ms() + timeout_ms;
     int16_t err = 0;
     if (kb_log_hw(part->log) >= end)
         return 0;
-    pthread_condattr_t ca;
     pthread_mutex_init(&w.mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -154,7 +156,7 @@ int16_t kb_gco_await_writes(kb_gco_t *co)
     (void)co;
     if (!part)
         return 0;
-    err = kb_gco_hw_wait(part, kb_part_epoch(part), kb_gco_tl_write.end, KB_GCO_WRITE_TIMEOUT_MS);
+    err = kb_gco_hw_wait(part, kb_gco_tl_write.epoch, kb_gco_tl_write.end, KB_GCO_WRITE_TIMEOUT_MS);
     if (err)
         kb_glog_warn("a write to %s-%d was not replicated: %s", part->topic, part->index,
                      err == KP_ERR_REQUEST_TIMED_OUT ? "timed out" : "leadership lost");
