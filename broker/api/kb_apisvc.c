@@ -233,6 +233,8 @@ int16_t kb_h_lookup_err(int rc, bool by_id)
         return by_id ? KP_ERR_UNKNOWN_TOPIC_ID : KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
     case KB_META_UNKNOWN_PARTITION:
         return KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
+    case KB_META_NOT_REPLICA:
+        return KP_ERR_NOT_LEADER_OR_FOLLOWER;
     default:
         return KP_ERR_KAFKA_STORAGE_ERROR;
     }

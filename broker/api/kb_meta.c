@@ -485,6 +485,18 @@ static bool kb_mpart_is_default(const kb_meta_t *meta, const kb_mpart_t *s)
            s->replicas[0] == meta->node_id && s->nisr == 1 && s->isr[0] == meta->node_id;
 }
 
+/* Whether this node keeps a local log of @p s: one of its replicas (or no replica list: the
+ * single-node state). */
+static bool kb_mpart_is_local(const kb_meta_t *meta, const kb_mpart_t *s)
+{
+    if (s->nreplicas <= 0 || !s->replicas)
+        return true;
+    for (int32_t i = 0; i < s->nreplicas; i++)
+        if (s->replicas[i] == meta->node_id)
+            return true;
+    return false;
+}
+
 /* Give local partition @p part the image's replication state of partition @p p of @p t: leader
  * or follower at the image's leader and partition epochs, with its replicas and ISR (change_mu
  * held). A state the partition already has or has passed is left alone. */
@@ -522,6 +534,10 @@ static int kb_meta_open_parts(kb_meta_t *meta, kb_mtopic_t *t, int32_t from, int
         return 0;
     kb_meta_build(meta, t, &lc, &ex);
     for (int32_t i = from; i < to; i++) {
+        if (!kb_mpart_is_local(meta, &t->pi[i])) {
+            t->parts[i] = NULL; /* a replica of other brokers only */
+            continue;
+        }
         t->parts[i] = kb_part_open(meta->pm, t->name, &t->id, i, t->pi[i].leader_epoch, &lc, &ex,
                                    mirror, t->internal, err, err_size);
         if (t->parts[i] && !kb_mpart_is_default(meta, &t->pi[i]))
@@ -530,7 +546,8 @@ static int kb_meta_open_parts(kb_meta_t *meta, kb_mtopic_t *t, int32_t from, int
             kb_log_error("meta", "cannot open %s-%" PRId32 ": %s", t->name, i, err);
             if (undo_on_error) {
                 for (int32_t k = from; k < i; k++) {
-                    kb_part_delete(t->parts[k]);
+                    if (t->parts[k])
+                        kb_part_delete(t->parts[k]);
                     t->parts[k] = NULL;
                 }
             }
@@ -707,14 +724,15 @@ int kb_meta_topic_configs(kb_meta_t *meta, const char *name, kb_kv_t **kv, size_
     return rc;
 }
 
-static int kb_meta_part_of(kb_mtopic_t *t, int32_t partition, kb_part_t **out)
+static int kb_meta_part_of(const kb_meta_t *meta, kb_mtopic_t *t, int32_t partition,
+                           kb_part_t **out)
 {
     if (!t)
         return KB_META_UNKNOWN_TOPIC;
     if (partition < 0 || partition >= t->nparts)
         return KB_META_UNKNOWN_PARTITION;
     if (!t->parts || !t->parts[partition])
-        return KB_META_OFFLINE;
+        return kb_mpart_is_local(meta, &t->pi[partition]) ? KB_META_OFFLINE : KB_META_NOT_REPLICA;
     kb_part_ref(t->parts[partition]);
     *out = t->parts[partition];
     return KB_META_OK;
@@ -725,7 +743,7 @@ int kb_meta_part(kb_meta_t *meta, const char *topic, int32_t partition, kb_part_
     int rc;
     *out = NULL;
     pthread_rwlock_rdlock(&meta->rw);
-    rc = kb_meta_part_of(kb_meta_find(meta, topic), partition, out);
+    rc = kb_meta_part_of(meta, kb_meta_find(meta, topic), partition, out);
     pthread_rwlock_unlock(&meta->rw);
     return rc;
 }
@@ -735,7 +753,7 @@ int kb_meta_part_by_id(kb_meta_t *meta, const kp_uuid_t *id, int32_t partition, 
     int rc;
     *out = NULL;
     pthread_rwlock_rdlock(&meta->rw);
-    rc = kb_meta_part_of(kb_meta_find_id(meta, id), partition, out);
+    rc = kb_meta_part_of(meta, kb_meta_find_id(meta, id), partition, out);
     pthread_rwlock_unlock(&meta->rw);
     return rc;
 }
@@ -969,6 +987,23 @@ static int kb_meta_check_replicas(const kb_mrec_t *r, char *err, size_t err_size
     return 0;
 }
 
+/* After partition @p p of @p t changed in the image: its local log is opened when this node
+ * became one of its replicas and deleted when it no longer is (rw write lock held). */
+static void kb_meta_local_change(kb_meta_t *meta, kb_mtopic_t *t, int32_t p, kb_mdelta_t *d)
+{
+    bool local = kb_mpart_is_local(meta, &t->pi[p]);
+    kb_mact_t *a;
+    if (!meta->pm || !t->parts)
+        return;
+    if (!local && t->parts[p] && (a = kb_mdelta_push(d, KB_MACT_DELETE))) {
+        a->part = t->parts[p]; /* the image's reference, handed to the delete */
+        t->parts[p] = NULL;
+    } else if (local && !t->parts[p] && (a = kb_mdelta_push(d, KB_MACT_OPEN))) {
+        a->id = t->id;
+        a->partition = p;
+    }
+}
+
 static int kb_meta_apply_partition(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d, char *err,
                                    size_t err_size)
 {
@@ -1006,6 +1041,7 @@ static int kb_meta_apply_partition(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelt
     if (!added) {
         /* A replacement (a snapshot's view of a partition): its epoch may have moved. */
         kb_mact_t *a;
+        kb_meta_local_change(meta, t, r->partition, d);
         if (t->parts[r->partition] && (a = kb_mdelta_push(d, KB_MACT_STATE))) {
             kb_part_ref(t->parts[r->partition]);
             a->part = t->parts[r->partition];
@@ -1015,8 +1051,10 @@ static int kb_meta_apply_partition(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelt
         return 0;
     }
     t->nparts++;
-    if (meta->staged && !memcmp(meta->staged->id.b, t->id.b, 16) &&
-        r->partition < meta->staged->cap && meta->staged->parts[r->partition]) {
+    if (!kb_mpart_is_local(meta, &t->pi[r->partition])) {
+        /* a replica of other brokers only: no local log */
+    } else if (meta->staged && !memcmp(meta->staged->id.b, t->id.b, 16) &&
+               r->partition < meta->staged->cap && meta->staged->parts[r->partition]) {
         t->parts[r->partition] = meta->staged->parts[r->partition];
         meta->staged->parts[r->partition] = NULL;
     } else if (meta->pm) {
@@ -1067,6 +1105,7 @@ static int kb_meta_apply_change(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t
         p->nisr = r->nisr;
     }
     p->partition_epoch++;
+    kb_meta_local_change(meta, t, r->partition, d);
     if (r->leader != KB_MREC_NO_LEADER_CHANGE) {
         /* As Kafka: a record naming the leader (even the same one) starts a new leader epoch. */
         p->leader = r->leader;
@@ -1078,10 +1117,8 @@ static int kb_meta_apply_change(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t
         a->id = t->id;
         a->partition = r->partition;
     }
-    if (r->leader == KB_MREC_NO_LEADER_CHANGE)
-        return 0;
     if ((a = kb_mdelta_push(d, KB_MACT_EVENT))) {
-        a->type = KB_META_EV_EPOCH;
+        a->type = r->leader == KB_MREC_NO_LEADER_CHANGE ? KB_META_EV_REPLICAS : KB_META_EV_EPOCH;
         a->id = t->id;
         a->has_topic = true;
         kb_meta_info(t, &a->info);
@@ -1235,7 +1272,8 @@ static void kb_mdelta_run(kb_meta_t *meta, kb_mdelta_t *d)
             kb_part_t *part;
             kb_log_config_t lc;
             kb_tconf_extra_t ex;
-            if (!t || a->partition >= t->nparts || t->parts[a->partition])
+            if (!t || a->partition >= t->nparts || t->parts[a->partition] ||
+                !kb_mpart_is_local(meta, &t->pi[a->partition]))
                 break;
             kb_meta_build(meta, t, &lc, &ex);
             part = kb_part_open(meta->pm, t->name, &t->id, a->partition,

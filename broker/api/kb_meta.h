@@ -67,6 +67,7 @@ typedef struct kb_topic_info_s {
 #define KB_META_UNKNOWN_TOPIC     (-1)
 #define KB_META_UNKNOWN_PARTITION (-2)
 #define KB_META_OFFLINE           (-3) /**< known, but no local log (storage error) */
+#define KB_META_NOT_REPLICA       (-4) /**< known, but this node is not one of its replicas */
 
 /**
  * Load (or create) the metadata of the broker configured by @p cfg: meta.properties in every
@@ -287,6 +288,9 @@ int16_t kb_meta_change_partition(kb_meta_t *meta, const kp_uuid_t *id, int32_t p
 #define KB_META_EV_TOPIC  1 /**< topic created / deleted / partition count changed */
 #define KB_META_EV_CONFIG 2 /**< a config key of a topic or broker resource changed */
 #define KB_META_EV_EPOCH  3 /**< a partition's leader epoch changed */
+#define KB_META_EV_REPLICAS                                                                        \
+    4 /**< a partition's replicas or ISR changed, not its leader (local                            \
+         log opened / deleted when this node joined / left) */
 
 /* kb_meta_event_t.flags for KB_META_EV_TOPIC (the same values as kbx.h's KBX_TOPIC_*). */
 #define KB_META_TOPIC_CREATED    0x1u
@@ -299,8 +303,8 @@ typedef struct kb_meta_event_s {
     int64_t offset;               /**< kb_meta_offset() after the change */
     bool snapshot;                /**< part of the initial snapshot of a new listener */
     const kb_topic_info_t *topic; /**< TOPIC, EPOCH (and CONFIG of a topic) */
-    int32_t partition;            /**< EPOCH */
-    int32_t leader_epoch;         /**< EPOCH */
+    int32_t partition;            /**< EPOCH, REPLICAS */
+    int32_t leader_epoch;         /**< EPOCH, REPLICAS */
     int8_t resource_type;         /**< CONFIG: KB_RES_TOPIC / KB_RES_BROKER */
     const char *resource_name;    /**< CONFIG: topic name, "" or the node id */
     const char *key;              /**< CONFIG */

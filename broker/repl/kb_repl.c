@@ -273,6 +273,8 @@ static void kb_fetcher_apply(kb_fetcher_t *f, kb_rpart_t *e, const kb_rsent_t *s
         bool done = false;
         int rc = kb_part_follower_diverging(part, pd->DivergingEpoch.Epoch,
                                             pd->DivergingEpoch.EndOffset, &to, &done);
+        if (rc == KB_E_STATE && kb_part_role(part) != KB_PART_FOLLOWER)
+            return; /* no longer a follower: the role changed while the answer was on its way */
         if (rc != 0) {
             kb_log_error("repl", "%s: truncation after a diverging epoch failed: %s", name,
                          kb_err_str(rc));
@@ -301,6 +303,8 @@ static void kb_fetcher_apply(kb_fetcher_t *f, kb_rpart_t *e, const kb_rsent_t *s
             used += 12 + (size_t)blen;
         }
         rc = kb_part_follower_append(part, buf, used, pd->HighWatermark, pd->LogStartOffset, NULL);
+        if (rc == KB_E_STATE && kb_part_role(part) != KB_PART_FOLLOWER)
+            return; /* as above (KB_E_STATE shares its value with a storage error) */
         if (rc != 0) {
             kb_log_error("repl",
                          "%s: append of %zu bytes fetched from leader %" PRId32 " at %" PRId64

@@ -53,6 +53,7 @@ static void kb_repl_on_meta(void *opaque, const kb_meta_event_t *ev)
             kb_repl_sync(r, ev->topic->name, i);
         break;
     case KB_META_EV_EPOCH:
+    case KB_META_EV_REPLICAS: /* e.g. this node became a replica: a new local log */
         kb_repl_sync(r, ev->topic->name, ev->partition);
         break;
     default:

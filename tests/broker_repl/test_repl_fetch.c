@@ -540,8 +540,9 @@ static void t_out_of_range(void)
  */
 
 /* Apply a PartitionChangeRecord to @p n's image as a remote controller would send it: leader
- * @p leader (KB_MREC_NO_LEADER_CHANGE: unchanged), replicas {1,2}, ISR @p isr. */
-static void change(node_t *n, const kp_uuid_t *id, int32_t leader, const int32_t *isr, int32_t nisr)
+ * @p leader (KB_MREC_NO_LEADER_CHANGE: unchanged), replicas @p reps, ISR @p isr. */
+static void change_reps(node_t *n, const kp_uuid_t *id, int32_t leader, const int32_t *reps,
+                        int32_t nreps, const int32_t *isr, int32_t nisr)
 {
     kb_mrec_t rec;
     kp_batch_opts_t o;
@@ -553,10 +554,9 @@ static void change(node_t *n, const kp_uuid_t *id, int32_t leader, const int32_t
     rec.topic_id = *id;
     rec.partition = 0;
     rec.leader = leader;
-    rec.replicas = malloc(2 * sizeof(int32_t));
-    rec.replicas[0] = 1;
-    rec.replicas[1] = 2;
-    rec.nreplicas = 2;
+    rec.replicas = malloc((size_t)nreps * sizeof(int32_t));
+    memcpy(rec.replicas, reps, (size_t)nreps * sizeof(int32_t));
+    rec.nreplicas = nreps;
     rec.isr = malloc((size_t)nisr * sizeof(int32_t));
     memcpy(rec.isr, isr, (size_t)nisr * sizeof(int32_t));
     rec.nisr = nisr;
@@ -575,6 +575,11 @@ static void change(node_t *n, const kp_uuid_t *id, int32_t leader, const int32_t
     kp_batch_builder_free(&bb);
     kp_writer_free(&val);
     kp_writer_free(&out);
+}
+
+static void change(node_t *n, const kp_uuid_t *id, int32_t leader, const int32_t *isr, int32_t nisr)
+{
+    change_reps(n, id, leader, REPS, 2, isr, nisr);
 }
 
 static bool wait_partitions(kb_repl_t *r, uint32_t want)
@@ -626,13 +631,31 @@ static void t_watch(void)
     /* an ISR-only change keeps it fetching */
     change(&b, &id, KB_MREC_NO_LEADER_CHANGE, (const int32_t[]){1}, 1);
     CU_ASSERT(wait_partitions(r, 1));
-    /* node 2 leads: no fetching */
+    /* node 2 leads: no fetching (both images follow the controller) */
+    change(&a, &id, 2, REPS, 2);
     change(&b, &id, 2, REPS, 2);
     CU_ASSERT_EQUAL(kb_part_role(fp), KB_PART_LEADER);
     CU_ASSERT(wait_partitions(r, 0));
-    /* node 1 again; then the topic goes away under the fetcher */
+    /* node 1 again */
+    change(&a, &id, 1, REPS, 2);
     change(&b, &id, 1, REPS, 2);
     CU_ASSERT(wait_partitions(r, 1));
+    /* node 2 leaves the replica list: its log goes, clients are sent away */
+    kb_part_release(fp);
+    change_reps(&b, &id, KB_MREC_NO_LEADER_CHANGE, (const int32_t[]){1}, 1, (const int32_t[]){1},
+                1);
+    CU_ASSERT(wait_partitions(r, 0));
+    fp = NULL;
+    CU_ASSERT_EQUAL(kb_meta_part(b.b.svc->meta, "w", 0, &fp), KB_META_NOT_REPLICA);
+    CU_ASSERT_EQUAL(produce(&b, "w", 1, 1, KP_CODEC_NONE, &base), KP_ERR_NOT_LEADER_OR_FOLLOWER);
+    /* and joins again: a new log, fetched from the start */
+    change_reps(&b, &id, KB_MREC_NO_LEADER_CHANGE, REPS, 2, (const int32_t[]){1}, 1);
+    fp = node_part(&b, "w");
+    CU_ASSERT_EQUAL(kb_part_role(fp), KB_PART_FOLLOWER);
+    CU_ASSERT(wait_partitions(r, 1));
+    CU_ASSERT_FATAL(converged(lp, fp));
+    CU_ASSERT(same_segment(lp, fp, 0));
+    /* then the topic goes away under the fetcher */
     kb_part_release(fp);
     CU_ASSERT_EQUAL(kb_meta_delete_topic(b.b.svc->meta, "w", NULL, msg, sizeof(msg)), 0);
     CU_ASSERT(wait_partitions(r, 0));
