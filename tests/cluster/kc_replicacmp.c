@@ -121,7 +121,7 @@ static int kc_replica_load(kc_replica_t *r)
         names[n] = strdup(de->d_name);
         if (!names[n]) {
             closedir(d);
-            return -1;
+            goto fail;
         }
         n++;
     }
@@ -131,20 +131,20 @@ static int kc_replica_load(kc_replica_t *r)
     r->seg_path = calloc((size_t)(n ? n : 1), sizeof(char *));
     r->seg_buf = calloc((size_t)(n ? n : 1), sizeof(char *));
     if (!r->seg_path || !r->seg_buf)
-        return -1;
+        goto fail;
     r->nseg = n;
     for (i = 0; i < n; i++) {
         size_t len, pos = 0, plen = strlen(r->dir) + strlen(names[i]) + 2;
         char *path = malloc(plen);
         if (!path)
-            return -1;
+            goto fail;
         snprintf(path, plen, "%s/%s", r->dir, names[i]);
         free(names[i]);
         r->seg_path[i] = path;
         r->seg_buf[i] = kr_read_file(path, &len);
         if (!r->seg_buf[i]) {
             fprintf(stderr, "kc_replicacmp: %s: %s\n", path, strerror(errno));
-            return -1;
+            goto fail;
         }
         while (len - pos >= KP_BATCH_HEADER_SIZE) {
             kc_batch_t kb;
@@ -160,14 +160,14 @@ static int kc_replica_load(kc_replica_t *r)
                         "kc_replicacmp: %s position %zu: batch offsets %" PRId64 "..%" PRId64
                         " do not follow the previous batch's last offset %" PRId64 "\n",
                         path, pos, kb.h.baseOffset, kp_batch_hdr_last_offset(&kb.h), prev_last);
-                return -1;
+                goto fail;
             }
             kb.buf = (const uint8_t *)r->seg_buf[i] + pos;
             kb.size = total;
             kb.seg = i;
             kb.pos = pos;
             if (kc_push(r, &kb) != 0)
-                return -1;
+                goto fail;
             prev_last = kp_batch_hdr_last_offset(&kb.h);
             pos += total;
         }
@@ -182,18 +182,38 @@ static int kc_replica_load(kc_replica_t *r)
                         "kc_replicacmp: %s: %zu bytes at position %zu are not a whole batch "
                         "(and this is not the last segment)\n",
                         path, len - pos, pos);
-                return -1;
+                goto fail;
             }
             if (i == n - 1)
                 r->torn = len - pos;
         }
     }
     free(names);
+    names = NULL;
     if (r->nb > 0) {
         r->start = r->b[0].h.baseOffset;
         r->end = kp_batch_hdr_last_offset(&r->b[r->nb - 1].h) + 1;
     }
     return 0;
+fail:
+    for (i = 0; names && i < n; i++)
+        if (!r->seg_path || i >= r->nseg || r->seg_path[i] == NULL)
+            free(names[i]);
+    free(names);
+    return -1;
+}
+
+static void kc_replica_free(kc_replica_t *r)
+{
+    int s;
+    for (s = 0; s < r->nseg; s++) {
+        free(r->seg_path[s]);
+        free(r->seg_buf[s]);
+    }
+    free(r->seg_path);
+    free(r->seg_buf);
+    free(r->b);
+    memset(r, 0, sizeof(*r));
 }
 
 static void kc_where(const kc_replica_t *r, size_t bi, char *out, size_t outlen)
@@ -287,8 +307,12 @@ int main(int argc, char **argv)
         return 2;
     }
     for (i = 0; i < nrep; i++) {
-        if (kc_replica_load(&rep[i]) != 0)
+        if (kc_replica_load(&rep[i]) != 0) {
+            int j;
+            for (j = 0; j <= i; j++)
+                kc_replica_free(&rep[j]);
             return 2;
+        }
         printf("replica %d %s: %d segment(s), %zu batches, offsets %" PRId64 "..%" PRId64
                " (log end %" PRId64 ")%s\n",
                i, rep[i].dir, rep[i].nseg, rep[i].nb, rep[i].start, rep[i].end - 1, rep[i].end,
@@ -373,15 +397,7 @@ int main(int argc, char **argv)
     else
         printf("replicacmp: DIFFERENT (%zu batches identical before the difference)\n", compared);
 
-    for (i = 0; i < nrep; i++) {
-        int s;
-        for (s = 0; s < rep[i].nseg; s++) {
-            free(rep[i].seg_path[s]);
-            free(rep[i].seg_buf[s]);
-        }
-        free(rep[i].seg_path);
-        free(rep[i].seg_buf);
-        free(rep[i].b);
-    }
+    for (i = 0; i < nrep; i++)
+        kc_replica_free(&rep[i]);
     return rc;
 }
