@@ -610,6 +610,7 @@ void kb_meta_close(kb_meta_t *meta)
     free(meta->by_id);
     kb_kv_free(meta->dyn_node, meta->dyn_node_cnt);
     kb_kv_free(meta->dyn_dflt, meta->dyn_dflt_cnt);
+    free(meta->brokers);
     free(meta->dir);
     free(meta->mdir);
     pthread_rwlock_destroy(&meta->rw);
@@ -1218,6 +1219,64 @@ static int kb_meta_apply_remove(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t
 }
 
 /* One record into the image (rw write lock and change_mu held). 0 or -1 with @p err. */
+/* Broker registrations (rw held for writing). */
+static int kb_meta_apply_broker(kb_meta_t *meta, const kb_mrec_t *r, char *err, size_t err_size)
+{
+    size_t i = 0;
+    kb_meta_broker_t *b;
+    while (i < meta->nbrokers && meta->brokers[i].id < r->broker_id)
+        i++;
+    b = i < meta->nbrokers && meta->brokers[i].id == r->broker_id ? &meta->brokers[i] : NULL;
+    if (r->type == KB_MREC_UNREGISTER_BROKER) {
+        if (b) {
+            memmove(b, b + 1, (meta->nbrokers - i - 1) * sizeof(*b));
+            meta->nbrokers--;
+        }
+        return 0;
+    }
+    if (r->type == KB_MREC_BROKER_CHANGE) {
+        /* A change of a broker that is not registered (any more) changes nothing. */
+        if (b && r->fenced)
+            b->fenced = r->fenced > 0;
+        return 0;
+    }
+    if (!b) {
+        kb_meta_broker_t *nv = realloc(meta->brokers, (meta->nbrokers + 1) * sizeof(*nv));
+        if (!nv) {
+            snprintf(err, err_size, "out of memory");
+            return -1;
+        }
+        meta->brokers = nv;
+        memmove(&nv[i + 1], &nv[i], (meta->nbrokers - i) * sizeof(*nv));
+        meta->nbrokers++;
+        b = &nv[i];
+    }
+    memset(b, 0, sizeof(*b));
+    b->id = r->broker_id;
+    b->epoch = r->broker_epoch;
+    b->incarnation = r->incarnation;
+    b->fenced = r->fenced != 0;
+    if (r->rack) {
+        b->has_rack = true;
+        snprintf(b->rack, sizeof(b->rack), "%s", r->rack);
+    }
+    b->nendpoints = r->nendpoints < KB_MREC_MAX_ENDPOINTS ? r->nendpoints : KB_MREC_MAX_ENDPOINTS;
+    if (b->nendpoints > 0)
+        memcpy(b->endpoints, r->endpoints, (size_t)b->nendpoints * sizeof(*b->endpoints));
+    return 0;
+}
+
+int kb_meta_brokers(kb_meta_t *meta, kb_meta_broker_t **out, size_t *cnt)
+{
+    pthread_rwlock_rdlock(&meta->rw);
+    *out = malloc((meta->nbrokers + 1) * sizeof(**out));
+    if (*out && meta->nbrokers)
+        memcpy(*out, meta->brokers, meta->nbrokers * sizeof(**out));
+    *cnt = *out ? meta->nbrokers : 0;
+    pthread_rwlock_unlock(&meta->rw);
+    return *out ? 0 : KB_E_NOMEM;
+}
+
 static int kb_meta_apply_rec(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d, char *err,
                              size_t err_size)
 {
@@ -1241,6 +1300,10 @@ static int kb_meta_apply_rec(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d
         }
         meta->pid_persisted = r->next_producer_id;
         return 0;
+    case KB_MREC_REGISTER_BROKER:
+    case KB_MREC_UNREGISTER_BROKER:
+    case KB_MREC_BROKER_CHANGE:
+        return kb_meta_apply_broker(meta, r, err, err_size);
     default:
         snprintf(err, err_size, "%s is not applied by kbroker", kb_mrec_type_name(r->type));
         return -1;
@@ -1518,6 +1581,25 @@ int kb_meta_image_records(kb_meta_t *meta, kb_mrec_t **out, size_t *cnt)
     for (size_t i = 0; i < meta->dyn_node_cnt; i++)
         kb_mrecs_config(&rs, KB_RES_BROKER, meta->node_id_str, meta->dyn_node[i].key,
                         meta->dyn_node[i].value);
+    for (size_t i = 0; i < meta->nbrokers; i++) {
+        const kb_meta_broker_t *b = &meta->brokers[i];
+        kb_mrec_t *r = kb_mrecs_add(&rs, KB_MREC_REGISTER_BROKER);
+        if (!r)
+            break;
+        r->broker_id = b->id;
+        r->broker_epoch = b->epoch;
+        r->incarnation = b->incarnation;
+        r->fenced = b->fenced;
+        r->rack = b->has_rack ? strdup(b->rack) : NULL;
+        r->endpoints = calloc((size_t)b->nendpoints + 1, sizeof(*r->endpoints));
+        if (!r->endpoints || (b->has_rack && !r->rack)) {
+            rs.err = KB_E_NOMEM;
+            break;
+        }
+        if (b->nendpoints > 0)
+            memcpy(r->endpoints, b->endpoints, (size_t)b->nendpoints * sizeof(*r->endpoints));
+        r->nendpoints = b->nendpoints;
+    }
     if (meta->pid_persisted > 0) {
         kb_mrec_t *r = kb_mrecs_add(&rs, KB_MREC_PRODUCER_IDS);
         if (r) {
@@ -1855,6 +1937,23 @@ static int16_t kb_meta_create_locked(kb_meta_t *meta, const kb_topic_spec_t *spe
     kb_log_info("meta", "created topic %s with %" PRId32 " partitions%s", spec->name,
                 spec->partitions, like.internal ? " (internal)" : "");
     return 0;
+}
+
+int16_t kb_meta_commit_records(kb_meta_t *meta, const kb_mrec_t *recs, size_t n, char *msg,
+                               size_t msg_size)
+{
+    int rc;
+    pthread_mutex_lock(&meta->change_mu);
+    rc = kb_meta_log_commit(meta, recs, n);
+    pthread_mutex_unlock(&meta->change_mu);
+    if (rc == 0)
+        return 0;
+    if (rc == KB_E_STATE) {
+        snprintf(msg, msg_size, "This broker is not the controller");
+        return KP_ERR_NOT_CONTROLLER;
+    }
+    snprintf(msg, msg_size, rc == KB_E_NOMEM ? "out of memory" : "Cannot write the metadata");
+    return rc == KB_E_NOMEM ? KP_ERR_UNKNOWN_SERVER_ERROR : KP_ERR_KAFKA_STORAGE_ERROR;
 }
 
 void kb_meta_set_assigner(kb_meta_t *meta, kb_meta_assign_fn *fn, void *opaque)

@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "kb_config.h"
+#include "kb_meta_rec.h"
 #include "kb_part.h"
 #include "kb_tconf.h"
 #include "kp_types.h"
@@ -282,6 +283,30 @@ void kb_meta_set_assigner(kb_meta_t *meta, kb_meta_assign_fn *fn, void *opaque);
 int16_t kb_meta_change_partition(kb_meta_t *meta, const kp_uuid_t *id, int32_t partition,
                                  int32_t partition_epoch, int32_t leader, const int32_t *isr,
                                  int32_t nisr, kb_meta_part_state_t *out);
+
+/** A registered broker in the image (RegisterBrokerRecord & co., written by broker/ctrl). */
+typedef struct kb_meta_broker_s {
+    int32_t id;
+    int64_t epoch;
+    kp_uuid_t incarnation;
+    bool fenced;
+    bool has_rack;
+    char rack[128];
+    int32_t nendpoints;
+    kb_mendpoint_t endpoints[KB_MREC_MAX_ENDPOINTS];
+} kb_meta_broker_t;
+
+/** Copies of the registered brokers, sorted by id: a malloc'd array (caller frees). 0 or
+ *  KB_E_NOMEM. */
+int kb_meta_brokers(kb_meta_t *meta, kb_meta_broker_t **out, size_t *cnt);
+
+/**
+ * Commit records @p recs (built by the caller, e.g. broker/ctrl's broker registrations; still
+ * the caller's to kb_mrec_clear) as one batch of the metadata log. 0, NOT_CONTROLLER,
+ * KAFKA_STORAGE_ERROR or UNKNOWN_SERVER_ERROR with @p msg.
+ */
+int16_t kb_meta_commit_records(kb_meta_t *meta, const kb_mrec_t *recs, size_t n, char *msg,
+                               size_t msg_size);
 
 /* ---- listeners ---------------------------------------------------------------------------- */
 

@@ -71,6 +71,8 @@ struct kb_meta_s {
     kb_meta_listener_t *listeners; /* under change_mu */
     int32_t remote;                /* broker-only node: the controller's id, else -1 (ctrl) */
     kb_meta_assign_fn *assign;     /* the controller's replica assignment (ctrl), or NULL */
+    kb_meta_broker_t *brokers;     /* registered brokers, sorted by id (under rw) */
+    size_t nbrokers;
     void *assign_opaque;
     kb_mtopic_t *staged; /* controller: logs opened ahead of a commit, taken over by apply */
     int64_t snap_end;    /* end offset (exclusive) of the newest snapshot, -1 none */

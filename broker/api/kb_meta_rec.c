@@ -35,6 +35,8 @@ void kb_mrec_clear(kb_mrec_t *r)
     free(r->resource_name);
     free(r->key);
     free(r->value);
+    free(r->endpoints);
+    free(r->rack);
     kb_mrec_init(r, r->type);
 }
 
@@ -53,6 +55,16 @@ const char *kb_mrec_type_name(int16_t type)
         return "RemoveTopicRecord";
     case KB_MREC_PRODUCER_IDS:
         return "ProducerIdsRecord";
+    case KB_MREC_REGISTER_BROKER:
+        return "RegisterBrokerRecord";
+    case KB_MREC_UNREGISTER_BROKER:
+        return "UnregisterBrokerRecord";
+    case KB_MREC_FENCE_BROKER:
+        return "FenceBrokerRecord";
+    case KB_MREC_UNFENCE_BROKER:
+        return "UnfenceBrokerRecord";
+    case KB_MREC_BROKER_CHANGE:
+        return "BrokerRegistrationChangeRecord";
     default: {
         const kp_record_info_t *i = kp_record_lookup(type);
         return i ? i->name : "unknown";
@@ -140,6 +152,43 @@ int kb_mrec_encode(const kb_mrec_t *r, kp_writer_t *wr)
         m.BrokerEpoch = r->broker_epoch;
         m.NextProducerId = r->next_producer_id;
         return kp_mrec_encode(wr, KP_RECTYPE_ProducerIdsRecord, 0, &m);
+    }
+    case KB_MREC_REGISTER_BROKER: {
+        kp_RegisterBrokerRecord_t m;
+        kp_RegisterBrokerRecord_BrokerEndpoint_t ep[KB_MREC_MAX_ENDPOINTS];
+        kp_RegisterBrokerRecord_init(&m);
+        m.BrokerId = r->broker_id;
+        m.IncarnationId = r->incarnation;
+        m.BrokerEpoch = r->broker_epoch;
+        for (int32_t i = 0; i < r->nendpoints && i < KB_MREC_MAX_ENDPOINTS; i++) {
+            kp_RegisterBrokerRecord_BrokerEndpoint_init(&ep[i]);
+            ep[i].Name = kb_mrec_str(r->endpoints[i].name);
+            ep[i].Host = kb_mrec_str(r->endpoints[i].host);
+            ep[i].Port = (uint16_t)r->endpoints[i].port;
+            ep[i].SecurityProtocol = r->endpoints[i].security_protocol;
+        }
+        m.EndPoints.v = ep;
+        m.EndPoints.cnt =
+            r->nendpoints < KB_MREC_MAX_ENDPOINTS ? r->nendpoints : KB_MREC_MAX_ENDPOINTS;
+        m.Rack.ptr = r->rack;
+        m.Rack.len = r->rack ? (int32_t)strlen(r->rack) : -1;
+        m.Fenced = r->fenced != 0;
+        return kp_mrec_encode(wr, KP_RECTYPE_RegisterBrokerRecord, 1, &m);
+    }
+    case KB_MREC_UNREGISTER_BROKER: {
+        kp_UnregisterBrokerRecord_t m;
+        kp_UnregisterBrokerRecord_init(&m);
+        m.BrokerId = r->broker_id;
+        m.BrokerEpoch = r->broker_epoch;
+        return kp_mrec_encode(wr, KP_RECTYPE_UnregisterBrokerRecord, 0, &m);
+    }
+    case KB_MREC_BROKER_CHANGE: {
+        kp_BrokerRegistrationChangeRecord_t m;
+        kp_BrokerRegistrationChangeRecord_init(&m);
+        m.BrokerId = r->broker_id;
+        m.BrokerEpoch = r->broker_epoch;
+        m.Fenced = r->fenced;
+        return kp_mrec_encode(wr, KP_RECTYPE_BrokerRegistrationChangeRecord, 0, &m);
     }
     default:
         return kp_writer_fail(wr, KP_E_INVALID);
@@ -257,6 +306,70 @@ static int kb_mrec_from(kb_mrec_t *r, const kp_mrec_t *m, char *err, size_t err_
         r->broker_id = p->BrokerId;
         r->broker_epoch = p->BrokerEpoch;
         r->next_producer_id = p->NextProducerId;
+        return 0;
+    }
+    case KB_MREC_REGISTER_BROKER: {
+        const kp_RegisterBrokerRecord_t *b = m->rec;
+        r->broker_id = b->BrokerId;
+        r->broker_epoch = b->BrokerEpoch;
+        r->incarnation = b->IncarnationId;
+        r->fenced = b->Fenced ? 1 : 0;
+        if (b->EndPoints.cnt > KB_MREC_MAX_ENDPOINTS) {
+            snprintf(err, err_size, "too many endpoints (%" PRId32 ")", b->EndPoints.cnt);
+            return -1;
+        }
+        r->nendpoints = b->EndPoints.cnt > 0 ? b->EndPoints.cnt : 0;
+        if (!(r->endpoints = calloc((size_t)r->nendpoints + 1, sizeof(*r->endpoints)))) {
+            snprintf(err, err_size, "out of memory");
+            return -1;
+        }
+        for (int32_t i = 0; i < r->nendpoints; i++) {
+            const kp_RegisterBrokerRecord_BrokerEndpoint_t *e = &b->EndPoints.v[i];
+            kb_mendpoint_t *o = &r->endpoints[i];
+            if (e->Name.len < 0 || (size_t)e->Name.len >= sizeof(o->name) || e->Host.len < 0 ||
+                (size_t)e->Host.len >= sizeof(o->host) ||
+                (e->Name.len > 0 && memchr(e->Name.ptr, '\0', (size_t)e->Name.len)) ||
+                (e->Host.len > 0 && memchr(e->Host.ptr, '\0', (size_t)e->Host.len))) {
+                snprintf(err, err_size, "bad endpoint %" PRId32 " of broker %" PRId32, i,
+                         b->BrokerId);
+                return -1;
+            }
+            if (e->Name.len > 0)
+                memcpy(o->name, e->Name.ptr, (size_t)e->Name.len);
+            if (e->Host.len > 0)
+                memcpy(o->host, e->Host.ptr, (size_t)e->Host.len);
+            o->port = e->Port;
+            o->security_protocol = e->SecurityProtocol;
+        }
+        return kb_mrec_cstr(b->Rack, &r->rack, "rack", err, err_size);
+    }
+    case KB_MREC_UNREGISTER_BROKER: {
+        const kp_UnregisterBrokerRecord_t *u = m->rec;
+        r->broker_id = u->BrokerId;
+        r->broker_epoch = u->BrokerEpoch;
+        return 0;
+    }
+    case KB_MREC_FENCE_BROKER: {
+        const kp_FenceBrokerRecord_t *f = m->rec;
+        r->broker_id = f->Id;
+        r->broker_epoch = f->Epoch;
+        r->fenced = 1;
+        r->type = KB_MREC_BROKER_CHANGE; /* applied as Kafka 4.x's form */
+        return 0;
+    }
+    case KB_MREC_UNFENCE_BROKER: {
+        const kp_UnfenceBrokerRecord_t *f = m->rec;
+        r->broker_id = f->Id;
+        r->broker_epoch = f->Epoch;
+        r->fenced = -1;
+        r->type = KB_MREC_BROKER_CHANGE;
+        return 0;
+    }
+    case KB_MREC_BROKER_CHANGE: {
+        const kp_BrokerRegistrationChangeRecord_t *c = m->rec;
+        r->broker_id = c->BrokerId;
+        r->broker_epoch = c->BrokerEpoch;
+        r->fenced = c->Fenced;
         return 0;
     }
     default:

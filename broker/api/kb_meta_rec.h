@@ -25,12 +25,28 @@
 #include "kp_writer.h"
 
 /* Record types (Kafka's metadata record api keys). */
-#define KB_MREC_TOPIC            2  /**< TopicRecord */
-#define KB_MREC_PARTITION        3  /**< PartitionRecord */
-#define KB_MREC_CONFIG           4  /**< ConfigRecord */
-#define KB_MREC_PARTITION_CHANGE 5  /**< PartitionChangeRecord */
-#define KB_MREC_REMOVE_TOPIC     9  /**< RemoveTopicRecord */
-#define KB_MREC_PRODUCER_IDS     15 /**< ProducerIdsRecord */
+#define KB_MREC_TOPIC             2  /**< TopicRecord */
+#define KB_MREC_PARTITION         3  /**< PartitionRecord */
+#define KB_MREC_CONFIG            4  /**< ConfigRecord */
+#define KB_MREC_PARTITION_CHANGE  5  /**< PartitionChangeRecord */
+#define KB_MREC_REMOVE_TOPIC      9  /**< RemoveTopicRecord */
+#define KB_MREC_PRODUCER_IDS      15 /**< ProducerIdsRecord */
+#define KB_MREC_REGISTER_BROKER   0  /**< RegisterBrokerRecord (broker/ctrl) */
+#define KB_MREC_UNREGISTER_BROKER 1  /**< UnregisterBrokerRecord */
+#define KB_MREC_FENCE_BROKER      7  /**< FenceBrokerRecord (read; kbroker writes 17) */
+#define KB_MREC_UNFENCE_BROKER    8  /**< UnfenceBrokerRecord (read; kbroker writes 17) */
+#define KB_MREC_BROKER_CHANGE     17 /**< BrokerRegistrationChangeRecord */
+
+/** Most endpoints a broker registration keeps. */
+#define KB_MREC_MAX_ENDPOINTS 16
+
+/** A listener endpoint of a registered broker. */
+typedef struct kb_mendpoint_s {
+    char name[64];
+    char host[256];
+    int32_t port;
+    int16_t security_protocol;
+} kb_mendpoint_t;
 
 #define KB_MREC_FRAME_VERSION 1
 
@@ -64,6 +80,12 @@ typedef struct kb_mrec_s {
     int32_t broker_id;        /**< PRODUCER_IDS */
     int64_t broker_epoch;     /**< PRODUCER_IDS */
     int64_t next_producer_id; /**< PRODUCER_IDS: first id of the next block */
+    /* broker records: broker_id and broker_epoch above, and */
+    kp_uuid_t incarnation;     /**< REGISTER_BROKER */
+    kb_mendpoint_t *endpoints; /**< REGISTER_BROKER (malloc'd) */
+    int32_t nendpoints;
+    char *rack;    /**< REGISTER_BROKER: NULL = none */
+    int8_t fenced; /**< REGISTER_BROKER: 1/0; BROKER_CHANGE: 1 fenced, -1 unfenced, 0 same */
 } kb_mrec_t;
 
 /** An empty record of @p type with Kafka's defaults (arrays null for PARTITION_CHANGE). */

@@ -159,6 +159,42 @@ size_t kb_ctrl_reg_expire(kb_ctrl_reg_t *reg, int64_t now_ms, int32_t *out, size
     return n;
 }
 
+int kb_ctrl_reg_load(kb_ctrl_reg_t *reg, const kb_ctrl_broker_t *b, int64_t now_ms)
+{
+    bool found;
+    size_t i;
+    kb_ctrl_broker_t *e;
+
+    if (b->id < 0 || b->nendpoints < 0 || b->nendpoints > KB_CTRL_MAX_ENDPOINTS)
+        return -1;
+    pthread_mutex_lock(&reg->mu);
+    i = kb_ctrl_reg_find(reg, b->id, &found);
+    if (!found) {
+        if (reg->n == reg->cap) {
+            size_t ncap = reg->cap ? reg->cap * 2 : 8;
+            kb_ctrl_broker_t *nv;
+            if (ncap > KB_CTRL_MAX_BROKERS || !(nv = realloc(reg->v, ncap * sizeof(*nv)))) {
+                pthread_mutex_unlock(&reg->mu);
+                return -1;
+            }
+            reg->v = nv;
+            reg->cap = ncap;
+        }
+        memmove(&reg->v[i + 1], &reg->v[i], (reg->n - i) * sizeof(*reg->v));
+        reg->n++;
+    }
+    e = &reg->v[i];
+    *e = *b;
+    e->shutting_down = false;
+    e->last_heartbeat_ms = now_ms;
+    e->caught_up_offset = -1;
+    e->offset = -1;
+    if (e->epoch > reg->last_epoch)
+        reg->last_epoch = e->epoch;
+    pthread_mutex_unlock(&reg->mu);
+    return 0;
+}
+
 int16_t kb_ctrl_reg_unregister(kb_ctrl_reg_t *reg, int32_t id)
 {
     bool found;

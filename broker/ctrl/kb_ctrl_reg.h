@@ -92,6 +92,10 @@ int16_t kb_ctrl_reg_heartbeat(kb_ctrl_reg_t *reg, int32_t id, int64_t epoch, int
  *  most @p max). @return how many were fenced. */
 size_t kb_ctrl_reg_expire(kb_ctrl_reg_t *reg, int64_t now_ms, int32_t *out, size_t max);
 
+/** A controller start: take registration @p b from the metadata image as it is (epoch,
+ *  fenced), its session starting at @p now_ms, already caught up. 0 or -1 (no memory / bad). */
+int kb_ctrl_reg_load(kb_ctrl_reg_t *reg, const kb_ctrl_broker_t *b, int64_t now_ms);
+
 /** Remove broker @p id. 0 or BROKER_ID_NOT_REGISTERED. */
 int16_t kb_ctrl_reg_unregister(kb_ctrl_reg_t *reg, int32_t id);
 

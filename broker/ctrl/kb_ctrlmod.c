@@ -178,6 +178,54 @@ static kb_ctrl_t *kb_ctrl_check(void *opaque, kb_reqctx_t *ctx)
     return ctl;
 }
 
+/* The registration of @p b as a RegisterBrokerRecord in the metadata log (every broker lists it
+ * from there). */
+static void kb_ctrl_commit_register(kb_ctrl_t *ctl, const kb_ctrl_broker_t *b)
+{
+    kb_mrec_t r;
+    char msg[256];
+    int16_t ec;
+    kb_mrec_init(&r, KB_MREC_REGISTER_BROKER);
+    r.broker_id = b->id;
+    r.broker_epoch = b->epoch;
+    r.incarnation = b->incarnation;
+    r.fenced = 1;
+    r.endpoints = calloc((size_t)b->nendpoints + 1, sizeof(*r.endpoints));
+    r.rack = b->has_rack ? strdup(b->rack) : NULL;
+    if (!r.endpoints) {
+        kb_mrec_clear(&r);
+        kb_log_error("ctrl", "out of memory recording broker %" PRId32, b->id);
+        return;
+    }
+    for (int32_t i = 0; i < b->nendpoints && i < KB_MREC_MAX_ENDPOINTS; i++) {
+        snprintf(r.endpoints[i].name, sizeof(r.endpoints[i].name), "%s", b->endpoints[i].name);
+        snprintf(r.endpoints[i].host, sizeof(r.endpoints[i].host), "%s", b->endpoints[i].host);
+        r.endpoints[i].port = b->endpoints[i].port;
+        r.endpoints[i].security_protocol = b->endpoints[i].security_protocol;
+        r.nendpoints++;
+    }
+    ec = kb_meta_commit_records(ctl->svc->meta, &r, 1, msg, sizeof(msg));
+    if (ec)
+        kb_log_error("ctrl", "cannot record the registration of broker %" PRId32 ": %s", b->id,
+                     msg);
+    kb_mrec_clear(&r);
+}
+
+/* BrokerRegistrationChangeRecord (fenced 1 / unfenced -1) or UnregisterBrokerRecord (0). */
+static void kb_ctrl_commit_change(kb_ctrl_t *ctl, int32_t id, int8_t fenced, bool unregister)
+{
+    kb_mrec_t r;
+    kb_ctrl_broker_t b;
+    char msg[256];
+    kb_mrec_init(&r, unregister ? KB_MREC_UNREGISTER_BROKER : KB_MREC_BROKER_CHANGE);
+    r.broker_id = id;
+    r.broker_epoch = kb_ctrl_reg_get(ctl->reg, id, &b) == 0 ? b.epoch : -1;
+    r.fenced = fenced;
+    if (kb_meta_commit_records(ctl->svc->meta, &r, 1, msg, sizeof(msg)) != 0)
+        kb_log_error("ctrl", "cannot record a change of broker %" PRId32 ": %s", id, msg);
+    kb_mrec_clear(&r);
+}
+
 static kb_api_result_t kb_ctrl_h_register(void *opaque, kb_req_t *req, kb_resp_t **respp)
 {
     kb_reqctx_t *ctx = kb_req_ctx(req);
@@ -238,8 +286,11 @@ static kb_api_result_t kb_ctrl_h_register(void *opaque, kb_req_t *req, kb_resp_t
     else
         kb_log_info("ctrl", "broker %" PRId32 " registered from %s, broker epoch %" PRId64,
                     rq.BrokerId, ctx->peer, resp.BrokerEpoch);
-    if (!resp.ErrorCode)
+    if (!resp.ErrorCode) {
+        b.epoch = resp.BrokerEpoch;
+        kb_ctrl_commit_register(ctl, &b);
         kb_ctrl_repl_endpoints(ctl);
+    }
     return kb_ctrl_respond(ctx, &kp_BrokerRegistrationResponse_desc, &resp, respp);
 }
 
@@ -265,6 +316,7 @@ static kb_api_result_t kb_ctrl_h_heartbeat(void *opaque, kb_req_t *req, kb_resp_
         resp.ShouldShutDown = hb.shutting_down && kb_ctrl_elect_all(ctl, rq.BrokerId) == 0;
         if (hb.unfenced_now) {
             kb_log_info("ctrl", "broker %" PRId32 " unfenced", rq.BrokerId);
+            kb_ctrl_commit_change(ctl, rq.BrokerId, -1, false);
             kb_ctrl_repl_endpoints(ctl);
             pthread_mutex_lock(&ctl->mu);
             ctl->reelect = true;
@@ -273,6 +325,7 @@ static kb_api_result_t kb_ctrl_h_heartbeat(void *opaque, kb_req_t *req, kb_resp_
         }
         if (hb.fenced_now) {
             kb_log_info("ctrl", "broker %" PRId32 " fenced at its request", rq.BrokerId);
+            kb_ctrl_commit_change(ctl, rq.BrokerId, 1, false);
             kb_ctrl_elect_all(ctl, rq.BrokerId);
         }
     }
@@ -291,10 +344,12 @@ static kb_api_result_t kb_ctrl_h_unregister(void *opaque, kb_req_t *req, kb_resp
         return KB_API_CLOSE;
     kp_UnregisterBrokerResponse_init(&resp);
     resp.ErrorCode = kb_ctrl_reg_unregister(ctl->reg, rq.BrokerId);
-    if (resp.ErrorCode)
+    if (resp.ErrorCode) {
         resp.ErrorMessage = kb_ctrl_view("Broker id not registered.");
-    else
+    } else {
         kb_log_info("ctrl", "broker %" PRId32 " unregistered by %s", rq.BrokerId, ctx->peer);
+        kb_ctrl_commit_change(ctl, rq.BrokerId, 0, true);
+    }
     return kb_ctrl_respond(ctx, &kp_UnregisterBrokerResponse_desc, &resp, respp);
 }
 
@@ -304,11 +359,12 @@ static int kb_ctrl_cluster(void *opaque, const char *listener, bool include_fenc
                            kb_cluster_node_t **out, size_t *cnt, int32_t *controller_id)
 {
     kb_ctrl_t *ctl = opaque;
-    kb_ctrl_broker_t *list;
+    kb_meta_broker_t *list;
     kb_cluster_node_t *v;
     size_t n, k = 0, nlive = 0;
 
-    if (!ctl->controller || kb_ctrl_reg_list(ctl->reg, &list, &n) != 0)
+    /* The registrations in the metadata image: the same list on every node. */
+    if (kb_meta_brokers(ctl->svc->meta, &list, &n) != 0)
         return -1;
     v = calloc(n + 1, sizeof(*v));
     if (!v) {
@@ -316,8 +372,8 @@ static int kb_ctrl_cluster(void *opaque, const char *listener, bool include_fenc
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
-        const kb_ctrl_broker_t *b = &list[i];
-        const kb_ctrl_endpoint_t *e = NULL;
+        const kb_meta_broker_t *b = &list[i];
+        const kb_mendpoint_t *e = NULL;
         if (b->fenced && !include_fenced)
             continue;
         for (int32_t j = 0; j < b->nendpoints && !e; j++)
@@ -703,15 +759,18 @@ static void kb_ctrl_reap(kb_ctrl_t *ctl)
     kb_ctrl_hb_t hb;
 
     /* A combined node is alive while it runs. */
-    if (ctl->self_epoch > 0)
+    if (ctl->self_epoch > 0 &&
         kb_ctrl_reg_heartbeat(ctl->reg, ctl->cfg->node_id, ctl->self_epoch,
-                              kb_meta_offset(ctl->svc->meta), false, false, now, &hb);
+                              kb_meta_offset(ctl->svc->meta), false, false, now, &hb) == 0 &&
+        hb.unfenced_now)
+        kb_ctrl_commit_change(ctl, ctl->cfg->node_id, -1, false);
     while ((n = kb_ctrl_reg_expire(ctl->reg, now, ids, 64)) > 0)
         for (size_t i = 0; i < n; i++) {
             kb_log_warn("ctrl",
                         "broker %" PRId32 " fenced: no heartbeat for broker.session.timeout.ms "
                         "(%" PRId32 " ms)",
                         ids[i], ctl->cfg->broker_session_timeout_ms);
+            kb_ctrl_commit_change(ctl, ids[i], 1, false);
             kb_ctrl_elect_all(ctl, ids[i]);
         }
     pthread_mutex_lock(&ctl->mu);
@@ -1149,6 +1208,33 @@ static int kb_module_ctrl_start(kb_broker_t *kb, void *state)
 {
     kb_ctrl_t *ctl = state;
     (void)kb;
+    if (ctl->controller) {
+        /* The registrations of the image, each with a fresh session (Kafka's failover): a
+         * broker that died meanwhile is fenced once the session timeout passes. */
+        kb_meta_broker_t *list;
+        size_t n;
+        if (kb_meta_brokers(ctl->svc->meta, &list, &n) == 0) {
+            for (size_t i = 0; i < n; i++) {
+                kb_ctrl_broker_t b;
+                memset(&b, 0, sizeof(b));
+                b.id = list[i].id;
+                b.epoch = list[i].epoch;
+                b.incarnation = list[i].incarnation;
+                b.fenced = list[i].fenced;
+                b.has_rack = list[i].has_rack;
+                memcpy(b.rack, list[i].rack, sizeof(b.rack));
+                for (int32_t j = 0; j < list[i].nendpoints && j < KB_CTRL_MAX_ENDPOINTS; j++) {
+                    kb_ctrl_endpoint_t *e = &b.endpoints[b.nendpoints++];
+                    memcpy(e->name, list[i].endpoints[j].name, sizeof(e->name));
+                    memcpy(e->host, list[i].endpoints[j].host, sizeof(e->host));
+                    e->port = list[i].endpoints[j].port;
+                    e->security_protocol = list[i].endpoints[j].security_protocol;
+                }
+                kb_ctrl_reg_load(ctl->reg, &b, kb_time_wall_ms());
+            }
+            free(list);
+        }
+    }
     if (ctl->controller && kb_config_has_role(ctl->cfg, "broker")) {
         /* The combined node registers itself: the advertised listeners, bound ports. */
         kb_ctrl_broker_t b;
@@ -1162,12 +1248,19 @@ static int kb_module_ctrl_start(kb_broker_t *kb, void *state)
             e->port = ctl->cfg->adv[i].port ? ctl->cfg->adv[i].port
                                             : kb_server_listener_port(kb->srv, e->name);
         }
-        if (kb_ctrl_reg_register(ctl->reg, &b, -1, kb_time_wall_ms(), -1, &ctl->self_epoch) != 0)
+        kb_ctrl_broker_t old;
+        int64_t prev = kb_ctrl_reg_get(ctl->reg, b.id, &old) == 0 ? old.epoch : -1;
+        if (kb_ctrl_reg_register(ctl->reg, &b, prev, kb_time_wall_ms(), -1, &ctl->self_epoch) !=
+            0) {
             kb_log_error("ctrl", "cannot register this node with itself");
+        } else {
+            b.epoch = ctl->self_epoch;
+            kb_ctrl_commit_register(ctl, &b);
 #ifdef KB_HAVE_REPL
-        else if (kb_repl_of(kb))
-            kb_repl_set_broker_epoch(kb_repl_of(kb), ctl->self_epoch);
+            if (kb_repl_of(kb))
+                kb_repl_set_broker_epoch(kb_repl_of(kb), ctl->self_epoch);
 #endif
+        }
         kb_ctrl_reap(ctl); /* its first heartbeat: unfenced */
     }
     if (ctl->controller) {

@@ -433,6 +433,11 @@ int main(int argc, char **argv)
         goto out;
     CHECK(wait_states(1, 1, 1, 1) >= 0, "all three brokers registered and unfenced");
     check_ports(1);
+    /* the registrations are metadata records: every broker lists every broker */
+    CHECK(wait_states(2, 1, 1, 1) >= 0, "node 2 lists all three brokers");
+    CHECK(wait_states(3, 1, 1, 1) >= 0, "node 3 lists all three brokers");
+    check_ports(2);
+    check_ports(3);
     n = metadata_brokers(1, ids, ports, 8);
     CHECK(n == 3, "Metadata on node 1 lists %d brokers, expected 3", n);
     for (int i = 0; i < n && i < 8; i++)
@@ -487,6 +492,7 @@ int main(int argc, char **argv)
           SESSION_MS);
     n = metadata_brokers(1, ids, ports, 8);
     CHECK(n == 2, "Metadata lists %d brokers with broker 3 fenced, expected 2", n);
+    CHECK(wait_states(2, 1, 1, 0) >= 0, "node 2 sees broker 3 fenced");
     /* clean election: broker 3 leads nothing and left every ISR, on the controller and as
      * broker 2 applied it */
     CHECK(wait_topic_without(1, "cluster-r3", 3), "leadership moved off fenced broker 3");
