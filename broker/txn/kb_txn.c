@@ -818,10 +818,16 @@ int16_t kb_txn_offset_commit(kb_txn_t *c, kb_reqctx_t *ctx, const kp_TxnOffsetCo
     }
     part = kb_txn_offsets_partition(c, group);
     e = kb_txn_entry_get(c, txn_id, false, 0, &ec);
-    if (!e)
+    if (!e && (ec != KP_ERR_NOT_COORDINATOR || implicit_add))
         goto out;
     h = kb_txn_hook_get(c->kb, &o);
-    if (!implicit_add) {
+    if (!e) {
+        /* Another broker coordinates the transaction (this one is the group coordinator): no
+         * check here, as a Kafka group coordinator without transaction verification (kbroker
+         * does not send it the verify-only AddPartitionsToTxn); the offsets stay pending until
+         * the marker the transaction coordinator sends in WriteTxnMarkers. */
+        ec = h && h->txn_offset_commit ? KP_ERR_NONE : KP_ERR_COORDINATOR_NOT_AVAILABLE;
+    } else if (!implicit_add) {
         ec = kb_txnsm_verify(&e->m, rq->ProducerId, rq->ProducerEpoch, KB_TOPIC_CONSUMER_OFFSETS,
                              part);
         if (ec == KP_ERR_NONE && (!h || !h->txn_offset_commit))
@@ -845,7 +851,8 @@ int16_t kb_txn_offset_commit(kb_txn_t *c, kb_reqctx_t *ctx, const kp_TxnOffsetCo
         ec = h->txn_offset_commit(o, ctx, part, rq, resp);
     if (h)
         kb_txn_hook_put();
-    kb_txn_entry_put(c, e);
+    if (e)
+        kb_txn_entry_put(c, e);
 out:
     free(txn_id);
     free(group);

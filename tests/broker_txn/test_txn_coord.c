@@ -840,6 +840,21 @@ static void test_group_hook(void)
     CU_ASSERT_EQUAL(ec, KP_ERR_PRODUCER_FENCED);
     CU_ASSERT_EQUAL(kb_txn_end(e.c, "g2", pid, epoch, true, true, &rpid, &rep), KP_ERR_NONE);
     CU_ASSERT(g_fg.markers == 5 && g_fg.last_commit && g_fg.last_epoch == epoch + 1);
+    {
+        /* the transaction coordinator of "g" moves to broker 2: this node, still the group
+         * coordinator, takes TxnOffsetCommit v0-4 unverified and refuses the v5+ form (the
+         * implicit add needs the transaction coordinator) */
+        int32_t reps[2] = {kb_meta_node_id(e.b.svc->meta), 2};
+        int commits = g_fg.commits;
+        change_leader(&e, KB_TOPIC_TRANSACTION_STATE, kb_txnlog_partition_for("g", 1, 3), 2, reps,
+                      2);
+        kb_txn_tick(e.c);
+        txn_offset_commit(&e, "g", pid, epoch, "grp", false, &ec, &perr);
+        CU_ASSERT(ec == 0 && g_fg.commits == commits + 1);
+        txn_offset_commit(&e, "g", pid, epoch, "grp", true, &ec, &perr);
+        CU_ASSERT_EQUAL(ec, KP_ERR_NOT_COORDINATOR);
+        CU_ASSERT_EQUAL(g_fg.commits, commits + 1);
+    }
     kb_txn_group_hook_remove(g_fake_kb);
     env_stop(&e, true);
 }
