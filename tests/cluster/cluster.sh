@@ -41,11 +41,12 @@ export KPEER_HOME=${KPEER_HOME:-$REPO/.kpeer}
 
 die() { echo "cluster.sh: $*" >&2; exit 2; }
 log() { echo "cluster.sh: $*" >&2; }
-usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
 now_ms() { date +%s%3N; }
 port_in_use() { [ -n "$(ss -Hltn "( sport = :$1 )" 2>/dev/null)" ]; }
 
 CMD=${1:-}; [ -n "$CMD" ] || usage; shift
+case "$CMD" in -h | --help | help) usage ;; esac
 NAME= BACKEND=kafka BASE_PORT=19592 CONTROLLERS=node1 TIMEOUT=120 KBROKER= HEAP=512m
 BUILD=${KM_BUILD_DIR:-$REPO/build}
 OVERRIDES=() ARGS=()
