@@ -1861,6 +1861,13 @@ static int16_t kb_meta_create_locked(kb_meta_t *meta, const kb_topic_spec_t *spe
                                   msg_size);
     if (ec)
         return ec;
+    if (meta->remote >= 0 && !validate_only) {
+        /* A broker-only node: the controller creates topics (broker/ctrl forwards them). */
+        snprintf(msg, msg_size,
+                 "This broker is not the controller: metadata changes are made by controller %d",
+                 (int)meta->remote);
+        return KP_ERR_NOT_CONTROLLER;
+    }
     if (spec->replication_factor > 1 && !spec->internal) {
         /* A single node has one broker; a cluster's controller asks its assigner. */
         int32_t rf = spec->replication_factor, rv[KB_META_MAX_REPLICAS];

@@ -74,6 +74,15 @@ typedef struct kb_ctrl_s {
     bool reelect;         /* a broker was unfenced: offline partitions may get a leader */
     void *repl;           /* the replica manager (kb_repl_t *) when linked, else NULL */
 
+    /* broker-only: forwarded APIs and the handlers they replaced (used when the controller is
+     * unreachable: kb_meta then answers NOT_CONTROLLER naming it) */
+    size_t nfwd;
+    struct {
+        int16_t key;
+        kb_api_handler_fn *fn;
+        void *opaque;
+    } fwd[8];
+
     /* broker-only: the metadata fetcher ("kb-ctrl-fetch", its own kc_ client so a long poll
      * never delays a heartbeat) */
     pthread_t fthr;
@@ -1074,6 +1083,418 @@ static void *kb_ctrl_thread(void *arg)
     return NULL;
 }
 
+/* ---- forwarding (design C5) ------------------------------------------------------------------ */
+
+/* The APIs a broker-only node forwards to the controller in an Envelope. ACL changes are not
+ * among them yet: ACLs are still each node's own store (docs/broker.md "Cluster"). */
+static const int16_t kb_ctrl_fwd_keys[] = {
+    KP_APIKEY_CreateTopics,
+    KP_APIKEY_DeleteTopics,
+    KP_APIKEY_CreatePartitions,
+    KP_APIKEY_AlterConfigs,
+    KP_APIKEY_IncrementalAlterConfigs,
+};
+
+/* The controller: one Envelope whose inner request runs as a connection-less request. */
+typedef struct kb_ctrl_env_s {
+    pthread_mutex_t mu;
+    int refs;
+    bool deferred, cancelled, finished;
+    kb_req_t *outer;
+    int16_t ver;
+    int32_t corr;
+    int16_t resp_hdr_ver;
+    int status;
+    uint8_t *body;
+    size_t len;
+} kb_ctrl_env_t;
+
+static void kb_ctrl_env_unref(kb_ctrl_env_t *env)
+{
+    bool last;
+    pthread_mutex_lock(&env->mu);
+    last = --env->refs == 0;
+    pthread_mutex_unlock(&env->mu);
+    if (!last)
+        return;
+    free(env->body);
+    pthread_mutex_destroy(&env->mu);
+    free(env);
+}
+
+/* The EnvelopeResponse for a finished inner request: its response header and body. */
+static kb_resp_t *kb_ctrl_env_answer(const kb_ctrl_env_t *env)
+{
+    kp_EnvelopeResponse_t resp;
+    kp_writer_t inner, wr;
+    kb_resp_t *r = NULL;
+
+    kp_EnvelopeResponse_init(&resp);
+    kp_writer_init(&inner);
+    if (env->status == 0) {
+        kp_write_int32(&inner, env->corr);
+        if (env->resp_hdr_ver >= 1)
+            kp_write_uvarint(&inner, 0); /* no tagged fields */
+        kp_write_raw(&inner, env->body, env->len);
+        resp.ResponseData.ptr = inner.buf;
+        resp.ResponseData.len = (int32_t)inner.len;
+    } else {
+        resp.ErrorCode =
+            env->status == KB_E_UNSUPPORTED ? KP_ERR_UNSUPPORTED_VERSION : KP_ERR_INVALID_REQUEST;
+    }
+    kp_writer_init(&wr);
+    if (inner.err == 0 && kp_msg_encode(&kp_EnvelopeResponse_desc, &wr, &resp, env->ver) == 0)
+        r = kb_resp_from_writer(&wr);
+    kp_writer_free(&wr);
+    kp_writer_free(&inner);
+    return r;
+}
+
+static void kb_ctrl_env_done(void *opaque, int status, uint8_t *body, size_t len)
+{
+    kb_ctrl_env_t *env = opaque;
+    pthread_mutex_lock(&env->mu);
+    env->status = status;
+    env->body = body;
+    env->len = len;
+    env->finished = true;
+    if (env->deferred && !env->cancelled) {
+        kb_resp_t *r = kb_ctrl_env_answer(env);
+        if (r)
+            kb_req_complete(env->outer, r);
+        else
+            kb_req_complete_close(env->outer);
+    }
+    pthread_mutex_unlock(&env->mu);
+    kb_ctrl_env_unref(env);
+}
+
+static void kb_ctrl_env_cancel(void *opaque, kb_req_t *req)
+{
+    kb_ctrl_env_t *env = opaque;
+    (void)req;
+    pthread_mutex_lock(&env->mu);
+    env->cancelled = true;
+    pthread_mutex_unlock(&env->mu);
+    kb_ctrl_env_unref(env);
+}
+
+static kb_api_result_t kb_ctrl_h_envelope(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    kb_ctrl_t *ctl = kb_ctrl_check(opaque, ctx);
+    kp_EnvelopeRequest_t rq;
+    kp_RequestHeader_t hdr;
+    kp_DefaultPrincipalData_t pd;
+    kp_reader_t rd;
+    kb_req_local_conf_t conf;
+    kb_ctrl_env_t *env;
+    kb_req_t *inner;
+    char principal[512], peer[160], cid[256];
+    int err = 0;
+    int16_t key, ver, hv;
+
+    if (!ctl || kb_ctrl_decode(ctx, &kp_EnvelopeRequest_desc, &rq) != 0)
+        return KB_API_CLOSE;
+    /* The inner request's header: key and version first, then the header of that version. */
+    if (rq.RequestData.len < 8)
+        return KB_API_CLOSE;
+    kp_reader_init(&rd, rq.RequestData.ptr, (size_t)rq.RequestData.len);
+    key = kp_read_int16(&rd);
+    ver = kp_read_int16(&rd);
+    hv = kp_request_header_version(key, ver);
+    kp_reader_init(&rd, rq.RequestData.ptr, (size_t)rq.RequestData.len);
+    kp_RequestHeader_init(&hdr);
+    if (hv < 0 || kp_RequestHeader_decode(&rd, ctx->arena, &hdr, hv) != 0 ||
+        key == KP_APIKEY_Envelope) {
+        kb_log_info("ctrl", "%s: Envelope with an undecodable or nested request", ctx->peer);
+        return KB_API_CLOSE;
+    }
+    snprintf(principal, sizeof(principal), "User:ANONYMOUS");
+    if (rq.RequestPrincipal.len > 0) {
+        kp_reader_t prd;
+        kp_reader_init(&prd, rq.RequestPrincipal.ptr, (size_t)rq.RequestPrincipal.len);
+        kp_DefaultPrincipalData_init(&pd);
+        if (kp_msg_decode(&kp_DefaultPrincipalData_desc, &prd, ctx->arena, &pd, 0) != 0 ||
+            pd.Type.len <= 0 || pd.Name.len < 0) {
+            kb_log_info("ctrl", "%s: Envelope with an undecodable principal", ctx->peer);
+            return KB_API_CLOSE;
+        }
+        snprintf(principal, sizeof(principal), "%.*s:%.*s", (int)pd.Type.len, pd.Type.ptr,
+                 (int)pd.Name.len, pd.Name.ptr ? pd.Name.ptr : "");
+    }
+    snprintf(peer, sizeof(peer), "envelope from %s", ctx->peer);
+    snprintf(cid, sizeof(cid), "%.*s", hdr.ClientId.len > 0 ? (int)hdr.ClientId.len : 0,
+             hdr.ClientId.len > 0 ? hdr.ClientId.ptr : "");
+    env = calloc(1, sizeof(*env));
+    if (!env)
+        return KB_API_CLOSE;
+    pthread_mutex_init(&env->mu, NULL);
+    env->refs = 2; /* this handler and the done callback */
+    env->outer = req;
+    env->ver = ctx->api_version;
+    env->corr = hdr.CorrelationId;
+    env->resp_hdr_ver = kp_response_header_version(key, ver);
+    memset(&conf, 0, sizeof(conf));
+    conf.api_key = key;
+    conf.api_version = ver;
+    conf.correlation_id = hdr.CorrelationId;
+    conf.client_id = hdr.ClientId.len >= 0 ? cid : NULL;
+    conf.listener = ctx->listener;
+    conf.peer = peer;
+    conf.principal = principal;
+    conf.done = kb_ctrl_env_done;
+    conf.done_opaque = env;
+    inner = kb_req_local_new(ctl->kb->reg, &conf, rq.RequestData.ptr + rd.pos,
+                             (size_t)rq.RequestData.len - rd.pos, &err);
+    if (!inner) {
+        env->status = err ? err : KB_E_PARSE;
+        env->finished = true;
+        env->refs = 1;
+    } else {
+        kb_req_local_run(inner);
+        kb_req_local_release(inner);
+    }
+    pthread_mutex_lock(&env->mu);
+    if (env->finished) {
+        pthread_mutex_unlock(&env->mu);
+        *respp = kb_ctrl_env_answer(env);
+        kb_ctrl_env_unref(env);
+        return *respp ? KB_API_RESPOND : KB_API_CLOSE;
+    }
+    /* The inner request waits (a deferred handler): answer when it finishes. The reference of
+     * this handler passes to the cancel callback. */
+    if (kb_req_defer(req, kb_ctrl_env_cancel, env) != 0) {
+        env->cancelled = true;
+        pthread_mutex_unlock(&env->mu);
+        kb_ctrl_env_unref(env);
+        return KB_API_CLOSE;
+    }
+    env->deferred = true;
+    pthread_mutex_unlock(&env->mu);
+    return KB_API_DEFERRED;
+}
+
+/* A broker-only node: one request forwarded to the controller. */
+typedef struct kb_ctrl_fw_s {
+    kb_ctrl_t *ctl;
+    pthread_mutex_t mu;
+    int refs;
+    bool cancelled;
+    kb_req_t *req;
+    kb_api_handler_fn *local;
+    void *local_opaque;
+    kp_EnvelopeRequest_t env;
+    uint8_t principal[600];
+    uint8_t addr[16];
+    uint8_t *frame; /* a copy: the client may go away before the client library encodes */
+} kb_ctrl_fw_t;
+
+static void kb_ctrl_fw_unref(kb_ctrl_fw_t *fw)
+{
+    bool last;
+    pthread_mutex_lock(&fw->mu);
+    last = --fw->refs == 0;
+    pthread_mutex_unlock(&fw->mu);
+    if (!last)
+        return;
+    pthread_mutex_destroy(&fw->mu);
+    free(fw->frame);
+    free(fw);
+}
+
+static void kb_ctrl_fw_cancel(void *opaque, kb_req_t *req)
+{
+    kb_ctrl_fw_t *fw = opaque;
+    (void)req;
+    pthread_mutex_lock(&fw->mu);
+    fw->cancelled = true;
+    pthread_mutex_unlock(&fw->mu);
+    kb_ctrl_fw_unref(fw);
+}
+
+/* The relayed answer: the inner response without its header. NULL when unusable. */
+static kb_resp_t *kb_ctrl_fw_relay(kb_reqctx_t *ctx, const kp_EnvelopeResponse_t *er)
+{
+    kp_reader_t rd;
+    kb_resp_t *r;
+    if (er->ErrorCode || er->ResponseData.len < 4)
+        return NULL;
+    kp_reader_init(&rd, er->ResponseData.ptr, (size_t)er->ResponseData.len);
+    {
+        kp_ResponseHeader_t h;
+        kp_arena_t ar;
+        int rc;
+        kp_arena_init(&ar, 1u << 16);
+        kp_ResponseHeader_init(&h);
+        rc = kp_ResponseHeader_decode(&rd, &ar, &h, ctx->resp_hdr_version);
+        kp_arena_free(&ar);
+        if (rc != 0 || h.CorrelationId != ctx->correlation_id)
+            return NULL;
+    }
+    r = kb_resp_new();
+    if (r && kb_resp_append_copy(r, er->ResponseData.ptr + rd.pos,
+                                 (size_t)er->ResponseData.len - rd.pos) != 0) {
+        kb_resp_free(r);
+        r = NULL;
+    }
+    return r;
+}
+
+static void kb_ctrl_fw_done(kc_client_t *kc, int err, int16_t ver, const uint8_t *body, size_t len,
+                            void *opaque)
+{
+    kb_ctrl_fw_t *fw = opaque;
+    kb_resp_t *r = NULL;
+    (void)kc;
+    pthread_mutex_lock(&fw->mu);
+    if (!fw->cancelled) {
+        kb_reqctx_t *ctx = kb_req_ctx(fw->req);
+        if (err == KC_E_OK) {
+            kp_EnvelopeResponse_t er;
+            kp_reader_t rd;
+            kp_arena_t ar;
+            kp_arena_init(&ar, 0);
+            kp_reader_init(&rd, body, len);
+            kp_EnvelopeResponse_init(&er);
+            if (kp_msg_decode(&kp_EnvelopeResponse_desc, &rd, &ar, &er, ver) == 0)
+                r = kb_ctrl_fw_relay(ctx, &er);
+            if (!r)
+                kb_log_warn("ctrl",
+                            "controller %" PRId32 " answered a forwarded request "
+                            "unusably (error %d)",
+                            fw->ctl->cfg->voter_id, er.ErrorCode);
+            kp_arena_free(&ar);
+        } else {
+            kb_log_info("ctrl", "forwarding to controller %" PRId32 " failed: %s",
+                        fw->ctl->cfg->voter_id, kc_err_str(err));
+        }
+        /* Not answered: this node's own handler answers, and its metadata being the
+         * controller's copy, a change is refused with NOT_CONTROLLER naming the controller. */
+        if (!r) {
+            if (fw->local(fw->local_opaque, fw->req, &r) != KB_API_RESPOND)
+                r = NULL;
+        }
+        if (r)
+            kb_req_complete(fw->req, r);
+        else
+            kb_req_complete_close(fw->req);
+    }
+    pthread_mutex_unlock(&fw->mu);
+    kb_ctrl_fw_unref(fw);
+}
+
+static kb_api_result_t kb_ctrl_h_forward(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_ctrl_t *ctl = opaque;
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    kb_api_handler_fn *local = NULL;
+    void *local_opaque = NULL;
+    kb_ctrl_fw_t *fw;
+    kp_DefaultPrincipalData_t pd;
+    kp_writer_t pw;
+    const char *colon;
+    bool down;
+
+    for (size_t i = 0; i < ctl->nfwd; i++)
+        if (ctl->fwd[i].key == ctx->api_key) {
+            local = ctl->fwd[i].fn;
+            local_opaque = ctl->fwd[i].opaque;
+        }
+    if (!local)
+        return KB_API_CLOSE;
+    pthread_mutex_lock(&ctl->mu);
+    down = ctl->reported_down || ctl->last_ok_ms < 0;
+    pthread_mutex_unlock(&ctl->mu);
+    /* The controller is unreachable: fail fast (this node's handler answers NOT_CONTROLLER). */
+    if (down || kb_apisvc_privileged(ctx))
+        return local(local_opaque, req, respp);
+    fw = calloc(1, sizeof(*fw));
+    if (!fw)
+        return KB_API_CLOSE;
+    pthread_mutex_init(&fw->mu, NULL);
+    fw->ctl = ctl;
+    fw->refs = 2; /* the kc callback and the cancel callback */
+    fw->req = req;
+    fw->local = local;
+    fw->local_opaque = local_opaque;
+    /* The principal as Kafka serialises it (DefaultPrincipalData v0). */
+    kp_DefaultPrincipalData_init(&pd);
+    colon = ctx->principal ? strchr(ctx->principal, ':') : NULL;
+    pd.Type = colon ? (kp_str_t){ctx->principal, (int32_t)(colon - ctx->principal)}
+                    : kb_ctrl_view("User");
+    pd.Name = colon ? kb_ctrl_view(colon + 1) : kb_ctrl_view("ANONYMOUS");
+    kp_writer_init(&pw);
+    if (kp_msg_encode(&kp_DefaultPrincipalData_desc, &pw, &pd, 0) != 0 ||
+        pw.len > sizeof(fw->principal)) {
+        kp_writer_free(&pw);
+        pthread_mutex_destroy(&fw->mu);
+        free(fw);
+        return KB_API_CLOSE;
+    }
+    memcpy(fw->principal, pw.buf, pw.len);
+    kp_EnvelopeRequest_init(&fw->env);
+    fw->env.RequestPrincipal.ptr = fw->principal;
+    fw->env.RequestPrincipal.len = (int32_t)pw.len;
+    kp_writer_free(&pw);
+    fw->frame = malloc(ctx->frame_len ? ctx->frame_len : 1);
+    if (!fw->frame) {
+        pthread_mutex_destroy(&fw->mu);
+        free(fw);
+        return KB_API_CLOSE;
+    }
+    memcpy(fw->frame, ctx->frame, ctx->frame_len);
+    fw->env.RequestData.ptr = fw->frame;
+    fw->env.RequestData.len = (int32_t)ctx->frame_len;
+    fw->env.ClientHostAddress.ptr = fw->addr;
+    fw->env.ClientHostAddress.len = 4; /* 0.0.0.0: the peer address is only logged */
+    if (kb_req_defer(req, kb_ctrl_fw_cancel, fw) != 0) {
+        pthread_mutex_destroy(&fw->mu);
+        free(fw->frame);
+        free(fw);
+        return KB_API_CLOSE;
+    }
+    /* Bounded by the session timeout: a controller that went away meanwhile fails it fast. */
+    if (kc_request_msg(ctl->kc, ctl->cfg->voter_id, &kp_EnvelopeRequest_desc, -1, &fw->env,
+                       ctl->cfg->broker_session_timeout_ms, 0, kb_ctrl_fw_done, fw) <= 0) {
+        /* Not sent: the local answer, as for an unreachable controller. */
+        kb_resp_t *r = NULL;
+        pthread_mutex_lock(&fw->mu);
+        if (!fw->cancelled) {
+            if (local(local_opaque, req, &r) == KB_API_RESPOND && r)
+                kb_req_complete(req, r);
+            else
+                kb_req_complete_close(req);
+            fw->cancelled = true;
+        }
+        pthread_mutex_unlock(&fw->mu);
+        kb_ctrl_fw_unref(fw);
+    }
+    return KB_API_DEFERRED;
+}
+
+/* Take over the forwarded APIs (broker-only node, at init). */
+static int kb_ctrl_fwd_install(kb_ctrl_t *ctl, kb_api_registry_t *reg)
+{
+    for (size_t i = 0; i < sizeof(kb_ctrl_fwd_keys) / sizeof(kb_ctrl_fwd_keys[0]); i++) {
+        kb_api_range_t rg;
+        kb_api_call_t call;
+        int16_t key = kb_ctrl_fwd_keys[i];
+        if (kb_api_get(reg, key, &rg) != 0 || kb_api_call_begin(reg, key, &call) != 0)
+            continue;
+        ctl->fwd[ctl->nfwd].key = key;
+        ctl->fwd[ctl->nfwd].fn = call.fn;
+        ctl->fwd[ctl->nfwd].opaque = call.opaque;
+        kb_api_call_end(reg, &call);
+        kb_api_unregister(reg, key);
+        if (kb_api_register(reg, key, rg.min_ver, rg.max_ver, kb_ctrl_h_forward, ctl, rg.flags) !=
+            0)
+            return -1;
+        ctl->nfwd++;
+    }
+    return 0;
+}
+
 /* ---- the replica manager (broker/repl) ----------------------------------------------------- */
 
 static void kb_ctrl_repl_endpoints(kb_ctrl_t *ctl)
@@ -1155,6 +1576,8 @@ static int kb_module_ctrl_init(kb_broker_t *kb, void **statep, char *errstr, siz
         if (rc == 0)
             rc = kb_api_register(kb->reg, KP_APIKEY_AlterPartition, 2, 3, kb_ctrl_h_alter_partition,
                                  ctl, 0);
+        if (rc == 0)
+            rc = kb_api_register(kb->reg, KP_APIKEY_Envelope, 0, 0, kb_ctrl_h_envelope, ctl, 0);
         if (rc != 0) {
             snprintf(errstr, errstr_size, "cannot register the controller APIs (error %d)", rc);
             kb_api_unregister(kb->reg, KP_APIKEY_BrokerRegistration);
@@ -1187,6 +1610,11 @@ static int kb_module_ctrl_init(kb_broker_t *kb, void **statep, char *errstr, siz
         }
         /* This node's metadata log is the controller's copy from now on. */
         kb_meta_set_remote(ctl->svc->meta, cfg->voter_id);
+        if (kb_ctrl_fwd_install(ctl, kb->reg) != 0) {
+            snprintf(errstr, errstr_size, "cannot install the forwarding handlers");
+            kb_ctrl_free(ctl);
+            return -1;
+        }
     }
     *statep = ctl;
     return 0;
@@ -1353,7 +1781,10 @@ static void kb_module_ctrl_fini(kb_broker_t *kb, void *state)
         kb_api_unregister(kb->reg, KP_APIKEY_BrokerHeartbeat);
         kb_api_unregister(kb->reg, KP_APIKEY_UnregisterBroker);
         kb_api_unregister(kb->reg, KP_APIKEY_AlterPartition);
+        kb_api_unregister(kb->reg, KP_APIKEY_Envelope);
     }
+    for (size_t i = 0; i < ctl->nfwd; i++)
+        kb_api_unregister(kb->reg, ctl->fwd[i].key);
     kb_ctrl_free(ctl);
 }
 

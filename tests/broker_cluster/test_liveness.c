@@ -475,11 +475,14 @@ int main(int argc, char **argv)
                   led[3]);
             wait_topic_like_controller(2, "cluster-r3");
         }
+        /* CreateTopics through broker-only node 3: forwarded to the controller (Envelope) */
         fd = kbat_connect(g_nodes[3].port);
-        CHECK(fd >= 0 && kbat_create_topic(fd, "cluster-b", 1, NULL) == KP_ERR_NOT_CONTROLLER,
-              "CreateTopics on broker-only node 3 answers NOT_CONTROLLER");
+        CHECK(fd >= 0 && kbat_create_topic(fd, "cluster-b", 2, NULL) == 0,
+              "CreateTopics through broker-only node 3");
         if (fd >= 0)
             close(fd);
+        wait_topic_like_controller(3, "cluster-b");
+        wait_topic_like_controller(2, "cluster-b");
     }
 
     /* 2. kill -9 of broker 3: fenced after the session timeout, not before */
@@ -518,6 +521,27 @@ int main(int argc, char **argv)
     kill_node(1, SIGKILL, -1);
     n = metadata_brokers(2, ids, ports, 8);
     CHECK(n >= 1, "broker 2 serves Metadata while the controller is down (%d)", n);
+    {
+        /* a change attempted meanwhile fails fast with a retriable error (once the channel
+         * noticed: poll, the first attempts may still wait for the controller) */
+        int64_t dl = kbat_now_ms() + DEADLINE_MS, t0;
+        int16_t ec = -100;
+        struct pollfd none = {.fd = -1};
+        while (kbat_now_ms() < dl && ec != KP_ERR_NOT_CONTROLLER) {
+            int fd = kbat_connect(g_nodes[2].port);
+            t0 = kbat_now_ms();
+            ec = fd >= 0 ? kbat_create_topic(fd, "cluster-down", 1, NULL) : -100;
+            if (fd >= 0)
+                close(fd);
+            if (ec != KP_ERR_NOT_CONTROLLER)
+                poll(&none, 0, 50); /* pacing of the polling loop */
+            else
+                CHECK(kbat_now_ms() - t0 < 2000, "NOT_CONTROLLER took %lld ms",
+                      (long long)(kbat_now_ms() - t0));
+        }
+        CHECK(ec == KP_ERR_NOT_CONTROLLER,
+              "CreateTopics with the controller down answers NOT_CONTROLLER (got %d)", ec);
+    }
     CHECK(start_node(1) == 0, "restart the controller on port %d", g_cport);
     took = wait_states(1, 1, 1, 1);
     fprintf(stderr, "brokers registered again %lld ms after the controller's restart\n",
@@ -525,6 +549,23 @@ int main(int argc, char **argv)
     CHECK(took >= 0, "brokers registered again with the restarted controller");
     check_ports(1);
     wait_topic_like_controller(2, "cluster-c");
+    {
+        tview_t tv;
+        CHECK(metadata_topic(1, "cluster-down", &tv) == 0 &&
+                  tv.err == KP_ERR_UNKNOWN_TOPIC_OR_PARTITION,
+              "the change refused while the controller was down did not happen (%d)", tv.err);
+        /* a client retries the retriable NOT_CONTROLLER until the broker reaches the
+         * controller again */
+        int64_t dl = kbat_now_ms() + DEADLINE_MS;
+        int16_t ec = -100;
+        struct pollfd none = {.fd = -1};
+        while (kbat_now_ms() < dl &&
+               (ec = create_topic_rf(2, "cluster-down", 1, 3)) == KP_ERR_NOT_CONTROLLER)
+            poll(&none, 0, 50); /* pacing of the retries */
+        CHECK(ec == 0, "CreateTopics through node 2 works again once the controller is back (%d)",
+              ec);
+        wait_topic_like_controller(3, "cluster-down");
+    }
 
     /* 5. SIGTERM of broker 2: controlled shutdown, exit 0, then fenced */
     kill_node(2, SIGTERM, 0);
