@@ -6,6 +6,8 @@
 #
 #   tests/broker_cluster/coord_failover.sh [--backend kbroker|kafka] [--build DIR]
 #                                          [--base-port P] [--kbroker PATH]
+#                                          [--controllers separate|node1]
+#   (node1: node 1 is also the single controller; a kill of node 1 then stops leader moves)
 #
 # tests/broker_txn/java's "failover" scenario (Java 4.4 client) runs a consumer group and a
 # transactional producer on a 3-partition topic, finds the group coordinator with
@@ -19,13 +21,14 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO=$(cd "$HERE/../.." && pwd -P)
-BACKEND=kbroker BUILD=$REPO/build BASE_PORT=21892 KBROKER=
+BACKEND=kbroker BUILD=$REPO/build BASE_PORT=21892 KBROKER= CONTROLLERS=separate
 while [ $# -gt 0 ]; do
   case "$1" in
     --backend) BACKEND=$2; shift 2 ;;
     --build) BUILD=$2; shift 2 ;;
     --base-port) BASE_PORT=$2; shift 2 ;;
     --kbroker) KBROKER=$2; shift 2 ;;
+    --controllers) CONTROLLERS=$2; shift 2 ;;
     *) echo "usage: $0 [--backend kbroker|kafka] [--build DIR] [--base-port P] [--kbroker PATH]" >&2; exit 64 ;;
   esac
 done
@@ -54,9 +57,19 @@ OV=(--override min.insync.replicas=2 --override offsets.topic.replication.factor
 KB=()
 [ -n "$KBROKER" ] && KB=(--kbroker "$KBROKER")
 say "starting 3 brokers and a controller ($BACKEND, base port $BASE_PORT)"
-cl start --backend "$BACKEND" --controllers separate --base-port "$BASE_PORT" --build "$BUILD" \
+cl start --backend "$BACKEND" --controllers "$CONTROLLERS" --base-port "$BASE_PORT" --build "$BUILD" \
   "${KB[@]}" "${OV[@]}" --timeout 120 || { say "SETUP ERROR: the cluster did not start"; exit 2; }
-cl create-topic cf 3 min.insync.replicas=2 || { say "SETUP ERROR: create-topic"; exit 2; }
+# retried: a broker may still be registering with the controller when the nodes first answer
+end=$(($(now_ms) + 60000))
+until cl create-topic cf 3 min.insync.replicas=2 >"$W/create-topic.log" 2>&1; do
+  if [ "$(now_ms)" -gt "$end" ]; then
+    cat "$W/create-topic.log"
+    say "SETUP ERROR: create-topic"
+    exit 2
+  fi
+  sleep 1 # between attempts of a deadline-bounded retry
+done
+cat "$W/create-topic.log"
 BS=$(cl bootstrap)
 
 mkfifo "$W/go"
