@@ -73,6 +73,7 @@ typedef struct kb_ctrl_s {
     int32_t assign_start; /* replica striping start of the topic being created */
     bool reelect;         /* a broker was unfenced: offline partitions may get a leader */
     void *repl;           /* the replica manager (kb_repl_t *) when linked, else NULL */
+    bool self_chan;       /* combined node: kc points at its own controller listener */
 
     /* broker-only: forwarded APIs and the handlers they replaced (used when the controller is
      * unreachable: kb_meta then answers NOT_CONTROLLER naming it) */
@@ -1632,6 +1633,76 @@ static int64_t kb_ctrl_repl_send(void *opaque, int16_t api_key, int16_t min_ver,
 }
 #endif
 
+#ifdef KB_HAVE_REPL
+/* A combined node's leaders send AlterPartition to the controller in this process: through
+ * its own controller listener, like every other broker's ("kb-ctrl-self" drives the client). */
+static int64_t kb_ctrl_repl_send_self(void *opaque, int16_t api_key, int16_t min_ver,
+                                      int16_t max_ver, kc_encode_cb_t *encode, kc_resp_cb_t *cb,
+                                      void *cb_opaque)
+{
+    kb_ctrl_t *ctl = opaque;
+    return kc_request(ctl->kc, ctl->cfg->node_id, api_key, min_ver, max_ver, encode, 0, 0, cb,
+                      cb_opaque);
+}
+
+static void *kb_ctrl_self_thread(void *arg)
+{
+    kb_ctrl_t *ctl = arg;
+    pthread_mutex_lock(&ctl->mu);
+    while (!ctl->stop) {
+        pthread_mutex_unlock(&ctl->mu);
+        kc_client_poll(ctl->kc, KB_CTRL_TICK_MS);
+        pthread_mutex_lock(&ctl->mu);
+    }
+    pthread_mutex_unlock(&ctl->mu);
+    return NULL;
+}
+
+static void kb_ctrl_self_channel(kb_ctrl_t *ctl, kb_broker_t *kb)
+{
+    const kb_config_t *cfg = ctl->cfg;
+    const kb_config_listener_t *l = NULL;
+    const char *names = cfg->controller_listener_names, *host;
+    char errstr[256];
+    kc_opts_t o;
+
+    if (!names || !*names || !kb_repl_of(kb))
+        return; /* a self-contained node: no other broker, no follower, no ISR change */
+    for (size_t i = 0; i < cfg->lst_cnt && !l; i++) {
+        size_t len = strlen(cfg->lst[i].name);
+        for (const char *p = names; *p && !l;) {
+            size_t n = strcspn(p, ",");
+            if (n == len && !strncasecmp(p, cfg->lst[i].name, n))
+                l = &cfg->lst[i];
+            p += n;
+            if (*p == ',')
+                p++;
+        }
+    }
+    if (!l)
+        return;
+    host = !l->host[0] || !strcmp(l->host, "0.0.0.0") ? "127.0.0.1"
+           : !strcmp(l->host, "::")                   ? "::1"
+                                                      : l->host;
+    kc_opts_init(&o);
+    o.client_id = "kbroker-self";
+    o.log_cb = kb_ctrl_kc_log;
+    o.log_opaque = ctl;
+    ctl->kc = kc_client_new(&o, errstr, sizeof(errstr));
+    if (!ctl->kc ||
+        kc_client_node_set(ctl->kc, cfg->node_id, host,
+                           kb_server_listener_port(kb->srv, l->name)) != 0 ||
+        pthread_create(&ctl->fthr, NULL, kb_ctrl_self_thread, ctl) != 0) {
+        kb_log_error("ctrl",
+                     "no channel to this node's own controller: its leaders keep their ISR");
+        return;
+    }
+    ctl->fthr_started = true;
+    ctl->self_chan = true;
+    kb_repl_set_ctrl(kb_repl_of(kb), kb_ctrl_repl_send_self, ctl);
+}
+#endif
+
 static int kb_module_ctrl_start(kb_broker_t *kb, void *state)
 {
     kb_ctrl_t *ctl = state;
@@ -1716,6 +1787,8 @@ static int kb_module_ctrl_start(kb_broker_t *kb, void *state)
 #ifdef KB_HAVE_REPL
     if (ctl->remote && kb_repl_of(kb))
         kb_repl_set_ctrl(kb_repl_of(kb), kb_ctrl_repl_send, ctl);
+    if (ctl->controller && kb_config_has_role(ctl->cfg, "broker"))
+        kb_ctrl_self_channel(ctl, kb);
 #endif
     if (ctl->remote)
         kb_log_info("ctrl", "broker %" PRId32 ": controller %" PRId32 " at %s:%d",
@@ -1729,7 +1802,7 @@ static void kb_module_ctrl_stop(kb_broker_t *kb, void *state)
     kb_ctrl_t *ctl = state;
     (void)kb;
 #ifdef KB_HAVE_REPL
-    if (ctl->remote && kb_repl_of(kb))
+    if ((ctl->remote || ctl->self_chan) && kb_repl_of(kb))
         kb_repl_set_ctrl(kb_repl_of(kb), NULL, NULL);
 #endif
     if (!ctl->thr_started)

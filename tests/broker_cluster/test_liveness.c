@@ -515,6 +515,23 @@ int main(int argc, char **argv)
     check_ports(1);
     wait_topic_like_controller(3, "cluster-a");
     wait_topic_like_controller(3, "cluster-c");
+    /* the leaders (on node 1 through its own controller listener, on node 2 through its
+     * channel) take broker 3 back into the ISR once it caught up (AlterPartition) */
+    {
+        int64_t dl = kbat_now_ms() + DEADLINE_MS;
+        tview_t tv;
+        bool full = false;
+        struct pollfd none = {.fd = -1};
+        while (kbat_now_ms() < dl && !full) {
+            full = metadata_topic(1, "cluster-r3", &tv) == 0 && tv.nparts == 3;
+            for (int k = 0; full && k < 3; k++)
+                full = tv.nisr[k] == 3;
+            if (!full)
+                poll(&none, 0, 50); /* pacing of the polling loop */
+        }
+        CHECK(full, "broker 3 back in the ISR of every partition of cluster-r3 (%d %d %d)",
+              tv.nisr[0], tv.nisr[1], tv.nisr[2]);
+    }
 
     /* 4. kill -9 of the controller: the brokers keep serving; after its restart they
      *    register again by themselves */
