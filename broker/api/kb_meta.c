@@ -2102,8 +2102,27 @@ int16_t kb_meta_create_partitions(kb_meta_t *meta, const char *name, int32_t cou
     }
     memset(&p0, 0, sizeof(p0));
     kb_meta_single_part(meta, &p0, &self, 0);
-    for (int32_t i = t->nparts; i < count; i++)
-        kb_mrecs_partition(&rs, &t->id, i, &p0);
+    for (int32_t i = t->nparts; i < count; i++) {
+        int32_t rv[KB_META_MAX_REPLICAS];
+        kb_mpart_t pa = p0;
+        if (meta->assign) {
+            /* The controller of a cluster: as many replicas as the topic's first partition. */
+            int32_t rf = t->nparts > 0 && t->pi[0].nreplicas > 0 ? t->pi[0].nreplicas : 1;
+            if (rf > KB_META_MAX_REPLICAS)
+                rf = KB_META_MAX_REPLICAS;
+            ec = meta->assign(meta->assign_opaque, i, &rf, false, rv, msg, msg_size);
+            if (ec) {
+                kb_meta_recs_free(rs.v, rs.n);
+                kb_meta_unstage(meta, st);
+                pthread_mutex_unlock(&meta->change_mu);
+                return ec;
+            }
+            pa.replicas = pa.isr = rv;
+            pa.nreplicas = pa.nisr = rf;
+            pa.leader = rv[0];
+        }
+        kb_mrecs_partition(&rs, &t->id, i, &pa);
+    }
     meta->staged = st;
     ec = kb_meta_commit(meta, &rs, msg, msg_size);
     kb_meta_unstage(meta, st);

@@ -331,6 +331,108 @@ static void wait_topic_like_controller(int via, const char *name)
           name, got.err, got.nparts);
 }
 
+/* CreatePartitions v3 through node @p via: @p count partitions. The error code. */
+static int16_t create_partitions(int via, const char *name, int32_t count)
+{
+    kp_CreatePartitionsRequest_t rq;
+    kp_CreatePartitionsResponse_t resp;
+    kp_CreatePartitionsRequest_CreatePartitionsTopic_t t;
+    kp_arena_t ar;
+    int16_t ec = -100;
+    int fd = kbat_connect(g_nodes[via].port);
+    if (fd < 0)
+        return ec;
+    kp_CreatePartitionsRequest_init(&rq);
+    kp_CreatePartitionsRequest_CreatePartitionsTopic_init(&t);
+    t.Name = (kp_str_t){name, (int32_t)strlen(name)};
+    t.Count = count;
+    t.Assignments.cnt = -1;
+    rq.Topics.v = &t;
+    rq.Topics.cnt = 1;
+    rq.TimeoutMs = 10000;
+    kp_arena_init(&ar, 0);
+    if (kbat_call(fd, KP_APIKEY_CreatePartitions, 3, &rq, &resp, &ar) == 0 && resp.Results.cnt == 1)
+        ec = resp.Results.v[0].ErrorCode;
+    kp_arena_free(&ar);
+    close(fd);
+    return ec;
+}
+
+/* IncrementalAlterConfigs v1 through node @p via: set topic config @p key. The error code. */
+static int16_t set_topic_config(int via, const char *topic, const char *key, const char *value)
+{
+    kp_IncrementalAlterConfigsRequest_t rq;
+    kp_IncrementalAlterConfigsResponse_t resp;
+    kp_IncrementalAlterConfigsRequest_AlterConfigsResource_t r;
+    kp_IncrementalAlterConfigsRequest_AlterableConfig_t c;
+    kp_arena_t ar;
+    int16_t ec = -100;
+    int fd = kbat_connect(g_nodes[via].port);
+    if (fd < 0)
+        return ec;
+    kp_IncrementalAlterConfigsRequest_init(&rq);
+    kp_IncrementalAlterConfigsRequest_AlterConfigsResource_init(&r);
+    kp_IncrementalAlterConfigsRequest_AlterableConfig_init(&c);
+    c.Name = (kp_str_t){key, (int32_t)strlen(key)};
+    c.ConfigOperation = 0;
+    c.Value = (kp_str_t){value, (int32_t)strlen(value)};
+    r.ResourceType = 2;
+    r.ResourceName = (kp_str_t){topic, (int32_t)strlen(topic)};
+    r.Configs.v = &c;
+    r.Configs.cnt = 1;
+    rq.Resources.v = &r;
+    rq.Resources.cnt = 1;
+    kp_arena_init(&ar, 0);
+    if (kbat_call(fd, KP_APIKEY_IncrementalAlterConfigs, 1, &rq, &resp, &ar) == 0 &&
+        resp.Responses.cnt == 1)
+        ec = resp.Responses.v[0].ErrorCode;
+    kp_arena_free(&ar);
+    close(fd);
+    return ec;
+}
+
+/* Poll DescribeConfigs v4 on node @p via until topic config @p key is @p want. */
+static bool wait_topic_config(int via, const char *topic, const char *key, const char *want)
+{
+    int64_t dl = kbat_now_ms() + DEADLINE_MS;
+    struct pollfd none = {.fd = -1};
+    while (kbat_now_ms() < dl) {
+        kp_DescribeConfigsRequest_t rq;
+        kp_DescribeConfigsResponse_t resp;
+        kp_DescribeConfigsRequest_DescribeConfigsResource_t r;
+        kp_str_t k = {key, (int32_t)strlen(key)};
+        kp_arena_t ar;
+        bool ok = false;
+        int fd = kbat_connect(g_nodes[via].port);
+        kp_DescribeConfigsRequest_init(&rq);
+        kp_DescribeConfigsRequest_DescribeConfigsResource_init(&r);
+        r.ResourceType = 2;
+        r.ResourceName = (kp_str_t){topic, (int32_t)strlen(topic)};
+        r.ConfigurationKeys.v = &k;
+        r.ConfigurationKeys.cnt = 1;
+        rq.Resources.v = &r;
+        rq.Resources.cnt = 1;
+        kp_arena_init(&ar, 0);
+        if (fd >= 0 && kbat_call(fd, KP_APIKEY_DescribeConfigs, 4, &rq, &resp, &ar) == 0 &&
+            resp.Results.cnt == 1 && resp.Results.v[0].ErrorCode == 0) {
+            for (int32_t i = 0; i < resp.Results.v[0].Configs.cnt; i++) {
+                const kp_DescribeConfigsResponse_DescribeConfigsResourceResult_t *c =
+                    &resp.Results.v[0].Configs.v[i];
+                if (c->Value.len == (int32_t)strlen(want) &&
+                    !memcmp(c->Value.ptr, want, strlen(want)))
+                    ok = true;
+            }
+        }
+        kp_arena_free(&ar);
+        if (fd >= 0)
+            close(fd);
+        if (ok)
+            return true;
+        poll(&none, 0, 50); /* pacing of the polling loop */
+    }
+    return false;
+}
+
 /* True if broker @p id leads or is in the ISR of a partition of @p tv. */
 static bool topic_uses(const tview_t *tv, int id)
 {
@@ -475,6 +577,24 @@ int main(int argc, char **argv)
                   led[3]);
             wait_topic_like_controller(2, "cluster-r3");
         }
+        /* CreatePartitions and a config change through node 2: forwarded, assigned over the
+         * brokers, seen everywhere */
+        {
+            tview_t tv;
+            CHECK(create_partitions(2, "cluster-r3", 5) == 0, "CreatePartitions through node 2");
+            CHECK(metadata_topic(1, "cluster-r3", &tv) == 0 && tv.nparts == 5,
+                  "cluster-r3 has 5 partitions on the controller (%d)", tv.nparts);
+            for (int k = 3; k < tv.nparts && k < 5; k++)
+                CHECK(tv.nreplicas[k] == 3, "new partition cluster-r3-%d has %d replicas", k,
+                      tv.nreplicas[k]);
+            wait_topic_like_controller(3, "cluster-r3");
+            CHECK(set_topic_config(2, "cluster-a", "retention.ms", "7777777") == 0,
+                  "IncrementalAlterConfigs through node 2");
+            CHECK(wait_topic_config(1, "cluster-a", "retention.ms", "7777777"),
+                  "the config change on the controller");
+            CHECK(wait_topic_config(3, "cluster-a", "retention.ms", "7777777"),
+                  "the config change on node 3");
+        }
         /* CreateTopics through broker-only node 3: forwarded to the controller (Envelope) */
         fd = kbat_connect(g_nodes[3].port);
         CHECK(fd >= 0 && kbat_create_topic(fd, "cluster-b", 2, NULL) == 0,
@@ -523,14 +643,14 @@ int main(int argc, char **argv)
         bool full = false;
         struct pollfd none = {.fd = -1};
         while (kbat_now_ms() < dl && !full) {
-            full = metadata_topic(1, "cluster-r3", &tv) == 0 && tv.nparts == 3;
-            for (int k = 0; full && k < 3; k++)
+            full = metadata_topic(1, "cluster-r3", &tv) == 0 && tv.nparts == 5;
+            for (int k = 0; full && k < 5; k++)
                 full = tv.nisr[k] == 3;
             if (!full)
                 poll(&none, 0, 50); /* pacing of the polling loop */
         }
-        CHECK(full, "broker 3 back in the ISR of every partition of cluster-r3 (%d %d %d)",
-              tv.nisr[0], tv.nisr[1], tv.nisr[2]);
+        CHECK(full, "broker 3 back in the ISR of every partition of cluster-r3 (%d %d %d %d %d)",
+              tv.nisr[0], tv.nisr[1], tv.nisr[2], tv.nisr[3], tv.nisr[4]);
     }
 
     /* 4. kill -9 of the controller: the brokers keep serving; after its restart they
