@@ -1056,8 +1056,17 @@ static int kb_meta_apply_partition(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelt
         /* a replica of other brokers only: no local log */
     } else if (meta->staged && !memcmp(meta->staged->id.b, t->id.b, 16) &&
                r->partition < meta->staged->cap && meta->staged->parts[r->partition]) {
+        kb_mact_t *a;
         t->parts[r->partition] = meta->staged->parts[r->partition];
         meta->staged->parts[r->partition] = NULL;
+        /* staged before the replicas were known: give it the record's state (a cluster) */
+        if (!kb_mpart_is_default(meta, &t->pi[r->partition]) &&
+            (a = kb_mdelta_push(d, KB_MACT_STATE))) {
+            kb_part_ref(t->parts[r->partition]);
+            a->part = t->parts[r->partition];
+            a->id = t->id;
+            a->partition = r->partition;
+        }
     } else if (meta->pm) {
         kb_mact_t *a = kb_mdelta_push(d, KB_MACT_OPEN);
         if (a) {

@@ -221,6 +221,14 @@ static kb_rpart_t *kb_fetcher_find(kb_fetcher_t *f, uint64_t id)
     return NULL;
 }
 
+/* After KB_E_STATE from a follower call (a value storage errors share): did the partition's
+ * role or leader epoch change since the request, or is it being deleted? */
+static bool kb_fetcher_moved(kb_part_t *part, int32_t epoch)
+{
+    return kb_part_role(part) != KB_PART_FOLLOWER || kb_part_epoch(part) != epoch ||
+           atomic_load(&part->deleted);
+}
+
 /* Apply one partition's Fetch answer (f->mu held). */
 static void kb_fetcher_apply(kb_fetcher_t *f, kb_rpart_t *e, const kb_rsent_t *s,
                              const kp_FetchResponse_PartitionData_t *pd, int16_t ver)
@@ -273,7 +281,7 @@ static void kb_fetcher_apply(kb_fetcher_t *f, kb_rpart_t *e, const kb_rsent_t *s
         bool done = false;
         int rc = kb_part_follower_diverging(part, pd->DivergingEpoch.Epoch,
                                             pd->DivergingEpoch.EndOffset, &to, &done);
-        if (rc == KB_E_STATE && kb_part_role(part) != KB_PART_FOLLOWER)
+        if (rc == KB_E_STATE && kb_fetcher_moved(part, s->epoch))
             return; /* no longer a follower: the role changed while the answer was on its way */
         if (rc != 0) {
             kb_log_error("repl", "%s: truncation after a diverging epoch failed: %s", name,
@@ -303,7 +311,7 @@ static void kb_fetcher_apply(kb_fetcher_t *f, kb_rpart_t *e, const kb_rsent_t *s
             used += 12 + (size_t)blen;
         }
         rc = kb_part_follower_append(part, buf, used, pd->HighWatermark, pd->LogStartOffset, NULL);
-        if (rc == KB_E_STATE && kb_part_role(part) != KB_PART_FOLLOWER)
+        if (rc == KB_E_STATE && kb_fetcher_moved(part, s->epoch))
             return; /* as above (KB_E_STATE shares its value with a storage error) */
         if (rc != 0) {
             kb_log_error("repl",

@@ -877,6 +877,63 @@ static void t_leader_moves(void)
     node_down(&a);
 }
 
+/* ---- a topic created in a cluster ----------------------------------------------------------- */
+
+/* The controller's assignment: replicas {2,1}, node 2 leading. */
+static int16_t assign21(void *opaque, int32_t partition, int32_t *rf, bool cap, int32_t *out,
+                        char *msg, size_t msg_size)
+{
+    (void)opaque;
+    (void)partition;
+    (void)cap;
+    (void)msg;
+    (void)msg_size;
+    *rf = 2;
+    out[0] = 2;
+    out[1] = 1;
+    return 0;
+}
+
+/* A topic the controller (node 1 here) creates with another leader: its local replica is a
+ * follower from the first moment and its manager fetches it (nothing is ever written to it as a
+ * leader). */
+static void t_created_follower(void)
+{
+    node_t a, b;
+    kb_part_t *lp, *fp;
+    kp_uuid_t id = {{0}};
+    kb_repl_t *r;
+    int64_t base = -1;
+
+    node_up(&a, 1); /* the controller, a follower of the new topic */
+    node_up(&b, 2); /* stands in for its leader */
+    g_leader = &b;
+    r = repl_new(&a);
+    CU_ASSERT_EQUAL_FATAL(kb_repl_watch(r, a.b.svc->meta, a.b.svc->pm), 0);
+    kb_meta_set_assigner(a.b.svc->meta, assign21, NULL);
+    create_topic(&a, "c", &id);
+    fp = node_part(&a, "c");
+    CU_ASSERT_EQUAL(kb_part_role(fp), KB_PART_FOLLOWER);
+    CU_ASSERT(wait_partitions(r, 1));
+    CU_ASSERT_EQUAL(produce(&a, "c", 1, 1, KP_CODEC_NONE, &base), KP_ERR_NOT_LEADER_OR_FOLLOWER);
+    /* the leader's side */
+    create_topic(&b, "c", &id);
+    lp = node_part(&b, "c");
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(lp, kb_part_epoch(fp), 1, (const int32_t[]){2, 1},
+                                                2, (const int32_t[]){2, 1}, 2),
+                          0);
+    CU_ASSERT_EQUAL(produce(&b, "c", -1, 3, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_FATAL(converged(lp, fp));
+    CU_ASSERT(same_segment(lp, fp, 0));
+    kb_meta_set_assigner(a.b.svc->meta, NULL, NULL);
+    kb_repl_free(r);
+    kb_part_release(lp);
+    kb_part_release(fp);
+    g_leader = NULL;
+    node_down(&b);
+    node_down(&a);
+}
+
 int main(void)
 {
     CU_pSuite s;
@@ -892,6 +949,7 @@ int main(void)
     CU_add_test(s, "leader restarted on another port", t_leader_moves);
     CU_add_test(s, "leadership from the metadata image", t_watch);
     CU_add_test(s, "ISR shrink and expand through AlterPartition", t_isr);
+    CU_add_test(s, "a topic created with another leader", t_created_follower);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     fails = CU_get_number_of_tests_failed() + CU_get_number_of_failures();
