@@ -355,6 +355,7 @@ kb_meta_t *kb_meta_open(const kb_config_t *cfg, char *errstr, size_t errstr_size
     meta->node_id = cfg->node_id;
     snprintf(meta->node_id_str, sizeof(meta->node_id_str), "%" PRId32, cfg->node_id);
     pthread_mutex_init(&meta->change_mu, NULL);
+    pthread_mutex_init(&meta->pid_mu, NULL);
     pthread_rwlock_init(&meta->rw, NULL);
     meta->pid_persisted = meta->pid_next = 0;
     meta->offset = -1;
@@ -615,6 +616,7 @@ void kb_meta_close(kb_meta_t *meta)
     free(meta->mdir);
     pthread_rwlock_destroy(&meta->rw);
     pthread_mutex_destroy(&meta->change_mu);
+    pthread_mutex_destroy(&meta->pid_mu);
     free(meta);
 }
 
@@ -2527,11 +2529,45 @@ int16_t kb_meta_bump_epoch(kb_meta_t *meta, const kp_uuid_t *id, int32_t partiti
     return ec;
 }
 
+void kb_meta_set_pid_source(kb_meta_t *meta, kb_meta_pid_source_fn *fn, void *opaque)
+{
+    pthread_mutex_lock(&meta->pid_mu);
+    meta->pid_src = fn;
+    meta->pid_src_opaque = opaque;
+    meta->blk_next = meta->blk_end = 0;
+    pthread_mutex_unlock(&meta->pid_mu);
+}
+
 int kb_meta_alloc_producer_ids(kb_meta_t *meta, int32_t count, int64_t *first)
 {
     int rc = 0;
     if (count <= 0)
         return KB_E_INVALID;
+    pthread_mutex_lock(&meta->pid_mu);
+    if (meta->pid_src) {
+        /* A broker-only node: ids from the controller's blocks (one request per block). */
+        if (meta->blk_end - meta->blk_next < count) {
+            int64_t start = 0;
+            int32_t len = 0;
+            rc = meta->pid_src(meta->pid_src_opaque, &start, &len);
+            if (rc == 0 && (start < 0 || len < count)) {
+                kb_log_error("meta", "producer-id block [%" PRId64 ", +%" PRId32 ") unusable",
+                             start, len);
+                rc = KB_E_IO;
+            }
+            if (rc == 0) {
+                meta->blk_next = start;
+                meta->blk_end = start + len;
+            }
+        }
+        if (rc == 0) {
+            *first = meta->blk_next;
+            meta->blk_next += count;
+        }
+        pthread_mutex_unlock(&meta->pid_mu);
+        return rc;
+    }
+    pthread_mutex_unlock(&meta->pid_mu);
     pthread_mutex_lock(&meta->change_mu);
     if (meta->pid_next + count > meta->pid_persisted) {
         int64_t need = meta->pid_next + count - meta->pid_persisted;

@@ -308,6 +308,16 @@ int kb_meta_brokers(kb_meta_t *meta, kb_meta_broker_t **out, size_t *cnt);
 int16_t kb_meta_commit_records(kb_meta_t *meta, const kb_mrec_t *recs, size_t n, char *msg,
                                size_t msg_size);
 
+/**
+ * Where a broker-only node gets producer-id blocks (broker/ctrl: AllocateProducerIds to the
+ * controller): fill *@p start / *@p len with a block; may block for a round trip (called with no
+ * lock of this module held). 0 or a negative kb_err_t.
+ */
+typedef int(kb_meta_pid_source_fn)(void *opaque, int64_t *start, int32_t *len);
+/** Install it (before the server starts): kb_meta_alloc_producer_ids then hands out ids from
+ *  the blocks it returns instead of committing ProducerIdsRecords. */
+void kb_meta_set_pid_source(kb_meta_t *meta, kb_meta_pid_source_fn *fn, void *opaque);
+
 /* ---- listeners ---------------------------------------------------------------------------- */
 
 #define KB_META_EV_TOPIC  1 /**< topic created / deleted / partition count changed */

@@ -65,13 +65,17 @@ struct kb_meta_s {
     size_t nbuckets, ntopics;
     kb_kv_t *dyn_node, *dyn_dflt;
     size_t dyn_node_cnt, dyn_dflt_cnt;
-    int64_t offset;                /* log offset of the last applied record, -1 before the first */
-    int64_t pid_persisted;         /* first producer id not covered by a committed block (image) */
-    int64_t pid_next;              /* controller: next id to hand out */
-    kb_meta_listener_t *listeners; /* under change_mu */
-    int32_t remote;                /* broker-only node: the controller's id, else -1 (ctrl) */
-    kb_meta_assign_fn *assign;     /* the controller's replica assignment (ctrl), or NULL */
-    kb_meta_broker_t *brokers;     /* registered brokers, sorted by id (under rw) */
+    int64_t offset;                 /* log offset of the last applied record, -1 before the first */
+    int64_t pid_persisted;          /* first producer id not covered by a committed block (image) */
+    int64_t pid_next;               /* controller: next id to hand out */
+    kb_meta_listener_t *listeners;  /* under change_mu */
+    int32_t remote;                 /* broker-only node: the controller's id, else -1 (ctrl) */
+    kb_meta_assign_fn *assign;      /* the controller's replica assignment (ctrl), or NULL */
+    kb_meta_broker_t *brokers;      /* registered brokers, sorted by id (under rw) */
+    kb_meta_pid_source_fn *pid_src; /* broker-only node: blocks from the controller (ctrl) */
+    void *pid_src_opaque;
+    pthread_mutex_t pid_mu; /* the block below (never held with change_mu) */
+    int64_t blk_next, blk_end;
     size_t nbrokers;
     void *assign_opaque;
     kb_mtopic_t *staged; /* controller: logs opened ahead of a commit, taken over by apply */

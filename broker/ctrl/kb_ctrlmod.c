@@ -1084,6 +1084,129 @@ static void *kb_ctrl_thread(void *arg)
     return NULL;
 }
 
+/* ---- producer ids (AllocateProducerIds, 67) ---------------------------------------------------
+ */
+
+#define KB_CTRL_PID_BLOCK 1000
+
+static kb_api_result_t kb_ctrl_h_alloc_pids(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    kb_ctrl_t *ctl = kb_ctrl_check(opaque, ctx);
+    kp_AllocateProducerIdsRequest_t rq;
+    kp_AllocateProducerIdsResponse_t resp;
+    kb_ctrl_broker_t b;
+    int64_t first;
+
+    if (!ctl || kb_ctrl_decode(ctx, &kp_AllocateProducerIdsRequest_desc, &rq) != 0)
+        return KB_API_CLOSE;
+    kp_AllocateProducerIdsResponse_init(&resp);
+    if (kb_ctrl_reg_get(ctl->reg, rq.BrokerId, &b) != 0 || b.epoch != rq.BrokerEpoch) {
+        resp.ErrorCode = KP_ERR_STALE_BROKER_EPOCH;
+    } else if (kb_meta_alloc_producer_ids(ctl->svc->meta, KB_CTRL_PID_BLOCK, &first) != 0) {
+        resp.ErrorCode = KP_ERR_KAFKA_STORAGE_ERROR;
+    } else {
+        resp.ProducerIdStart = first;
+        resp.ProducerIdLen = KB_CTRL_PID_BLOCK;
+    }
+    return kb_ctrl_respond(ctx, &kp_AllocateProducerIdsResponse_desc, &resp, respp);
+}
+
+/* A broker-only node: one blocking AllocateProducerIds round trip (kb_meta_pid_source_fn). */
+typedef struct kb_ctrl_pidreq_s {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    int refs;
+    int rc;
+    int64_t start;
+    int32_t len;
+    kp_AllocateProducerIdsRequest_t rq;
+} kb_ctrl_pidreq_t;
+
+static void kb_ctrl_pidreq_unref(kb_ctrl_pidreq_t *p)
+{
+    bool last;
+    pthread_mutex_lock(&p->mu);
+    last = --p->refs == 0;
+    pthread_mutex_unlock(&p->mu);
+    if (!last)
+        return;
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+static void kb_ctrl_on_pids(kc_client_t *kc, int err, int16_t ver, const uint8_t *body, size_t len,
+                            void *opaque)
+{
+    kb_ctrl_pidreq_t *p = opaque;
+    kp_AllocateProducerIdsResponse_t resp;
+    kp_reader_t rd;
+    kp_arena_t ar;
+    (void)kc;
+    kp_arena_init(&ar, 1u << 16);
+    pthread_mutex_lock(&p->mu);
+    p->rc = KB_E_IO;
+    if (err == KC_E_OK) {
+        kp_reader_init(&rd, body, len);
+        kp_AllocateProducerIdsResponse_init(&resp);
+        if (kp_msg_decode(&kp_AllocateProducerIdsResponse_desc, &rd, &ar, &resp, ver) == 0 &&
+            resp.ErrorCode == 0) {
+            p->start = resp.ProducerIdStart;
+            p->len = resp.ProducerIdLen;
+            p->rc = 0;
+        }
+    }
+    p->done = true;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    kp_arena_free(&ar);
+    kb_ctrl_pidreq_unref(p);
+}
+
+static int kb_ctrl_pid_source(void *opaque, int64_t *start, int32_t *len)
+{
+    kb_ctrl_t *ctl = opaque;
+    kb_ctrl_pidreq_t *p = calloc(1, sizeof(*p));
+    pthread_condattr_t ca;
+    struct timespec dl;
+    int rc;
+
+    if (!p)
+        return KB_E_NOMEM;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    p->refs = 2;
+    kp_AllocateProducerIdsRequest_init(&p->rq);
+    p->rq.BrokerId = ctl->cfg->node_id;
+    pthread_mutex_lock(&ctl->mu);
+    p->rq.BrokerEpoch = ctl->epoch;
+    pthread_mutex_unlock(&ctl->mu);
+    if (kc_request_msg(ctl->kc, ctl->cfg->voter_id, &kp_AllocateProducerIdsRequest_desc, -1, &p->rq,
+                       ctl->cfg->broker_session_timeout_ms, 0, kb_ctrl_on_pids, p) <= 0) {
+        p->refs = 1;
+        kb_ctrl_pidreq_unref(p);
+        return KB_E_IO;
+    }
+    dl = kb_time_mono_deadline(ctl->cfg->broker_session_timeout_ms + 1000);
+    pthread_mutex_lock(&p->mu);
+    while (!p->done)
+        if (pthread_cond_timedwait(&p->cv, &p->mu, &dl) != 0)
+            break;
+    rc = p->done ? p->rc : KB_E_IO;
+    *start = p->start;
+    *len = p->len;
+    pthread_mutex_unlock(&p->mu);
+    if (rc)
+        kb_log_warn("ctrl", "no producer-id block from controller %" PRId32, ctl->cfg->voter_id);
+    kb_ctrl_pidreq_unref(p);
+    return rc;
+}
+
 /* ---- forwarding (design C5) ------------------------------------------------------------------ */
 
 /* The APIs a broker-only node forwards to the controller in an Envelope. ACL changes are not
@@ -1579,6 +1702,9 @@ static int kb_module_ctrl_init(kb_broker_t *kb, void **statep, char *errstr, siz
                                  ctl, 0);
         if (rc == 0)
             rc = kb_api_register(kb->reg, KP_APIKEY_Envelope, 0, 0, kb_ctrl_h_envelope, ctl, 0);
+        if (rc == 0)
+            rc = kb_api_register(kb->reg, KP_APIKEY_AllocateProducerIds, 0, 0, kb_ctrl_h_alloc_pids,
+                                 ctl, 0);
         if (rc != 0) {
             snprintf(errstr, errstr_size, "cannot register the controller APIs (error %d)", rc);
             kb_api_unregister(kb->reg, KP_APIKEY_BrokerRegistration);
@@ -1611,6 +1737,7 @@ static int kb_module_ctrl_init(kb_broker_t *kb, void **statep, char *errstr, siz
         }
         /* This node's metadata log is the controller's copy from now on. */
         kb_meta_set_remote(ctl->svc->meta, cfg->voter_id);
+        kb_meta_set_pid_source(ctl->svc->meta, kb_ctrl_pid_source, ctl);
         if (kb_ctrl_fwd_install(ctl, kb->reg) != 0) {
             snprintf(errstr, errstr_size, "cannot install the forwarding handlers");
             kb_ctrl_free(ctl);
@@ -1855,6 +1982,7 @@ static void kb_module_ctrl_fini(kb_broker_t *kb, void *state)
         kb_api_unregister(kb->reg, KP_APIKEY_UnregisterBroker);
         kb_api_unregister(kb->reg, KP_APIKEY_AlterPartition);
         kb_api_unregister(kb->reg, KP_APIKEY_Envelope);
+        kb_api_unregister(kb->reg, KP_APIKEY_AllocateProducerIds);
     }
     for (size_t i = 0; i < ctl->nfwd; i++)
         kb_api_unregister(kb->reg, ctl->fwd[i].key);

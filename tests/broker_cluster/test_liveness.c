@@ -433,6 +433,30 @@ static bool wait_topic_config(int via, const char *topic, const char *key, const
     return false;
 }
 
+/* InitProducerId v4 (idempotent producer) on node @p via: the producer id, or -1. */
+static int64_t init_pid(int via)
+{
+    kp_InitProducerIdRequest_t rq;
+    kp_InitProducerIdResponse_t resp;
+    kp_arena_t ar;
+    int64_t pid = -1;
+    int fd = kbat_connect(g_nodes[via].port);
+    if (fd < 0)
+        return -1;
+    kp_InitProducerIdRequest_init(&rq);
+    rq.TransactionalId.len = -1;
+    rq.TransactionalId.ptr = NULL;
+    rq.TransactionTimeoutMs = 60000;
+    rq.ProducerId = -1;
+    rq.ProducerEpoch = -1;
+    kp_arena_init(&ar, 0);
+    if (kbat_call(fd, KP_APIKEY_InitProducerId, 4, &rq, &resp, &ar) == 0 && resp.ErrorCode == 0)
+        pid = resp.ProducerId;
+    kp_arena_free(&ar);
+    close(fd);
+    return pid;
+}
+
 /* True if broker @p id leads or is in the ISR of a partition of @p tv. */
 static bool topic_uses(const tview_t *tv, int id)
 {
@@ -576,6 +600,16 @@ int main(int argc, char **argv)
                   "each broker leads one partition of cluster-r3 (%d %d %d)", led[1], led[2],
                   led[3]);
             wait_topic_like_controller(2, "cluster-r3");
+        }
+        /* producer ids: node 2 and 3 take blocks from the controller (AllocateProducerIds), so
+         * ids never collide across brokers */
+        {
+            int64_t p1 = init_pid(1), p2 = init_pid(2), p3 = init_pid(3), p2b = init_pid(2);
+            CHECK(p1 >= 0 && p2 >= 0 && p3 >= 0 && p2b >= 0,
+                  "InitProducerId on every node (%lld %lld %lld %lld)", (long long)p1,
+                  (long long)p2, (long long)p3, (long long)p2b);
+            CHECK(p1 != p2 && p1 != p3 && p2 != p3 && p2b != p1 && p2b != p2 && p2b != p3,
+                  "producer ids are distinct across brokers");
         }
         /* CreatePartitions and a config change through node 2: forwarded, assigned over the
          * brokers, seen everywhere */
