@@ -1277,6 +1277,7 @@ static kb_resp_t *kb_ctrl_env_answer(const kb_ctrl_env_t *env)
 static void kb_ctrl_env_done(void *opaque, int status, uint8_t *body, size_t len)
 {
     kb_ctrl_env_t *env = opaque;
+    bool uncancellable = false;
     pthread_mutex_lock(&env->mu);
     env->status = status;
     env->body = body;
@@ -1284,12 +1285,13 @@ static void kb_ctrl_env_done(void *opaque, int status, uint8_t *body, size_t len
     env->finished = true;
     if (env->deferred && !env->cancelled) {
         kb_resp_t *r = kb_ctrl_env_answer(env);
-        if (r)
-            kb_req_complete(env->outer, r);
-        else
-            kb_req_complete_close(env->outer);
+        int crc = r ? kb_req_complete(env->outer, r) : kb_req_complete_close(env->outer);
+        /* Completed: the cancel callback will not run, its reference is dropped here. */
+        uncancellable = crc == 0;
     }
     pthread_mutex_unlock(&env->mu);
+    if (uncancellable)
+        kb_ctrl_env_unref(env);
     kb_ctrl_env_unref(env);
 }
 
@@ -1499,10 +1501,9 @@ static void kb_ctrl_fw_done(kc_client_t *kc, int err, int16_t ver, const uint8_t
             if (fw->local(fw->local_opaque, fw->req, &r) != KB_API_RESPOND)
                 r = NULL;
         }
-        if (r)
-            kb_req_complete(fw->req, r);
-        else
-            kb_req_complete_close(fw->req);
+        /* Completed: the cancel callback will not run, its reference is dropped here. */
+        if ((r ? kb_req_complete(fw->req, r) : kb_req_complete_close(fw->req)) == 0)
+            fw->refs--;
     }
     pthread_mutex_unlock(&fw->mu);
     kb_ctrl_fw_unref(fw);
@@ -1585,10 +1586,11 @@ static kb_api_result_t kb_ctrl_h_forward(void *opaque, kb_req_t *req, kb_resp_t 
         kb_resp_t *r = NULL;
         pthread_mutex_lock(&fw->mu);
         if (!fw->cancelled) {
-            if (local(local_opaque, req, &r) == KB_API_RESPOND && r)
-                kb_req_complete(req, r);
-            else
-                kb_req_complete_close(req);
+            int crc = local(local_opaque, req, &r) == KB_API_RESPOND && r
+                          ? kb_req_complete(req, r)
+                          : kb_req_complete_close(req);
+            if (crc == 0)
+                fw->refs--; /* the cancel callback will not run */
             fw->cancelled = true;
         }
         pthread_mutex_unlock(&fw->mu);
