@@ -601,6 +601,12 @@ static int16_t kb_ctrl_assign_cb(void *opaque, int32_t partition, int32_t *rf, b
     for (size_t i = 0; i < n && k < KB_CTRL_MAX_BROKERS; i++)
         if (!list[i].fenced && !list[i].shutting_down)
             ids[k++] = list[i].id;
+    if (*rf > k)
+        for (size_t i = 0; i < n; i++)
+            kb_log_info("ctrl", "replica assignment: broker %" PRId32 " is %s", list[i].id,
+                        list[i].fenced          ? "fenced"
+                        : list[i].shutting_down ? "shutting down"
+                                                : "usable");
     free(list);
     if (cap && *rf > k)
         *rf = k;
