@@ -740,6 +740,13 @@ int main(int argc, char **argv)
 
     /* 5. SIGTERM of broker 2: controlled shutdown, exit 0, then fenced */
     kill_node(2, SIGTERM, 0);
+    /* its leaderships and ISR memberships moved before it went (ShouldShutDown comes after
+     * the moves are committed): no waiting, the controller's image shows it at once */
+    {
+        tview_t tv;
+        CHECK(metadata_topic(1, "cluster-r3", &tv) == 0 && tv.nparts == 5 && !topic_uses(&tv, 2),
+              "controlled shutdown moved leadership and ISR membership off broker 2");
+    }
     CHECK(wait_states(1, 1, 0, 1) >= 0, "broker 2 fenced after its shutdown");
 
 out:
