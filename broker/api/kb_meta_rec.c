@@ -37,6 +37,9 @@ void kb_mrec_clear(kb_mrec_t *r)
     free(r->value);
     free(r->endpoints);
     free(r->rack);
+    free(r->acl_name);
+    free(r->acl_principal);
+    free(r->acl_host);
     kb_mrec_init(r, r->type);
 }
 
@@ -65,6 +68,10 @@ const char *kb_mrec_type_name(int16_t type)
         return "UnfenceBrokerRecord";
     case KB_MREC_BROKER_CHANGE:
         return "BrokerRegistrationChangeRecord";
+    case KB_MREC_ACL:
+        return "AccessControlEntryRecord";
+    case KB_MREC_REMOVE_ACL:
+        return "RemoveAccessControlEntryRecord";
     default: {
         const kp_record_info_t *i = kp_record_lookup(type);
         return i ? i->name : "unknown";
@@ -189,6 +196,27 @@ int kb_mrec_encode(const kb_mrec_t *r, kp_writer_t *wr)
         m.BrokerEpoch = r->broker_epoch;
         m.Fenced = r->fenced;
         return kp_mrec_encode(wr, KP_RECTYPE_BrokerRegistrationChangeRecord, 0, &m);
+    }
+    case KB_MREC_ACL: {
+        kp_AccessControlEntryRecord_t m;
+        if (!r->acl_name || !r->acl_principal || !r->acl_host)
+            return kp_writer_fail(wr, KP_E_INVALID);
+        kp_AccessControlEntryRecord_init(&m);
+        m.Id = r->acl_id;
+        m.ResourceType = r->acl_restype;
+        m.ResourceName = kb_mrec_str(r->acl_name);
+        m.PatternType = r->acl_pattern;
+        m.Principal = kb_mrec_str(r->acl_principal);
+        m.Host = kb_mrec_str(r->acl_host);
+        m.Operation = r->acl_op;
+        m.PermissionType = r->acl_perm;
+        return kp_mrec_encode(wr, KP_RECTYPE_AccessControlEntryRecord, 0, &m);
+    }
+    case KB_MREC_REMOVE_ACL: {
+        kp_RemoveAccessControlEntryRecord_t m;
+        kp_RemoveAccessControlEntryRecord_init(&m);
+        m.Id = r->acl_id;
+        return kp_mrec_encode(wr, KP_RECTYPE_RemoveAccessControlEntryRecord, 0, &m);
     }
     default:
         return kp_writer_fail(wr, KP_E_INVALID);
@@ -372,6 +400,26 @@ static int kb_mrec_from(kb_mrec_t *r, const kp_mrec_t *m, char *err, size_t err_
         r->fenced = c->Fenced;
         return 0;
     }
+    case KB_MREC_ACL: {
+        const kp_AccessControlEntryRecord_t *a = m->rec;
+        r->acl_id = a->Id;
+        r->acl_restype = a->ResourceType;
+        r->acl_pattern = a->PatternType;
+        r->acl_op = a->Operation;
+        r->acl_perm = a->PermissionType;
+        if (kb_mrec_cstr(a->ResourceName, &r->acl_name, "resource name", err, err_size) ||
+            kb_mrec_cstr(a->Principal, &r->acl_principal, "principal", err, err_size) ||
+            kb_mrec_cstr(a->Host, &r->acl_host, "host", err, err_size))
+            return -1;
+        if (!r->acl_name || !r->acl_principal || !r->acl_host) {
+            snprintf(err, err_size, "null resource name, principal or host");
+            return -1;
+        }
+        return 0;
+    }
+    case KB_MREC_REMOVE_ACL:
+        r->acl_id = ((const kp_RemoveAccessControlEntryRecord_t *)m->rec)->Id;
+        return 0;
     default:
         return 0; /* a type kbroker does not apply: only its type is kept */
     }

@@ -36,6 +36,8 @@
 #define KB_MREC_FENCE_BROKER      7  /**< FenceBrokerRecord (read; kbroker writes 17) */
 #define KB_MREC_UNFENCE_BROKER    8  /**< UnfenceBrokerRecord (read; kbroker writes 17) */
 #define KB_MREC_BROKER_CHANGE     17 /**< BrokerRegistrationChangeRecord */
+#define KB_MREC_ACL               18 /**< AccessControlEntryRecord (broker/acl) */
+#define KB_MREC_REMOVE_ACL        19 /**< RemoveAccessControlEntryRecord */
 
 /** Most endpoints a broker registration keeps. */
 #define KB_MREC_MAX_ENDPOINTS 16
@@ -86,6 +88,15 @@ typedef struct kb_mrec_s {
     int32_t nendpoints;
     char *rack;    /**< REGISTER_BROKER: NULL = none */
     int8_t fenced; /**< REGISTER_BROKER: 1/0; BROKER_CHANGE: 1 fenced, -1 unfenced, 0 same */
+    /* ACL records (Kafka's codes, kb_acl.h; checked by broker/acl when applied, not here) */
+    kp_uuid_t acl_id;    /**< ACL, REMOVE_ACL */
+    int8_t acl_restype;  /**< ACL: ResourceType */
+    int8_t acl_pattern;  /**< ACL: PatternType */
+    int8_t acl_op;       /**< ACL: Operation */
+    int8_t acl_perm;     /**< ACL: PermissionType */
+    char *acl_name;      /**< ACL: ResourceName (never NULL once decoded) */
+    char *acl_principal; /**< ACL: Principal */
+    char *acl_host;      /**< ACL: Host */
 } kb_mrec_t;
 
 /** An empty record of @p type with Kafka's defaults (arrays null for PARTITION_CHANGE). */

@@ -18,6 +18,7 @@
 #include "kb_acl_mrec.h"
 #include "kb_apisvc.h"
 #include "kb_err.h"
+#include "kb_meta_rec.h"
 #include "kbat.h"
 #include "kp_errcode.h"
 #include "kp_mrec.h"
@@ -589,6 +590,92 @@ static void test_mrec_replay(void)
     kb_acl_free(brk);
 }
 
+/* The records as kb_meta's kb_mrec_t carries them (what the metadata log holds): every field
+ * round-trips, the bytes are the ones broker/acl replays, truncations and bad strings are
+ * refused. */
+static void test_mrec_kb_record(void)
+{
+    kb_acl_t *brk = mem_acl(true, NULL, true); /* allow when no ACL matches */
+    kb_mrec_t r, d;
+    kp_writer_t wr;
+    kp_arena_t ar;
+    kp_mrec_t m;
+    char err[256];
+    static const uint8_t id[16] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 1, 2, 3, 4, 5, 6, 7};
+
+    kb_mrec_init(&r, KB_MREC_ACL);
+    memcpy(r.acl_id.b, id, 16);
+    r.acl_restype = KB_ACL_RES_TOPIC;
+    r.acl_pattern = KB_ACL_PAT_PREFIXED;
+    r.acl_op = KB_ACL_OP_WRITE;
+    r.acl_perm = KB_ACL_PERM_DENY;
+    r.acl_name = strdup("pay-");
+    r.acl_principal = strdup("User:carol");
+    r.acl_host = strdup("192.0.2.7");
+    CU_ASSERT_STRING_EQUAL(kb_mrec_type_name(KB_MREC_ACL), "AccessControlEntryRecord");
+    CU_ASSERT_STRING_EQUAL(kb_mrec_type_name(KB_MREC_REMOVE_ACL), "RemoveAccessControlEntryRecord");
+    kp_writer_init(&wr);
+    CU_ASSERT_EQUAL_FATAL(kb_mrec_encode(&r, &wr), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_mrec_decode(&d, wr.buf, wr.len, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(d.type, KB_MREC_ACL);
+    CU_ASSERT(!memcmp(d.acl_id.b, id, 16));
+    CU_ASSERT(d.acl_restype == KB_ACL_RES_TOPIC && d.acl_pattern == KB_ACL_PAT_PREFIXED &&
+              d.acl_op == KB_ACL_OP_WRITE && d.acl_perm == KB_ACL_PERM_DENY);
+    CU_ASSERT(d.acl_name && !strcmp(d.acl_name, "pay-"));
+    CU_ASSERT(d.acl_principal && !strcmp(d.acl_principal, "User:carol"));
+    CU_ASSERT(d.acl_host && !strcmp(d.acl_host, "192.0.2.7"));
+    kb_mrec_clear(&d);
+    /* the same bytes through the generated codec into the image */
+    kp_arena_init(&ar, 0);
+    CU_ASSERT_EQUAL_FATAL(kp_mrec_decode(wr.buf, wr.len, &ar, &m), 0);
+    CU_ASSERT_EQUAL(kb_acl_mrec_apply(brk, &m), 0);
+    kp_arena_free(&ar);
+    CU_ASSERT_EQUAL(kb_acl_count(brk), 1);
+    CU_ASSERT(!AZ(brk, "User:carol", "192.0.2.7", KB_ACL_OP_WRITE, KB_ACL_RES_TOPIC, "pay-in"));
+    CU_ASSERT(AZ(brk, "User:carol", "192.0.2.7", KB_ACL_OP_WRITE, KB_ACL_RES_TOPIC, "other"));
+    /* every truncation is refused */
+    for (size_t n = 0; n < wr.len; n++)
+        CU_ASSERT_NOT_EQUAL(kb_mrec_decode(&d, wr.buf, n, err, sizeof(err)), 0);
+    kp_writer_free(&wr);
+    /* a string with a NUL byte is refused; a missing one cannot be encoded */
+    {
+        kp_AccessControlEntryRecord_t a;
+        kp_AccessControlEntryRecord_init(&a);
+        memcpy(a.Id.b, id, 16);
+        a.ResourceName = (kp_str_t){"t", 1};
+        a.Principal = (kp_str_t){"User:a\0b", 8};
+        a.Host = (kp_str_t){"*", 1};
+        kp_writer_init(&wr);
+        CU_ASSERT_EQUAL_FATAL(kp_mrec_encode(&wr, KP_RECTYPE_AccessControlEntryRecord, 0, &a), 0);
+        CU_ASSERT_NOT_EQUAL(kb_mrec_decode(&d, wr.buf, wr.len, err, sizeof(err)), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "NUL"));
+        kp_writer_free(&wr);
+    }
+    free(r.acl_host);
+    r.acl_host = NULL;
+    kp_writer_init(&wr);
+    CU_ASSERT_NOT_EQUAL(kb_mrec_encode(&r, &wr), 0);
+    kp_writer_free(&wr);
+    kb_mrec_clear(&r);
+    /* the removal */
+    kb_mrec_init(&r, KB_MREC_REMOVE_ACL);
+    memcpy(r.acl_id.b, id, 16);
+    kp_writer_init(&wr);
+    CU_ASSERT_EQUAL_FATAL(kb_mrec_encode(&r, &wr), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_mrec_decode(&d, wr.buf, wr.len, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(d.type, KB_MREC_REMOVE_ACL);
+    CU_ASSERT(!memcmp(d.acl_id.b, id, 16));
+    kp_arena_init(&ar, 0);
+    CU_ASSERT_EQUAL_FATAL(kp_mrec_decode(wr.buf, wr.len, &ar, &m), 0);
+    CU_ASSERT_EQUAL(kb_acl_mrec_apply(brk, &m), 0);
+    kp_arena_free(&ar);
+    CU_ASSERT_EQUAL(kb_acl_count(brk), 0);
+    kp_writer_free(&wr);
+    kb_mrec_clear(&d);
+    kb_mrec_clear(&r);
+    kb_acl_free(brk);
+}
+
 /* ---- the store ------------------------------------------------------------------------------- */
 
 static char g_dir[512];
@@ -1023,6 +1110,7 @@ int main(void)
                 test_create_delete_semantics);
     CU_add_test(s, "AccessControlEntryRecord / RemoveAccessControlEntryRecord replay",
                 test_mrec_replay);
+    CU_add_test(s, "the ACL records as kb_mrec_t: round trip, refused input", test_mrec_kb_record);
     s = CU_add_suite("broker_acl_store", store_setup, store_teardown);
     CU_add_test(s, "bindings and ids survive a reopen; deletes too", test_store_reopen);
     CU_add_test(s, "every corrupt or truncated file is refused, naming it", test_store_corrupt);
