@@ -612,6 +612,7 @@ void kb_meta_close(kb_meta_t *meta)
     kb_kv_free(meta->dyn_node, meta->dyn_node_cnt);
     kb_kv_free(meta->dyn_dflt, meta->dyn_dflt_cnt);
     free(meta->brokers);
+    kb_meta_recs_free(meta->acls, meta->nacls);
     free(meta->dir);
     free(meta->mdir);
     pthread_rwlock_destroy(&meta->rw);
@@ -847,6 +848,8 @@ typedef struct kb_mact_s {
     kb_topic_info_t info;
     int8_t rtype; /* EVENT: CONFIG */
     char *rname, *key, *value;
+    bool has_acl; /* EVENT: ACL, acl is a copy of the record */
+    kb_mrec_t acl;
 } kb_mact_t;
 
 typedef struct kb_mdelta_s {
@@ -904,6 +907,8 @@ static void kb_mdelta_free(kb_mdelta_t *d)
         free(d->v[i].rname);
         free(d->v[i].key);
         free(d->v[i].value);
+        if (d->v[i].has_acl)
+            kb_mrec_clear(&d->v[i].acl);
         if (d->v[i].part)
             kb_part_release(d->v[i].part);
     }
@@ -1288,6 +1293,52 @@ int kb_meta_brokers(kb_meta_t *meta, kb_meta_broker_t **out, size_t *cnt)
     return *out ? 0 : KB_E_NOMEM;
 }
 
+/* AccessControlEntryRecord / RemoveAccessControlEntryRecord: the image keeps the records (for
+ * snapshots and late listeners); broker/acl checks the bindings when its listener applies them.
+ * An id added twice or removed unknown is refused. */
+static int kb_meta_apply_acl(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d, char *err,
+                             size_t err_size)
+{
+    size_t i = 0;
+    kb_mact_t *a;
+    while (i < meta->nacls && memcmp(meta->acls[i].acl_id.b, r->acl_id.b, 16) != 0)
+        i++;
+    if (r->type == KB_MREC_ACL) {
+        kb_mrec_t *nv;
+        if (i < meta->nacls) {
+            snprintf(err, err_size, "AccessControlEntryRecord of an ACL id already present");
+            return -1;
+        }
+        nv = realloc(meta->acls, (meta->nacls + 1) * sizeof(*nv));
+        if (!nv) {
+            snprintf(err, err_size, "out of memory");
+            return -1;
+        }
+        meta->acls = nv;
+        if (kb_mrec_acl_copy(&nv[meta->nacls], r) != 0) {
+            snprintf(err, err_size, "out of memory");
+            return -1;
+        }
+        meta->nacls++;
+    } else {
+        if (i == meta->nacls) {
+            snprintf(err, err_size, "RemoveAccessControlEntryRecord of an unknown ACL id");
+            return -1;
+        }
+        kb_mrec_clear(&meta->acls[i]);
+        memmove(&meta->acls[i], &meta->acls[i + 1], (meta->nacls - i - 1) * sizeof(*meta->acls));
+        meta->nacls--;
+    }
+    if ((a = kb_mdelta_push(d, KB_MACT_EVENT)) != NULL) {
+        a->type = KB_META_EV_ACL;
+        if (kb_mrec_acl_copy(&a->acl, r) == 0)
+            a->has_acl = true;
+        else
+            d->err = KB_E_NOMEM;
+    }
+    return 0;
+}
+
 static int kb_meta_apply_rec(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d, char *err,
                              size_t err_size)
 {
@@ -1315,6 +1366,9 @@ static int kb_meta_apply_rec(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d
     case KB_MREC_UNREGISTER_BROKER:
     case KB_MREC_BROKER_CHANGE:
         return kb_meta_apply_broker(meta, r, err, err_size);
+    case KB_MREC_ACL:
+    case KB_MREC_REMOVE_ACL:
+        return kb_meta_apply_acl(meta, r, d, err, err_size);
     default:
         snprintf(err, err_size, "%s is not applied by kbroker", kb_mrec_type_name(r->type));
         return -1;
@@ -1379,7 +1433,7 @@ static void kb_mdelta_run(kb_meta_t *meta, kb_mdelta_t *d)
     for (size_t i = 0; i < d->n; i++) {
         kb_mact_t *a = &d->v[i];
         kb_meta_event_t ev;
-        if (a->kind != KB_MACT_EVENT)
+        if (a->kind != KB_MACT_EVENT || (a->type == KB_META_EV_ACL && !a->has_acl))
             continue;
         /* Topic state as the batch left it (a CREATED event shows every partition and the
          * mirror flag its configs give), unless the topic is gone. */
@@ -1399,6 +1453,7 @@ static void kb_mdelta_run(kb_meta_t *meta, kb_mdelta_t *d)
         ev.resource_name = a->rname;
         ev.key = a->key;
         ev.value = a->value;
+        ev.acl = a->has_acl ? &a->acl : NULL;
         for (kb_meta_listener_t *l = meta->listeners; l; l = l->next)
             l->fn(l->opaque, &ev);
     }
@@ -1611,6 +1666,11 @@ int kb_meta_image_records(kb_meta_t *meta, kb_mrec_t **out, size_t *cnt)
             memcpy(r->endpoints, b->endpoints, (size_t)b->nendpoints * sizeof(*r->endpoints));
         r->nendpoints = b->nendpoints;
     }
+    for (size_t i = 0; i < meta->nacls && !rs.err; i++) {
+        kb_mrec_t *r = kb_mrecs_add(&rs, KB_MREC_ACL);
+        if (r && kb_mrec_acl_copy(r, &meta->acls[i]) != 0)
+            rs.err = KB_E_NOMEM;
+    }
     if (meta->pid_persisted > 0) {
         kb_mrec_t *r = kb_mrecs_add(&rs, KB_MREC_PRODUCER_IDS);
         if (r) {
@@ -1724,6 +1784,15 @@ kb_meta_listener_t *kb_meta_listen(kb_meta_t *meta, kb_meta_listen_fn *fn, void 
                 ev.value = kv[i].value;
                 fn(opaque, &ev);
             }
+        }
+        /* change_mu keeps the image's ACLs still (they change only under it) */
+        for (size_t i = 0; i < meta->nacls; i++) {
+            memset(&ev, 0, sizeof(ev));
+            ev.type = KB_META_EV_ACL;
+            ev.snapshot = true;
+            ev.offset = meta->offset;
+            ev.acl = &meta->acls[i];
+            fn(opaque, &ev);
         }
     }
     l->next = meta->listeners;
@@ -1957,11 +2026,41 @@ static int16_t kb_meta_create_locked(kb_meta_t *meta, const kb_topic_spec_t *spe
     return 0;
 }
 
+/* Whether the ACL records of @p recs apply to the image (change_mu held: it cannot change): an
+ * added id is new (also within the batch), a removed one present (or added earlier in it).
+ * Checked before the write, as kb_meta_apply_acl would refuse the log at the next start. */
+static bool kb_meta_acl_check(kb_meta_t *meta, const kb_mrec_t *recs, size_t n, char *msg,
+                              size_t msg_size)
+{
+    for (size_t i = 0; i < n; i++) {
+        int live = 0; /* the id's presence after the image and recs[0..i) */
+        if (recs[i].type != KB_MREC_ACL && recs[i].type != KB_MREC_REMOVE_ACL)
+            continue;
+        for (size_t j = 0; j < meta->nacls; j++)
+            if (!memcmp(meta->acls[j].acl_id.b, recs[i].acl_id.b, 16))
+                live = 1;
+        for (size_t j = 0; j < i; j++)
+            if ((recs[j].type == KB_MREC_ACL || recs[j].type == KB_MREC_REMOVE_ACL) &&
+                !memcmp(recs[j].acl_id.b, recs[i].acl_id.b, 16))
+                live = recs[j].type == KB_MREC_ACL;
+        if (recs[i].type == KB_MREC_ACL ? live : !live) {
+            snprintf(msg, msg_size, "%s of an ACL id %s", kb_mrec_type_name(recs[i].type),
+                     live ? "already present" : "not present");
+            return false;
+        }
+    }
+    return true;
+}
+
 int16_t kb_meta_commit_records(kb_meta_t *meta, const kb_mrec_t *recs, size_t n, char *msg,
                                size_t msg_size)
 {
     int rc;
     pthread_mutex_lock(&meta->change_mu);
+    if (!kb_meta_acl_check(meta, recs, n, msg, msg_size)) {
+        pthread_mutex_unlock(&meta->change_mu);
+        return KP_ERR_INVALID_REQUEST;
+    }
     rc = kb_meta_log_commit(meta, recs, n);
     pthread_mutex_unlock(&meta->change_mu);
     if (rc == 0)

@@ -303,7 +303,9 @@ int kb_meta_brokers(kb_meta_t *meta, kb_meta_broker_t **out, size_t *cnt);
 /**
  * Commit records @p recs (built by the caller, e.g. broker/ctrl's broker registrations; still
  * the caller's to kb_mrec_clear) as one batch of the metadata log. 0, NOT_CONTROLLER,
- * KAFKA_STORAGE_ERROR or UNKNOWN_SERVER_ERROR with @p msg.
+ * KAFKA_STORAGE_ERROR or UNKNOWN_SERVER_ERROR with @p msg; INVALID_REQUEST (nothing written)
+ * for an AccessControlEntryRecord of an id the image has or a RemoveAccessControlEntryRecord of
+ * one it has not.
  */
 int16_t kb_meta_commit_records(kb_meta_t *meta, const kb_mrec_t *recs, size_t n, char *msg,
                                size_t msg_size);
@@ -323,6 +325,7 @@ void kb_meta_set_pid_source(kb_meta_t *meta, kb_meta_pid_source_fn *fn, void *op
 #define KB_META_EV_TOPIC  1 /**< topic created / deleted / partition count changed */
 #define KB_META_EV_CONFIG 2 /**< a config key of a topic or broker resource changed */
 #define KB_META_EV_EPOCH  3 /**< a partition's leader epoch changed */
+#define KB_META_EV_ACL    5 /**< an ACL binding was created or removed (ev->acl; broker/acl) */
 #define KB_META_EV_REPLICAS                                                                        \
     4 /**< a partition's replicas or ISR changed, not its leader (local                            \
          log opened / deleted when this node joined / left) */
@@ -344,6 +347,8 @@ typedef struct kb_meta_event_s {
     const char *resource_name;    /**< CONFIG: topic name, "" or the node id */
     const char *key;              /**< CONFIG */
     const char *value;            /**< CONFIG: NULL when removed */
+    const kb_mrec_t *acl;         /**< ACL: the AccessControlEntryRecord (KB_MREC_ACL; the
+                                       snapshot has only these) or RemoveAccessControlEntryRecord */
 } kb_meta_event_t;
 
 typedef void(kb_meta_listen_fn)(void *opaque, const kb_meta_event_t *ev);

@@ -77,6 +77,8 @@ struct kb_meta_s {
     pthread_mutex_t pid_mu; /* the block below (never held with change_mu) */
     int64_t blk_next, blk_end;
     size_t nbrokers;
+    kb_mrec_t *acls; /* AccessControlEntryRecords in the image, in creation order (under rw) */
+    size_t nacls;
     void *assign_opaque;
     kb_mtopic_t *staged; /* controller: logs opened ahead of a commit, taken over by apply */
     int64_t snap_end;    /* end offset (exclusive) of the newest snapshot, -1 none */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kp_arena.h"
+#include "kb_err.h"
 #include "kp_err.h"
 #include "kp_mrec.h"
 
@@ -41,6 +42,24 @@ void kb_mrec_clear(kb_mrec_t *r)
     free(r->acl_principal);
     free(r->acl_host);
     kb_mrec_init(r, r->type);
+}
+
+int kb_mrec_acl_copy(kb_mrec_t *dst, const kb_mrec_t *src)
+{
+    kb_mrec_init(dst, src->type);
+    dst->version = src->version;
+    dst->acl_id = src->acl_id;
+    dst->acl_restype = src->acl_restype;
+    dst->acl_pattern = src->acl_pattern;
+    dst->acl_op = src->acl_op;
+    dst->acl_perm = src->acl_perm;
+    if ((src->acl_name && !(dst->acl_name = strdup(src->acl_name))) ||
+        (src->acl_principal && !(dst->acl_principal = strdup(src->acl_principal))) ||
+        (src->acl_host && !(dst->acl_host = strdup(src->acl_host)))) {
+        kb_mrec_clear(dst);
+        return KB_E_NOMEM;
+    }
+    return 0;
 }
 
 const char *kb_mrec_type_name(int16_t type)

@@ -103,6 +103,10 @@ typedef struct kb_mrec_s {
 void kb_mrec_init(kb_mrec_t *r, int16_t type);
 void kb_mrec_clear(kb_mrec_t *r);
 
+/** Deep copy of ACL record @p src (KB_MREC_ACL or KB_MREC_REMOVE_ACL: type, id, codes, strings)
+ *  into @p dst. 0 or KB_E_NOMEM (@p dst then empty). */
+int kb_mrec_acl_copy(kb_mrec_t *dst, const kb_mrec_t *src);
+
 /** Name of a record type ("TopicRecord", ...; "unknown" otherwise). */
 const char *kb_mrec_type_name(int16_t type);
 

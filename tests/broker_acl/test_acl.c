@@ -6,6 +6,7 @@
  */
 #include <CUnit/Basic.h>
 #include <CUnit/CUnit.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,8 @@
 #include "kb_acl_mrec.h"
 #include "kb_apisvc.h"
 #include "kb_err.h"
+#include "kb_config.h"
+#include "kb_meta.h"
 #include "kb_meta_rec.h"
 #include "kbat.h"
 #include "kp_errcode.h"
@@ -676,6 +679,164 @@ static void test_mrec_kb_record(void)
     kb_acl_free(brk);
 }
 
+/* kb_meta's half: ACL records committed to the metadata log reach a listener (live and, for a
+ * late listener, as its snapshot) and survive a reopen, by log replay and by checkpoint. */
+typedef struct acl_lis_s {
+    kb_acl_t *acl;
+    int live, snap, bad;
+} acl_lis_t;
+
+static void acl_lis_fn(void *opaque, const kb_meta_event_t *ev)
+{
+    acl_lis_t *l = opaque;
+    kb_acl_binding_t b;
+    if (ev->type != KB_META_EV_ACL)
+        return;
+    if (!ev->acl) {
+        l->bad++;
+        return;
+    }
+    ev->snapshot ? l->snap++ : l->live++;
+    if (ev->acl->type == KB_MREC_REMOVE_ACL) {
+        if (kb_acl_apply_remove(l->acl, ev->acl->acl_id.b) != 0)
+            l->bad++;
+        return;
+    }
+    memset(&b, 0, sizeof(b));
+    memcpy(b.id, ev->acl->acl_id.b, 16);
+    b.restype = ev->acl->acl_restype;
+    b.pattern = ev->acl->acl_pattern;
+    b.op = ev->acl->acl_op;
+    b.perm = ev->acl->acl_perm;
+    b.name = ev->acl->acl_name;
+    b.principal = ev->acl->acl_principal;
+    b.host = ev->acl->acl_host;
+    if (kb_acl_apply_add(l->acl, &b) != 0)
+        l->bad++;
+}
+
+/* Remove the metadata snapshots of @p dir; how many. */
+static int rm_checkpoints(const char *dir)
+{
+    char mdir[700], path[1000];
+    struct dirent *e;
+    DIR *d;
+    int n = 0;
+    snprintf(mdir, sizeof(mdir), "%s/logs/__cluster_metadata-0", dir);
+    d = opendir(mdir);
+    if (!d)
+        return 0;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len > 11 && !strcmp(e->d_name + len - 11, ".checkpoint")) {
+            snprintf(path, sizeof(path), "%s/%s", mdir, e->d_name);
+            n += unlink(path) == 0;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+static kb_meta_t *meta_open(const char *dir, kb_config_t **cfgp)
+{
+    char logs[600], err[512] = "";
+    kb_config_t *cfg = kb_config_new();
+    kb_meta_t *meta;
+    snprintf(logs, sizeof(logs), "%s/logs", dir);
+    kb_config_set(cfg, "node.id", "1", "test");
+    kb_config_set(cfg, "listeners", "PLAINTEXT://127.0.0.1:0", "test");
+    kb_config_set(cfg, "log.dirs", logs, "test");
+    CU_ASSERT_EQUAL_FATAL(kb_config_finalize(cfg), 0);
+    meta = kb_meta_open(cfg, err, sizeof(err));
+    if (!meta)
+        fprintf(stderr, "kb_meta_open: %s\n", err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(meta);
+    *cfgp = cfg;
+    return meta;
+}
+
+static void acl_rec(kb_mrec_t *r, int i, const char *principal)
+{
+    kb_mrec_init(r, KB_MREC_ACL);
+    memset(r->acl_id.b, 0x40 + i, 16);
+    r->acl_restype = KB_ACL_RES_TOPIC;
+    r->acl_pattern = KB_ACL_PAT_LITERAL;
+    r->acl_op = KB_ACL_OP_READ;
+    r->acl_perm = KB_ACL_PERM_ALLOW;
+    r->acl_name = strdup("orders");
+    r->acl_principal = strdup(principal);
+    r->acl_host = strdup("*");
+}
+
+static void test_meta_acl_records(void)
+{
+    char dir[512], msg[512];
+    kb_config_t *cfg;
+    kb_meta_t *meta;
+    kb_mrec_t r[3];
+    acl_lis_t l1 = {0}, l2 = {0};
+    kb_meta_listener_t *h1, *h2;
+
+    CU_ASSERT_EQUAL_FATAL(kbat_tmpdir(dir, sizeof(dir)), 0);
+    meta = meta_open(dir, &cfg);
+    l1.acl = mem_acl(true, NULL, false);
+    h1 = kb_meta_listen(meta, acl_lis_fn, &l1, true);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h1);
+    acl_rec(&r[0], 0, "User:alice");
+    acl_rec(&r[1], 1, "User:bob");
+    CU_ASSERT_EQUAL(kb_meta_commit_records(meta, r, 2, msg, sizeof(msg)), 0);
+    CU_ASSERT_EQUAL(l1.live, 2);
+    CU_ASSERT_EQUAL(kb_acl_count(l1.acl), 2);
+    CU_ASSERT(AZ(l1.acl, "User:bob", "h", KB_ACL_OP_READ, KB_ACL_RES_TOPIC, "orders"));
+    /* an id twice is refused, nothing committed */
+    CU_ASSERT_NOT_EQUAL(kb_meta_commit_records(meta, r, 1, msg, sizeof(msg)), 0);
+    CU_ASSERT_EQUAL(l1.live, 2);
+    /* remove bob's; removing an unknown id is refused */
+    kb_mrec_clear(&r[1]);
+    kb_mrec_init(&r[2], KB_MREC_REMOVE_ACL);
+    memset(r[2].acl_id.b, 0x41, 16);
+    CU_ASSERT_EQUAL(kb_meta_commit_records(meta, &r[2], 1, msg, sizeof(msg)), 0);
+    CU_ASSERT_NOT_EQUAL(kb_meta_commit_records(meta, &r[2], 1, msg, sizeof(msg)), 0);
+    CU_ASSERT_EQUAL(l1.live, 3);
+    CU_ASSERT_EQUAL(kb_acl_count(l1.acl), 1);
+    CU_ASSERT(!AZ(l1.acl, "User:bob", "h", KB_ACL_OP_READ, KB_ACL_RES_TOPIC, "orders"));
+    CU_ASSERT_EQUAL(l1.bad, 0);
+    kb_meta_unlisten(meta, h1);
+    /* a late listener gets the image's ACLs as its snapshot */
+    l2.acl = mem_acl(true, NULL, false);
+    h2 = kb_meta_listen(meta, acl_lis_fn, &l2, true);
+    CU_ASSERT_EQUAL(l2.snap, 1);
+    CU_ASSERT_EQUAL(l2.live, 0);
+    CU_ASSERT(AZ(l2.acl, "User:alice", "h", KB_ACL_OP_READ, KB_ACL_RES_TOPIC, "orders"));
+    kb_meta_unlisten(meta, h2);
+    kb_acl_free(l2.acl);
+    kb_meta_close(meta); /* writes a checkpoint */
+    kb_config_free(cfg);
+    /* reopened: from the checkpoint the close wrote, then from the log alone */
+    for (int round = 0; round < 2; round++) {
+        acl_lis_t l3 = {0};
+        kb_meta_listener_t *h3;
+        meta = meta_open(dir, &cfg);
+        l3.acl = mem_acl(true, NULL, false);
+        h3 = kb_meta_listen(meta, acl_lis_fn, &l3, true);
+        CU_ASSERT_EQUAL(l3.snap, 1);
+        CU_ASSERT_EQUAL(l3.bad, 0);
+        CU_ASSERT_EQUAL(kb_acl_count(l3.acl), 1);
+        CU_ASSERT(AZ(l3.acl, "User:alice", "h", KB_ACL_OP_READ, KB_ACL_RES_TOPIC, "orders"));
+        CU_ASSERT(!AZ(l3.acl, "User:bob", "h", KB_ACL_OP_READ, KB_ACL_RES_TOPIC, "orders"));
+        kb_meta_unlisten(meta, h3);
+        kb_acl_free(l3.acl);
+        kb_meta_close(meta);
+        kb_config_free(cfg);
+        if (round == 0)
+            CU_ASSERT(rm_checkpoints(dir) >= 1);
+    }
+    kb_acl_free(l1.acl);
+    kb_mrec_clear(&r[0]);
+    kb_mrec_clear(&r[2]);
+    kbat_rmrf(dir);
+}
+
 /* ---- the store ------------------------------------------------------------------------------- */
 
 static char g_dir[512];
@@ -1111,6 +1272,8 @@ int main(void)
     CU_add_test(s, "AccessControlEntryRecord / RemoveAccessControlEntryRecord replay",
                 test_mrec_replay);
     CU_add_test(s, "the ACL records as kb_mrec_t: round trip, refused input", test_mrec_kb_record);
+    CU_add_test(s, "kb_meta: ACL records to listeners, late-listener snapshot, reopen",
+                test_meta_acl_records);
     s = CU_add_suite("broker_acl_store", store_setup, store_teardown);
     CU_add_test(s, "bindings and ids survive a reopen; deletes too", test_store_reopen);
     CU_add_test(s, "every corrupt or truncated file is refused, naming it", test_store_corrupt);
