@@ -120,6 +120,13 @@ typedef struct kb_hlocal_s {
     kb_lreq_t *live;                  /**< started and not finished (deferred, mostly) */
     bool stop, started;
     pthread_t thr;
+    /* broker_request to other brokers: a kc_ client driven by "kb-kbx-peer" */
+    struct kc_client_s *kc;
+    kb_lreq_t *remote; /**< sent to another broker, not answered yet */
+    bool peer_closed;  /**< mu: no new remote request (the channel is closing) */
+    _Atomic bool peer_stop;
+    bool peer_started;
+    pthread_t peer_thr;
 } kb_hlocal_t;
 
 int kb_hlocal_init(kb_hlocal_t *l);

@@ -20,10 +20,16 @@
  * Grouping: the events of one metadata change (same kb_meta offset) become one delta.
  * metadata_offset is a per-process sequence of delivered deltas (kbroker keeps no metadata log).
  *
- * Leadership on a single broker: this broker leads every partition. A new topic (or one in the
- * snapshot) gives ROLE_LEADER for each partition with its leader epoch, added partitions give
- * ROLE_LEADER for the new ones, a deleted topic ROLE_REMOVED for every partition, and an epoch
- * bump ROLE_LEADER with the new epoch. partition_epoch equals leader_epoch (no ISR changes).
+ * Leadership: the roles come from the image (kb_meta_part_state), only for partitions this node
+ * is a replica of: ROLE_LEADER when the image names this node as leader, else ROLE_FOLLOWER with
+ * the actual leader_id (-1 while the partition has none), and the image's leader and partition
+ * epochs. The listener keeps the role it last reported per partition: a new topic (or one in the
+ * snapshot) and added partitions report the local replicas; a leader-epoch event reports the
+ * partition again when this node holds a replica; a replicas/ISR event (KB_META_EV_REPLICAS)
+ * reports only when this node joined (role) or left (ROLE_REMOVED) the replica set; a deleted
+ * topic gives ROLE_REMOVED for each partition reported before. On a single broker every
+ * partition is local and led here, so every report is ROLE_LEADER. Metadata listeners never see
+ * EPOCH or REPLICAS events (they carry nothing a kbx metadata delta describes).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +69,7 @@ typedef struct kb_ltopic_s {
     kp_uuid_t id;
     char *name;
     int32_t partitions;
+    uint8_t *role; /**< per partition: the role last reported, 0 = not a local replica */
 } kb_ltopic_t;
 
 struct kbx_listener {
@@ -151,7 +158,7 @@ static void kb_lev_meta_cb(void *opaque, const kb_meta_event_t *mev)
 
     if (l->kind == KB_LS_LEAD && mev->type == KB_META_EV_CONFIG)
         return;
-    if (l->kind == KB_LS_MD && mev->type == KB_META_EV_EPOCH)
+    if (l->kind == KB_LS_MD && (mev->type == KB_META_EV_EPOCH || mev->type == KB_META_EV_REPLICAS))
         return;
     e = kb_lev_new(l, KB_LEV_META);
     if (!e)
@@ -352,7 +359,7 @@ static kb_ltopic_t *kb_lead_find(struct kbx_listener *l, const kp_uuid_t *id)
 }
 
 static void kb_lead_change(kb_dbuf_t *chg, int32_t role, const kp_uuid_t *id, const char *name,
-                           int32_t partition, int32_t leader_id, int32_t epoch)
+                           int32_t partition, int32_t leader_id, int32_t epoch, int32_t pepoch)
 {
     kbx_leadership_change_t *c = kb_dbuf_add(chg);
     if (!c)
@@ -364,7 +371,35 @@ static void kb_lead_change(kb_dbuf_t *chg, int32_t role, const kp_uuid_t *id, co
     c->partition = partition;
     c->leader_id = leader_id;
     c->leader_epoch = epoch;
-    c->partition_epoch = epoch;
+    c->partition_epoch = pepoch;
+}
+
+/* This node's role in partition @p p of @p t from the image, reported when it differs from the
+ * one reported last or (@p always) whenever the node holds a replica. */
+static void kb_lead_part(struct kbx_listener *l, kb_dbuf_t *chg, kb_ltopic_t *t, int32_t p,
+                         bool always)
+{
+    kb_meta_t *meta = l->host->h->meta;
+    int32_t me = kb_meta_node_id(meta);
+    kb_meta_part_state_t st;
+    uint8_t role = 0;
+
+    if (p < 0 || p >= t->partitions)
+        return;
+    if (kb_meta_part_state(meta, &t->id, p, &st) != KB_META_OK)
+        return; /* deleted meanwhile: its deletion follows */
+    for (int32_t i = 0; i < st.nreplicas && i < KB_META_MAX_REPLICAS; i++)
+        if (st.replicas[i] == me)
+            role = st.leader == me ? KBX_ROLE_LEADER : KBX_ROLE_FOLLOWER;
+    if (!role) {
+        if (t->role[p])
+            kb_lead_change(chg, KBX_ROLE_REMOVED, &t->id, t->name, p, st.leader, st.leader_epoch,
+                           st.partition_epoch);
+    } else if (always || role != t->role[p]) {
+        kb_lead_change(chg, role, &t->id, t->name, p, st.leader, st.leader_epoch,
+                       st.partition_epoch);
+    }
+    t->role[p] = role;
 }
 
 /* Topic event -> leadership changes; keeps the listener's topic table. Names point into the
@@ -372,61 +407,65 @@ static void kb_lead_change(kb_dbuf_t *chg, int32_t role, const kp_uuid_t *id, co
 static void kb_lead_add_event(struct kbx_listener *l, kb_dbuf_t *chg, const kb_lev_t *e,
                               char **graveyard, size_t *ngrave)
 {
-    kb_host_t *h = l->host->h;
-    int32_t me = kb_meta_node_id(h->meta);
     kb_ltopic_t *t;
+    int32_t from = 0;
 
-    if (e->type == KB_META_EV_EPOCH && e->has_topic) {
-        kb_lead_change(chg, KBX_ROLE_LEADER, &e->topic.id, e->topic.name, e->partition, me,
-                       e->leader_epoch);
-        return;
-    }
-    if (e->type != KB_META_EV_TOPIC || !e->has_topic)
+    if (!e->has_topic)
         return;
     t = kb_lead_find(l, &e->topic.id);
+    if (e->type == KB_META_EV_EPOCH || e->type == KB_META_EV_REPLICAS) {
+        if (t)
+            kb_lead_part(l, chg, t, e->partition, e->type == KB_META_EV_EPOCH);
+        return;
+    }
+    if (e->type != KB_META_EV_TOPIC)
+        return;
     if (e->flags & KB_META_TOPIC_DELETED) {
         if (!t)
             return;
         for (int32_t p = 0; p < t->partitions; p++)
-            kb_lead_change(chg, KBX_ROLE_REMOVED, &t->id, t->name, p, -1, -1);
+            if (t->role[p])
+                kb_lead_change(chg, KBX_ROLE_REMOVED, &t->id, t->name, p, -1, -1, -1);
         graveyard[(*ngrave)++] = t->name; /* freed after the callback */
+        free(t->role);
         *t = l->topics[--l->ntopics];
         return;
     }
-    {
-        int32_t *epochs = NULL, cnt = 0, from = 0;
-        if (kb_meta_topic_epochs(h->meta, e->topic.name, &epochs, &cnt) != 0)
-            return; /* deleted meanwhile: its deletion follows */
-        if (!t) {
-            if (l->ntopics == l->cap_topics) {
-                size_t nc = l->cap_topics ? l->cap_topics * 2 : 16;
-                kb_ltopic_t *nv = realloc(l->topics, nc * sizeof(*nv));
-                if (!nv) {
-                    free(epochs);
-                    chg->nomem = true;
-                    return;
-                }
-                l->topics = nv;
-                l->cap_topics = nc;
-            }
-            t = &l->topics[l->ntopics];
-            t->id = e->topic.id;
-            t->partitions = 0;
-            if (!(t->name = strdup(e->topic.name))) {
-                free(epochs);
+    if (!t) {
+        if (l->ntopics == l->cap_topics) {
+            size_t nc = l->cap_topics ? l->cap_topics * 2 : 16;
+            kb_ltopic_t *nv = realloc(l->topics, nc * sizeof(*nv));
+            if (!nv) {
                 chg->nomem = true;
                 return;
             }
-            l->ntopics++;
-        } else {
-            from = t->partitions; /* partitions added: only the new ones change */
+            l->topics = nv;
+            l->cap_topics = nc;
         }
-        if (e->topic.partitions > t->partitions)
-            t->partitions = e->topic.partitions;
-        for (int32_t p = from; p < t->partitions && p < cnt; p++)
-            kb_lead_change(chg, KBX_ROLE_LEADER, &t->id, t->name, p, me, epochs[p]);
-        free(epochs);
+        t = &l->topics[l->ntopics];
+        t->id = e->topic.id;
+        t->partitions = 0;
+        t->role = NULL;
+        if (!(t->name = strdup(e->topic.name))) {
+            chg->nomem = true;
+            return;
+        }
+        l->ntopics++;
+    } else {
+        from = t->partitions; /* partitions added: only the new ones change */
     }
+    if (e->topic.partitions > t->partitions) {
+        uint8_t *nr = realloc(t->role, (size_t)e->topic.partitions);
+        if (!nr) {
+            chg->nomem = true;
+            return;
+        }
+        memset(nr + t->partitions, 0, (size_t)(e->topic.partitions - t->partitions));
+        t->role = nr;
+        t->partitions = e->topic.partitions;
+    }
+    for (int32_t p = from; p < t->partitions; p++)
+        kb_lead_part(l, chg, t, p, false);
 }
 
 static void kb_lead_deliver(struct kbx_listener *l, kb_lev_t *first, kb_lev_t *rest)
@@ -457,8 +496,10 @@ static void kb_lead_deliver(struct kbx_listener *l, kb_lev_t *first, kb_lev_t *r
 
 static void kb_listener_free(struct kbx_listener *l)
 {
-    for (size_t i = 0; i < l->ntopics; i++)
+    for (size_t i = 0; i < l->ntopics; i++) {
         free(l->topics[i].name);
+        free(l->topics[i].role);
+    }
     free(l->topics);
     l->magic = KB_DEAD_MAGIC;
     free(l);

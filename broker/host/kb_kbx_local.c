@@ -28,19 +28,30 @@
  * handler owner's lock) takes it only to move the request to the done list. A request is
  * freed only by this thread (after delivery), so this thread may use one without l->mu.
  *
- * broker_request: kbroker is a single broker, so the only broker it reaches is itself (served
- * like local_request); any other id is KBX_ERR_NOT_FOUND. Inter-broker channels come with
- * cluster mode.
+ * broker_request: to this broker itself it is served like local_request. To another broker it
+ * goes over a kc_ client (proto/client) driven by its own thread, "kb-kbx-peer": the address is
+ * the broker's registered endpoint (kb_meta_brokers) on the listener local requests claim
+ * (inter.broker.listener.name, else the first; a broker that registered no such endpoint is
+ * reached on its first one), looked up at each request; a broker the image does not know is
+ * KBX_ERR_NOT_FOUND at start. The body is sent at exactly the plugin's version (a broker that
+ * does not support it answers KBX_ERR_UNSUPPORTED). The client's callback copies the answer and
+ * moves the request to the done list, so the plugin is called back on "kb-kbx-local" like any
+ * other request. Timeouts are the client's (timeout_ms; < 0: its default request timeout);
+ * unloading a plugin cancels its remote requests (kc_cancel, KBX_ERR_SHUTDOWN). At stop the
+ * client is destroyed first (what is pending fails KBX_ERR_SHUTDOWN), then the local thread.
  */
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kb_err.h"
+#include "kb_meta.h"
 #include "kb_host_int.h"
 #include "kb_net.h"
 #include "kb_time.h"
+#include "kc_client.h"
 
 struct kb_lreq_s {
     kb_lreq_t *next, *prev; /* in / done list (next only) or the live list; under l->mu */
@@ -57,6 +68,8 @@ struct kb_lreq_s {
     int32_t status;     /* the result, set when it moves to the done list */
     uint8_t *resp;
     size_t resp_len;
+    bool remote;   /* broker_request to another broker: in l->remote until answered */
+    int64_t kc_id; /* its kc_ request id (for kc_cancel) */
 };
 
 static const uint8_t kb_lreq_empty[1];
@@ -73,7 +86,8 @@ static void kb_lreq_deliver(kb_lreq_t *lr)
 {
     kbx_host_t *host = lr->host;
 
-    kb_req_local_release(lr->req);
+    if (lr->req)
+        kb_req_local_release(lr->req);
     lr->req = NULL;
     if (!atomic_load(&host->dead)) {
         if (lr->status == KBX_OK)
@@ -135,6 +149,164 @@ static void kb_lreq_done(void *opaque, int status, uint8_t *body, size_t len)
     l->done_tail = lr;
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
+}
+
+/* ---- remote requests (broker_request to another broker) ------------------------------------- */
+
+/* kc_resp_cb_t: copy the answer, move the request from l->remote to the done list.
+ * @thread kb-kbx-peer (or the stopping thread, from kc_client_destroy) */
+static void kb_rreq_done(kc_client_t *kc, int err, int16_t ver, const uint8_t *body, size_t len,
+                         void *opaque)
+{
+    kb_lreq_t *lr = opaque;
+    kb_hlocal_t *l = &lr->host->h->local;
+    int32_t st;
+    uint8_t *copy = NULL;
+
+    (void)kc;
+    (void)ver;
+    switch (err) {
+    case KC_E_OK:
+        st = KBX_OK;
+        if (len && !(copy = malloc(len)))
+            st = KBX_ERR_NOMEM;
+        else if (len)
+            memcpy(copy, body, len);
+        break;
+    case KC_E_TIMED_OUT:
+        st = KBX_ERR_TIMEOUT;
+        break;
+    case KC_E_CANCELLED:
+    case KC_E_DESTROYED:
+        st = KBX_ERR_SHUTDOWN;
+        break;
+    case KC_E_NO_VERSION:
+        st = KBX_ERR_UNSUPPORTED;
+        break;
+    case KC_E_NOMEM:
+        st = KBX_ERR_NOMEM;
+        break;
+    case KC_E_NO_NODE:
+        st = KBX_ERR_NOT_FOUND;
+        break;
+    default:
+        st = KBX_ERR_IO;
+        break;
+    }
+    pthread_mutex_lock(&l->mu);
+    lr->status = st;
+    lr->resp = copy;
+    lr->resp_len = copy ? len : 0;
+    if (lr->prev)
+        lr->prev->next = lr->next;
+    else
+        l->remote = lr->next;
+    if (lr->next)
+        lr->next->prev = lr->prev;
+    lr->prev = lr->next = NULL;
+    if (l->done_tail)
+        l->done_tail->next = lr;
+    else
+        l->done_head = lr;
+    l->done_tail = lr;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void *kb_hpeer_main(void *arg)
+{
+    kb_hlocal_t *l = arg;
+
+    pthread_setname_np(pthread_self(), "kb-kbx-peer");
+    while (!atomic_load(&l->peer_stop))
+        kc_client_poll(l->kc, 200);
+    return NULL;
+}
+
+/* The address of broker @p id on @p listener (else its first endpoint). 0 or KBX_ERR_*. */
+static int32_t kb_hpeer_addr(kb_host_t *h, int32_t id, char *host, size_t hsize, int *port)
+{
+    kb_meta_broker_t *v = NULL;
+    size_t n = 0;
+    int32_t rc = KBX_ERR_NOT_FOUND;
+
+    if (kb_meta_brokers(h->meta, &v, &n) != 0)
+        return KBX_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const kb_mendpoint_t *ep = NULL;
+        if (v[i].id != id || v[i].nendpoints <= 0)
+            continue;
+        for (int32_t j = 0; j < v[i].nendpoints && j < KB_MREC_MAX_ENDPOINTS; j++)
+            if (!strcmp(v[i].endpoints[j].name, h->local_listener))
+                ep = &v[i].endpoints[j];
+        if (!ep)
+            ep = &v[i].endpoints[0];
+        if (ep->port > 0 && ep->port <= 65535 && ep->host[0]) {
+            snprintf(host, hsize, "%s", ep->host);
+            *port = ep->port;
+            rc = KBX_OK;
+        }
+        break;
+    }
+    free(v);
+    return rc;
+}
+
+/* Send @p lr (owned: freed here on error) to broker @p id. KBX_OK: its callback follows. */
+static int32_t kb_hpeer_send(kb_host_t *h, kb_lreq_t *lr, int32_t id)
+{
+    kb_hlocal_t *l = &h->local;
+    char addr[256];
+    int port = 0;
+    int32_t rc;
+    int32_t tmo;
+    int64_t kid;
+
+    if ((rc = kb_hpeer_addr(h, id, addr, sizeof(addr), &port)) != KBX_OK)
+        goto fail;
+    tmo = lr->deadline_ms < 0 ? 0
+          : lr->deadline_ms - kb_time_mono_ms() > INT32_MAX
+              ? INT32_MAX
+              : (int32_t)(lr->deadline_ms - kb_time_mono_ms());
+    if (lr->deadline_ms >= 0 && tmo <= 0)
+        tmo = 1;
+    pthread_mutex_lock(&l->mu);
+    if (l->peer_closed || !l->kc) {
+        pthread_mutex_unlock(&l->mu);
+        rc = KBX_ERR_SHUTDOWN;
+        goto fail;
+    }
+    if (kc_client_node_set(l->kc, id, addr, port) != 0) {
+        pthread_mutex_unlock(&l->mu);
+        rc = KBX_ERR_NOMEM;
+        goto fail;
+    }
+    /* Listed before it is sent: the callback (another thread) unlinks it. l->mu is held, so
+     * the callback waits for the id to be stored. */
+    lr->remote = true;
+    lr->prev = NULL;
+    lr->next = l->remote;
+    if (l->remote)
+        l->remote->prev = lr;
+    l->remote = lr;
+    atomic_fetch_add(&lr->host->n_ops, 1);
+    kid = kc_request_raw(l->kc, id, lr->api_key, lr->api_version, lr->body, lr->len, tmo, 0,
+                         kb_rreq_done, lr);
+    if (kid < 0) {
+        l->remote = lr->next;
+        if (lr->next)
+            lr->next->prev = NULL;
+        atomic_fetch_sub(&lr->host->n_ops, 1);
+        pthread_mutex_unlock(&l->mu);
+        rc = kid == KC_E_NOMEM ? KBX_ERR_NOMEM : KBX_ERR_INVALID;
+        goto fail;
+    }
+    lr->kc_id = kid;
+    pthread_mutex_unlock(&l->mu);
+    return KBX_OK;
+fail:
+    kb_lreq_free(lr);
+    return rc;
 }
 
 /* Start one request: build it, list it as live, run its handler. A request that cannot start
@@ -278,6 +450,39 @@ int kb_hlocal_init(kb_hlocal_t *l)
     return 0;
 }
 
+static kc_client_t *kb_hpeer_client(kb_host_t *h)
+{
+    kc_opts_t o;
+    char cid[64], err[256];
+    kc_client_t *kc;
+
+    snprintf(cid, sizeof(cid), "kbroker-%" PRId32 "-kbx", kb_meta_node_id(h->meta));
+    kc_opts_init(&o);
+    o.client_id = cid;
+    o.reconnect_backoff_max_ms = 1000;
+    if (!(kc = kc_client_new(&o, err, sizeof(err))))
+        kb_hlog(KB_HLOG_ERROR, "cannot create the inter-broker client: %s", err);
+    return kc;
+}
+
+/* Fail what is still sent to other brokers (KBX_ERR_SHUTDOWN through the done list) and close
+ * the channel. @thread main */
+static void kb_hpeer_stop(kb_hlocal_t *l)
+{
+    pthread_mutex_lock(&l->mu);
+    l->peer_closed = true;
+    pthread_mutex_unlock(&l->mu);
+    atomic_store(&l->peer_stop, true);
+    if (l->peer_started) {
+        kc_client_wakeup(l->kc);
+        pthread_join(l->peer_thr, NULL);
+        l->peer_started = false;
+    }
+    if (l->kc)
+        kc_client_destroy(l->kc); /* the callbacks run here */
+    l->kc = NULL;
+}
+
 int kb_hlocal_start(kb_host_t *h)
 {
     kb_hlocal_t *l = &h->local;
@@ -288,10 +493,17 @@ int kb_hlocal_start(kb_host_t *h)
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     rc = pthread_create(&l->thr, NULL, kb_hlocal_main, h);
+    if (rc == 0) {
+        l->started = true;
+        l->kc = kb_hpeer_client(h);
+        if (l->kc && pthread_create(&l->peer_thr, NULL, kb_hpeer_main, l) == 0)
+            l->peer_started = true;
+    }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0)
         return -1;
-    l->started = true;
+    if (!l->peer_started)
+        kb_hlog(KB_HLOG_WARN, "broker_request to other brokers is unavailable (no client)");
     return 0;
 }
 
@@ -300,6 +512,7 @@ void kb_hlocal_stop(kb_host_t *h)
     kb_hlocal_t *l = &h->local;
     kb_lreq_t *lr;
 
+    kb_hpeer_stop(l);
     pthread_mutex_lock(&l->mu);
     l->stop = true;
     pthread_cond_broadcast(&l->cv);
@@ -329,33 +542,49 @@ void kb_hlocal_destroy(kb_hlocal_t *l)
 void kb_hlocal_cancel_plugin(kb_host_t *h, kbx_host_t *host)
 {
     kb_hlocal_t *l = &h->local;
+    int64_t ids[64];
+    size_t n;
+
     atomic_store(&host->stopping, true);
-    pthread_mutex_lock(&l->mu);
-    pthread_cond_broadcast(&l->cv);
-    pthread_mutex_unlock(&l->mu);
+    do {
+        n = 0;
+        pthread_mutex_lock(&l->mu);
+        for (kb_lreq_t *lr = l->remote; lr && n < 64; lr = lr->next)
+            if (lr->host == host && !lr->cancel_sent && l->kc) {
+                lr->cancel_sent = true;
+                ids[n++] = lr->kc_id;
+            }
+        pthread_cond_broadcast(&l->cv);
+        pthread_mutex_unlock(&l->mu);
+        /* A request answered meanwhile is unknown to the client by now: KC_E_INVALID. */
+        for (size_t i = 0; i < n; i++)
+            kc_cancel(l->kc, ids[i]);
+    } while (n == 64);
 }
 
 /* ---- the kbx functions ----------------------------------------------------------------------- */
 
-static int32_t kb_kbx_request(kbx_host_t *host, int16_t api_key, int16_t api_version,
-                              const uint8_t *body, size_t len, int64_t timeout_ms,
-                              kbx_response_fn cb, void *arg)
+/* A request copied from the plugin's arguments, or NULL with *rc set. */
+static kb_lreq_t *kb_lreq_make(kbx_host_t *host, int16_t api_key, int16_t api_version,
+                               const uint8_t *body, size_t len, int64_t timeout_ms,
+                               kbx_response_fn cb, void *arg, int32_t *rc)
 {
-    kb_hlocal_t *l = &host->h->local;
     kb_lreq_t *lr;
-    bool stopped;
 
+    *rc = KBX_ERR_INVALID;
     if (!cb || (!body && len) || api_key < 0 || api_version < 0)
-        return KBX_ERR_INVALID;
+        return NULL;
+    *rc = KBX_ERR_SHUTDOWN;
     if (atomic_load(&host->dead))
-        return KBX_ERR_SHUTDOWN;
+        return NULL;
+    *rc = KBX_ERR_NOMEM;
     lr = calloc(1, sizeof(*lr));
     if (!lr)
-        return KBX_ERR_NOMEM;
+        return NULL;
     lr->body = malloc(len ? len : 1);
     if (!lr->body) {
         free(lr);
-        return KBX_ERR_NOMEM;
+        return NULL;
     }
     if (len)
         memcpy(lr->body, body, len);
@@ -366,6 +595,21 @@ static int32_t kb_kbx_request(kbx_host_t *host, int16_t api_key, int16_t api_ver
     lr->deadline_ms = timeout_ms < 0 ? -1 : kb_time_mono_ms() + timeout_ms;
     lr->cb = cb;
     lr->arg = arg;
+    *rc = KBX_OK;
+    return lr;
+}
+
+static int32_t kb_kbx_request(kbx_host_t *host, int16_t api_key, int16_t api_version,
+                              const uint8_t *body, size_t len, int64_t timeout_ms,
+                              kbx_response_fn cb, void *arg)
+{
+    kb_hlocal_t *l = &host->h->local;
+    kb_lreq_t *lr;
+    bool stopped;
+    int32_t rc;
+
+    if (!(lr = kb_lreq_make(host, api_key, api_version, body, len, timeout_ms, cb, arg, &rc)))
+        return rc;
     pthread_mutex_lock(&l->mu);
     stopped = l->stop;
     if (!stopped) {
@@ -398,11 +642,18 @@ static int32_t kb_kbx_broker_request(kbx_host_t *host, int32_t broker_id, int16_
                                      int16_t api_version, const uint8_t *body, size_t len,
                                      int64_t timeout_ms, kbx_response_fn cb, void *arg)
 {
+    kb_lreq_t *lr;
+    int32_t rc;
+
     if (!kb_host_from(host, "broker_request"))
         return KBX_ERR_INVALID;
-    if (broker_id != kb_meta_node_id(host->h->meta))
+    if (broker_id == kb_meta_node_id(host->h->meta))
+        return kb_kbx_request(host, api_key, api_version, body, len, timeout_ms, cb, arg);
+    if (broker_id < 0)
         return KBX_ERR_NOT_FOUND;
-    return kb_kbx_request(host, api_key, api_version, body, len, timeout_ms, cb, arg);
+    if (!(lr = kb_lreq_make(host, api_key, api_version, body, len, timeout_ms, cb, arg, &rc)))
+        return rc;
+    return kb_hpeer_send(host->h, lr, broker_id);
 }
 
 void kb_kbx_local_fill(kbx_api_t *t)
