@@ -11,6 +11,11 @@
  * KBX_ERR_NOT_LEADER never happens here. The epoch check and the operation are not atomic:
  * on a single broker only the plugin itself bumps epochs (leader_epoch_bump), so it cannot race
  * with its own appends unless it does both at once.
+ *
+ * In a cluster leader_epoch_bump commits on the node that holds the metadata log: the
+ * controller (broker,controller) raises the epoch and every broker's listeners follow. A
+ * broker-only node does not forward it to the controller yet: the bump fails with
+ * KBX_ERR_UNSUPPORTED and a log line (docs/broker.md "The plugin host").
  */
 #include <stdlib.h>
 #include <string.h>
@@ -341,10 +346,17 @@ static void kb_kbx_bump_run(kb_hq_t *q, kb_hev_t *ev, bool run)
         status = KBX_ERR_TIMEOUT;
     } else {
         int16_t kerr = kb_meta_bump_epoch(host->h->meta, &b->id, b->partition, b->min_epoch, &ne);
-        if (kerr == KP_ERR_UNKNOWN_TOPIC_ID || kerr == KP_ERR_UNKNOWN_TOPIC_OR_PARTITION)
+        if (kerr == KP_ERR_UNKNOWN_TOPIC_ID || kerr == KP_ERR_UNKNOWN_TOPIC_OR_PARTITION) {
             status = KBX_ERR_NOT_FOUND;
-        else if (kerr != 0)
+        } else if (kerr == KP_ERR_NOT_CONTROLLER) {
+            status = KBX_ERR_UNSUPPORTED;
+            kb_hlog(KB_HLOG_WARN,
+                    "plugin %s: leader_epoch_bump of partition %d refused: this broker-only node "
+                    "does not forward epoch bumps to the controller",
+                    host->name, (int)b->partition);
+        } else if (kerr != 0) {
             status = KBX_ERR_IO;
+        }
     }
     if (status == KBX_OK) {
         kb_part_t *part;

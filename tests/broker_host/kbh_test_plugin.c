@@ -57,6 +57,7 @@ typedef struct kbh_lead {
     int32_t partition;
     int32_t role;
     int32_t epoch;
+    int32_t leader_id; /* as the last change reported it */
 } kbh_lead_t;
 
 typedef struct kbh_rec {
@@ -485,6 +486,50 @@ static void kbh_cmd_topic(kbh_t *p, kbh_results_t *R, const char *name)
     pthread_mutex_unlock(&p->mu);
     kbh_check(R, "topic_seen", t != NULL && parts > 0, parts, hex, "topic %s not seen", name);
     kbh_check(R, "leader_seen", role == KBX_ROLE_LEADER, epoch, NULL, "role %d", role);
+}
+
+/* "lead:TOPIC:PART": the last leadership change of the partition (tests/broker_cluster):
+ * lead_role (KBX_ROLE_*), lead_leader (leader_id), lead_epoch as values; fails while none. */
+static void kbh_cmd_lead(kbh_t *p, kbh_results_t *R, const char *name, int32_t part)
+{
+    kbh_topic_t *t;
+    kbh_lead_t *l = NULL;
+    int32_t role = -1, leader = -1, epoch = -1;
+
+    pthread_mutex_lock(&p->mu);
+    t = kbh_topic_find(p, name);
+    if (t && (l = kbh_lead_find(p, &t->id, part)) != NULL) {
+        role = l->role;
+        leader = l->leader_id;
+        epoch = l->epoch;
+    }
+    pthread_mutex_unlock(&p->mu);
+    kbh_check(R, "lead_role", l != NULL, role, NULL, "no leadership change for %s-%d", name, part);
+    kbh_check(R, "lead_leader", l != NULL, leader, NULL, "no leadership change");
+    kbh_check(R, "lead_epoch", l != NULL, epoch, NULL, "no leadership change");
+}
+
+/* "breq:ID": ApiVersions v0 through broker_request to broker ID (tests/broker_cluster):
+ * breq_status (the start or completion status), breq_error (the answer's ErrorCode, -1 without
+ * one) and breq_keys (its ApiKeys count) as values; always ok (the test judges the values). */
+static void kbh_cmd_breq(kbh_t *p, kbh_results_t *R, int32_t broker)
+{
+    int32_t rc, ec = -1, nkeys = -1;
+
+    kbh_op_begin(p);
+    rc = p->api->broker_request(p->host, broker, 18, 0, NULL, 0, 3000, kbh_resp_cb, p);
+    kbh_op_started(p);
+    if (rc == KBX_OK)
+        rc = kbh_op_wait(p);
+    if (rc == KBX_OK && p->op_resp && p->op_resp_len >= 6) {
+        const uint8_t *b = p->op_resp;
+        ec = (int16_t)((b[0] << 8) | b[1]);
+        nkeys = (int32_t)(((uint32_t)b[2] << 24) | ((uint32_t)b[3] << 16) | ((uint32_t)b[4] << 8) |
+                          b[5]);
+    }
+    kbh_check(R, "breq_status", true, rc, NULL, "-");
+    kbh_check(R, "breq_error", true, ec, NULL, "-");
+    kbh_check(R, "breq_keys", true, nkeys, NULL, "-");
 }
 
 static bool kbh_topic_id(kbh_t *p, const char *name, kbx_uuid_t *id)
@@ -1271,6 +1316,10 @@ static void kbh_run(kbh_t *p, const char *cmd, kbh_results_t *R)
         kbh_cmd_lhold(p, R, a);
     else if (!strncmp(cmd, "lgroup:", 7))
         kbh_cmd_lgroup(p, R, a);
+    else if (!strncmp(cmd, "lead:", 5))
+        kbh_cmd_lead(p, R, a, atoi(b));
+    else if (!strncmp(cmd, "breq:", 5))
+        kbh_cmd_breq(p, R, atoi(a));
     else
         CHECK(R, "command", false, "unknown command '%s'", cmd);
 }
@@ -1464,6 +1513,7 @@ static void kbh_on_leadership(void *plugin_ctx, const kbx_leadership_change_t *c
         l->partition = c->partition;
         l->role = c->role;
         l->epoch = c->leader_epoch;
+        l->leader_id = c->leader_id;
     }
     pthread_mutex_unlock(&p->mu);
 }

@@ -1,0 +1,391 @@
+/*
+ * test_kbx_cluster.c -- the kbx plugin host in a three-process kbroker cluster (node 1
+ * broker,controller; nodes 2 and 3 broker-only), each loading tests/broker_host's test plugin
+ * (driven through its ListMirrors RPC, the command in the client id):
+ *   - the leadership listener on every broker reports a replicated partition with the leader
+ *     the image names: ROLE_LEADER on that broker, ROLE_FOLLOWER with the same leader_id on
+ *     the two others;
+ *   - broker_request from node 2's plugin reaches node 3 (ApiVersions answer), itself, and
+ *     refuses an unknown broker id (KBX_ERR_NOT_FOUND);
+ *   - after kill -9 of the partition's leader (a broker-only node), both survivors report the
+ *     new leader (elected by the controller) with a higher leader epoch, the new leader as
+ *     ROLE_LEADER; a broker_request to the dead broker fails instead of reaching another one.
+ * Waiting is polling with deadlines, never sleeping.
+ *
+ * usage: broker_cluster_kbx KBROKER PLUGIN
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kbat.h"
+#include "kbx.h"
+#include "kp_errcode.h"
+
+#define DEADLINE_MS  20000
+#define HEARTBEAT_MS 200
+#define SESSION_MS   1500
+#define CLUSTER_ID   "kbrokerKbxClusterTest1"
+#define TOPIC        "kbx-lead"
+
+static int failures;
+static char g_dir[512];
+static const char *g_kbroker, *g_plugin;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+typedef struct node_s {
+    pid_t pid;
+    int out;
+    int port;
+} node_t;
+
+static node_t g_nodes[4];
+static int g_cport;
+
+static void pace(void)
+{
+    struct pollfd none = {.fd = -1};
+    poll(&none, 0, 50); /* pacing of a polling loop */
+}
+
+static int line_port(const char *line, const char *name)
+{
+    char pat[64];
+    const char *p;
+    snprintf(pat, sizeof(pat), "%s://127.0.0.1:", name);
+    p = strstr(line, pat);
+    return p ? atoi(p + strlen(pat)) : -1;
+}
+
+static int start_node(int id)
+{
+    node_t *n = &g_nodes[id];
+    char cfg[700], logp[700], buf[8192];
+    int p[2];
+    size_t got = 0;
+    int64_t dl;
+    FILE *f;
+
+    snprintf(cfg, sizeof(cfg), "%s/server-%d.properties", g_dir, id);
+    snprintf(logp, sizeof(logp), "%s/kbroker-%d.log", g_dir, id);
+    if (!(f = fopen(cfg, "w")))
+        return -1;
+    fprintf(f,
+            "node.id=%d\nlog.dirs=%s/n%d\ncluster.id=" CLUSTER_ID "\n"
+            "broker.heartbeat.interval.ms=%d\nbroker.session.timeout.ms=%d\n"
+            "controller.listener.names=CONTROLLER\n"
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+            "num.network.threads=1\nnum.io.threads=2\nlog.cleaner.enable=false\n"
+            "plugin.paths=mirror.enable=%s\nmirror.enable=true\n",
+            id, g_dir, id, HEARTBEAT_MS, SESSION_MS, g_plugin);
+    if (id == 1)
+        fprintf(f, "process.roles=broker,controller\n"
+                   "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0\n");
+    else
+        fprintf(f,
+                "process.roles=broker\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+                "controller.quorum.voters=1@127.0.0.1:%d\n",
+                g_cport);
+    if (fclose(f) != 0 || pipe2(p, O_CLOEXEC) != 0)
+        return -1;
+    n->pid = fork();
+    if (n->pid == 0) {
+        int lfd = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        char *args[] = {(char *)g_kbroker, "--config", cfg, NULL};
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(p[1], 1);
+        dup2(lfd, 2);
+        execv(args[0], args);
+        _exit(127);
+    }
+    close(p[1]);
+    n->out = p[0];
+    dl = kbat_now_ms() + DEADLINE_MS;
+    while (kbat_now_ms() < dl && got < sizeof(buf) - 1) {
+        struct pollfd pf = {.fd = n->out, .events = POLLIN};
+        ssize_t r;
+        char *line;
+        if (poll(&pf, 1, (int)(dl - kbat_now_ms())) <= 0)
+            break;
+        r = read(n->out, buf + got, sizeof(buf) - 1 - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+        buf[got] = '\0';
+        line = strstr(buf, "kbroker started (");
+        if (line && strchr(line, '\n')) {
+            n->port = line_port(line, "PLAINTEXT");
+            if (id == 1)
+                g_cport = line_port(line, "CONTROLLER");
+            return n->port > 0 ? 0 : -1;
+        }
+    }
+    fprintf(stderr, "node %d did not start (see %s)\n", id, logp);
+    return -1;
+}
+
+static void kill_node(int id)
+{
+    node_t *n = &g_nodes[id];
+    int st;
+    if (n->pid <= 0)
+        return;
+    kill(n->pid, SIGKILL);
+    waitpid(n->pid, &st, 0);
+    close(n->out);
+    n->pid = 0;
+}
+
+/* The values of the plugin's results of @p command on node @p via, by result name (@p names,
+ * @p vals, @p n). 0 when every result was "ok", else -1. */
+static int plugin_cmd(int via, const char *command, const char *const *names, int32_t *vals, int n)
+{
+    kp_ListMirrorsRequest_t rq;
+    kp_ListMirrorsResponse_t resp;
+    kp_arena_t ar;
+    int fd = kbat_connect(g_nodes[via].port), rc = -1;
+
+    if (fd < 0)
+        return -1;
+    kp_arena_init(&ar, 0);
+    kp_ListMirrorsRequest_init(&rq);
+    if (kbat_send(fd, 98, 0, 11, command, &rq) == 0 &&
+        kbat_recv(fd, 98, 0, 11, &resp, &ar, DEADLINE_MS) == 0 && resp.Mirrors.cnt > 0) {
+        rc = 0;
+        for (int32_t i = 0; i < resp.Mirrors.cnt; i++) {
+            const kp_ListMirrorsResponse_ListedMirror_t *m = &resp.Mirrors.v[i];
+            if (m->SourceBootstrap.len != 2 || memcmp(m->SourceBootstrap.ptr, "ok", 2))
+                rc = -1;
+            for (int k = 0; k < n; k++)
+                if (m->MirrorName.len == (int32_t)strlen(names[k]) &&
+                    !memcmp(m->MirrorName.ptr, names[k], strlen(names[k])))
+                    vals[k] = m->TopicCount;
+        }
+    }
+    kp_arena_free(&ar);
+    close(fd);
+    return rc;
+}
+
+/* Leadership of TOPIC-@p part as node @p via's plugin last heard it: 0 or -1 (none yet). */
+static int lead_of(int via, int part, int32_t *role, int32_t *leader, int32_t *epoch)
+{
+    static const char *const names[] = {"lead_role", "lead_leader", "lead_epoch"};
+    int32_t v[3] = {-1, -1, -1};
+    char c[64];
+    int rc;
+    snprintf(c, sizeof(c), "lead:" TOPIC ":%d", part);
+    rc = plugin_cmd(via, c, names, v, 3);
+    *role = v[0];
+    *leader = v[1];
+    *epoch = v[2];
+    return rc;
+}
+
+/* Poll until the plugins of the live nodes in @p nodes all report TOPIC-@p part led by
+ * @p leader (ROLE_LEADER there, ROLE_FOLLOWER elsewhere) at epoch >= @p min_epoch. The epoch
+ * the leader reports, or -1. */
+static int32_t wait_lead(const int *nodes, int nn, int part, int32_t leader, int32_t min_epoch)
+{
+    int64_t dl = kbat_now_ms() + DEADLINE_MS;
+    int32_t role = -1, got = -1, epoch = -1, lepoch = -1;
+    int bad = 0;
+
+    while (kbat_now_ms() < dl) {
+        bad = 0;
+        for (int i = 0; i < nn && !bad; i++) {
+            int want = nodes[i] == leader ? KBX_ROLE_LEADER : KBX_ROLE_FOLLOWER;
+            if (lead_of(nodes[i], part, &role, &got, &epoch) != 0 || role != want ||
+                got != leader || epoch < min_epoch)
+                bad = nodes[i];
+            else if (nodes[i] == leader)
+                lepoch = epoch;
+        }
+        if (!bad)
+            return lepoch;
+        pace();
+    }
+    CHECK(0, "node %d reports %s-%d role %d leader %d epoch %d; expected leader %d epoch >= %d",
+          bad, TOPIC, part, role, got, epoch, leader, min_epoch);
+    return -1;
+}
+
+static int16_t create_topic_rf(int via, const char *name, int32_t parts, int16_t rf)
+{
+    kp_CreateTopicsRequest_t rq;
+    kp_CreateTopicsResponse_t resp;
+    kp_CreateTopicsRequest_CreatableTopic_t t;
+    kp_arena_t ar;
+    int16_t ec = -100;
+    int fd = kbat_connect(g_nodes[via].port);
+    if (fd < 0)
+        return ec;
+    kp_CreateTopicsRequest_init(&rq);
+    kp_CreateTopicsRequest_CreatableTopic_init(&t);
+    t.Name = (kp_str_t){name, (int32_t)strlen(name)};
+    t.NumPartitions = parts;
+    t.ReplicationFactor = rf;
+    rq.Topics.v = &t;
+    rq.Topics.cnt = 1;
+    rq.TimeoutMs = 10000;
+    kp_arena_init(&ar, 0);
+    if (kbat_call(fd, KP_APIKEY_CreateTopics, 7, &rq, &resp, &ar) == 0 && resp.Topics.cnt == 1)
+        ec = resp.Topics.v[0].ErrorCode;
+    kp_arena_free(&ar);
+    close(fd);
+    return ec;
+}
+
+/* The leaders of TOPIC's partitions per Metadata on node @p via (@p leader[0..2]); 0 or -1. */
+static int topic_leaders(int via, int32_t *leader)
+{
+    kp_MetadataRequest_t rq;
+    kp_MetadataResponse_t resp;
+    kp_MetadataRequest_MetadataRequestTopic_t t;
+    kp_arena_t ar;
+    int fd = kbat_connect(g_nodes[via].port), rc = -1;
+
+    if (fd < 0)
+        return -1;
+    kp_arena_init(&ar, 0);
+    kp_MetadataRequest_init(&rq);
+    kp_MetadataRequest_MetadataRequestTopic_init(&t);
+    t.Name = (kp_str_t){TOPIC, (int32_t)strlen(TOPIC)};
+    rq.Topics.v = &t;
+    rq.Topics.cnt = 1;
+    if (kbat_call(fd, KP_APIKEY_Metadata, 12, &rq, &resp, &ar) == 0 && resp.Topics.cnt == 1 &&
+        resp.Topics.v[0].ErrorCode == 0 && resp.Topics.v[0].Partitions.cnt == 3) {
+        rc = 0;
+        for (int32_t i = 0; i < 3; i++) {
+            int32_t k = resp.Topics.v[0].Partitions.v[i].PartitionIndex;
+            if (k >= 0 && k < 3)
+                leader[k] = resp.Topics.v[0].Partitions.v[i].LeaderId;
+        }
+    }
+    kp_arena_free(&ar);
+    close(fd);
+    return rc;
+}
+
+static void breq(int via, int to, int32_t *status, int32_t *ec, int32_t *keys)
+{
+    static const char *const names[] = {"breq_status", "breq_error", "breq_keys"};
+    int32_t v[3] = {-100, -100, -100};
+    char c[32];
+    snprintf(c, sizeof(c), "breq:%d", to);
+    CHECK(plugin_cmd(via, c, names, v, 3) == 0, "node %d: command %s failed", via, c);
+    *status = v[0];
+    *ec = v[1];
+    *keys = v[2];
+}
+
+int main(int argc, char **argv)
+{
+    int32_t leader[3] = {-1, -1, -1}, st, ec, keys, e0, e1;
+    int part = -1, victim, other, newl = -1;
+    int64_t dl;
+
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s KBROKER PLUGIN\n", argv[0]);
+        return 2;
+    }
+    g_kbroker = argv[1];
+    g_plugin = argv[2];
+    if (kbat_tmpdir(g_dir, sizeof(g_dir)) != 0)
+        return 2;
+    fprintf(stderr, "data and logs in %s\n", g_dir);
+
+    CHECK(start_node(1) == 0 && g_cport > 0, "start node 1");
+    CHECK(start_node(2) == 0, "start node 2");
+    CHECK(start_node(3) == 0, "start node 3");
+    if (failures)
+        goto out;
+
+    /* RF 3 over the three brokers once all registered: leaders striped over 1, 2, 3 */
+    dl = kbat_now_ms() + DEADLINE_MS;
+    while (create_topic_rf(1, TOPIC, 3, 3) != 0 && kbat_now_ms() < dl)
+        pace();
+    CHECK(topic_leaders(1, leader) == 0, "Metadata of %s on node 1", TOPIC);
+    for (int k = 0; k < 3; k++)
+        if (leader[k] == 3)
+            part = k;
+    CHECK(part >= 0, "a partition of %s led by node 3 (leaders %d %d %d)", TOPIC, leader[0],
+          leader[1], leader[2]);
+    if (failures)
+        goto out;
+
+    /* every plugin hears every partition with the image's leader */
+    {
+        static const int all[] = {1, 2, 3};
+        for (int k = 0; k < 3; k++)
+            wait_lead(all, 3, k, leader[k], 0);
+    }
+    e0 = wait_lead((const int[]){1, 2, 3}, 3, part, 3, 0);
+
+    /* broker_request: node 2 -> node 3, node 2 -> itself, node 2 -> unknown */
+    breq(2, 3, &st, &ec, &keys);
+    CHECK(st == KBX_OK && ec == 0 && keys > 10,
+          "node 2 -> node 3 ApiVersions: status %d, error "
+          "%d, %d keys",
+          st, ec, keys);
+    breq(2, 2, &st, &ec, &keys);
+    CHECK(st == KBX_OK && ec == 0 && keys > 10, "node 2 -> itself: status %d error %d", st, ec);
+    breq(2, 9, &st, &ec, &keys);
+    CHECK(st == KBX_ERR_NOT_FOUND, "node 2 -> unknown broker 9: status %d", st);
+    breq(3, 1, &st, &ec, &keys);
+    CHECK(st == KBX_OK && ec == 0, "node 3 -> node 1 (controller): status %d error %d", st, ec);
+
+    /* kill -9 the leader (node 3): the controller fences it and elects node 1 or 2; both
+     * survivors' plugins name the new leader, with a higher epoch */
+    kill_node(3);
+    victim = 3;
+    dl = kbat_now_ms() + DEADLINE_MS;
+    while (kbat_now_ms() < dl) {
+        int32_t l[3] = {-1, -1, -1};
+        if (topic_leaders(1, l) == 0 && (l[part] == 1 || l[part] == 2)) {
+            newl = l[part];
+            break;
+        }
+        pace();
+    }
+    CHECK(newl == 1 || newl == 2, "no new leader for %s-%d after node %d died", TOPIC, part,
+          victim);
+    if (failures)
+        goto out;
+    other = newl == 1 ? 2 : 1;
+    e1 = wait_lead((const int[]){newl, other}, 2, part, newl, e0 + 1);
+    CHECK(e1 > e0, "leader epoch %d after the election, %d before", e1, e0);
+
+    /* the dead broker is not reached through another one */
+    breq(2, 3, &st, &ec, &keys);
+    CHECK(st != KBX_OK && st != KBX_ERR_NOT_FOUND, "node 2 -> dead node 3: status %d", st);
+    breq(2, 1, &st, &ec, &keys);
+    CHECK(st == KBX_OK && ec == 0, "node 2 -> node 1 still answers: status %d error %d", st, ec);
+
+out:
+    for (int i = 3; i >= 1; i--)
+        kill_node(i);
+    if (failures) {
+        fprintf(stderr, "%d failure(s); logs in %s\n", failures, g_dir);
+        return 1;
+    }
+    kbat_rmrf(g_dir);
+    fprintf(stderr, "all checks passed\n");
+    return 0;
+}
