@@ -9,7 +9,8 @@
  *     refuses an unknown broker id (KBX_ERR_NOT_FOUND);
  *   - after kill -9 of the partition's leader (a broker-only node), both survivors report the
  *     new leader (elected by the controller) with a higher leader epoch, the new leader as
- *     ROLE_LEADER; a broker_request to the dead broker fails instead of reaching another one.
+ *     ROLE_LEADER; a broker_request to the dead broker fails instead of reaching another one;
+ *   - SIGTERM of the survivors exits 0 (plugin unloaded, host and its client stopped).
  * Waiting is polling with deadlines, never sleeping.
  *
  * usage: broker_cluster_kbx KBROKER PLUGIN
@@ -148,6 +149,26 @@ static void kill_node(int id)
         return;
     kill(n->pid, SIGKILL);
     waitpid(n->pid, &st, 0);
+    close(n->out);
+    n->pid = 0;
+}
+
+/* SIGTERM node @p id (controlled shutdown, plugin unloaded, host stopped): exit 0 expected
+ * (under ASan a leak makes it non-zero). */
+static void stop_node(int id)
+{
+    node_t *n = &g_nodes[id];
+    int64_t dl = kbat_now_ms() + DEADLINE_MS;
+    int st = 0;
+    pid_t r = 0;
+
+    kill(n->pid, SIGTERM);
+    while (kbat_now_ms() < dl && (r = waitpid(n->pid, &st, WNOHANG)) == 0)
+        pace();
+    CHECK(r == n->pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "node %d after SIGTERM: %s %d", id,
+          r == n->pid ? "status" : "still running", st);
+    if (r != n->pid)
+        return; /* kill_node cleans up */
     close(n->out);
     n->pid = 0;
 }
@@ -377,6 +398,10 @@ int main(int argc, char **argv)
     CHECK(st != KBX_OK && st != KBX_ERR_NOT_FOUND, "node 2 -> dead node 3: status %d", st);
     breq(2, 1, &st, &ec, &keys);
     CHECK(st == KBX_OK && ec == 0, "node 2 -> node 1 still answers: status %d error %d", st, ec);
+
+    /* clean stops: the host's inter-broker client and threads go away with the plugin */
+    stop_node(2);
+    stop_node(1);
 
 out:
     for (int i = 3; i >= 1; i--)
