@@ -589,6 +589,14 @@ int kb_acl_create(kb_acl_t *acl, const kb_acl_binding_t *v, size_t n)
             kb_acl_new_id(add[n_add++].id);
     }
     pthread_rwlock_unlock(&acl->rw);
+    if (rc == 0 && n_add && acl->commit) {
+        rc = acl->commit(acl->commit_opaque, add, n_add, NULL, 0); /* applied by the records */
+        pthread_mutex_unlock(&acl->wmu);
+        for (size_t i = 0; i < n_add; i++)
+            kb_acl_binding_clear(&add[i]);
+        free(add);
+        return rc;
+    }
     if (rc == 0 && n_add) {
         pthread_rwlock_wrlock(&acl->rw);
         rc = kb_acl_image_reserve(acl, n_add);
@@ -607,6 +615,33 @@ int kb_acl_create(kb_acl_t *acl, const kb_acl_binding_t *v, size_t n)
     for (size_t i = 0; i < n_add; i++)
         kb_acl_binding_clear(&add[i]);
     free(add);
+    return rc;
+}
+
+void kb_acl_set_commit(kb_acl_t *acl, kb_acl_commit_fn *fn, void *opaque)
+{
+    pthread_mutex_lock(&acl->wmu);
+    acl->commit = fn;
+    acl->commit_opaque = opaque;
+    pthread_mutex_unlock(&acl->wmu);
+}
+
+int kb_acl_all(kb_acl_t *acl, kb_acl_list_t *out)
+{
+    int rc = 0;
+    *out = (kb_acl_list_t){0};
+    pthread_rwlock_rdlock(&acl->rw);
+    out->v = calloc(acl->cnt + 1, sizeof(*out->v));
+    if (!out->v)
+        rc = KB_E_NOMEM;
+    for (size_t i = 0; rc == 0 && i < acl->cnt; i++) {
+        rc = kb_acl_binding_copy(&out->v[i], &acl->v[i]);
+        if (rc == 0)
+            out->cnt++;
+    }
+    pthread_rwlock_unlock(&acl->rw);
+    if (rc)
+        kb_acl_list_free(out);
     return rc;
 }
 
@@ -634,7 +669,19 @@ int kb_acl_delete(kb_acl_t *acl, const kb_acl_filter_t *f, size_t n, kb_acl_list
                     ndrop++;
                 drop[i] = true;
             }
-    pthread_rwlock_unlock(&acl->rw);
+    if (rc == 0 && ndrop && acl->commit) {
+        uint8_t(*ids)[16] = calloc(ndrop, sizeof(*ids));
+        size_t k = 0;
+        for (size_t i = 0; ids && i < acl->cnt; i++)
+            if (drop[i])
+                memcpy(ids[k++], acl->v[i].id, 16);
+        pthread_rwlock_unlock(&acl->rw);
+        rc = ids ? acl->commit(acl->commit_opaque, NULL, 0, (const uint8_t(*)[16])ids, ndrop)
+                 : KB_E_NOMEM;
+        free(ids);
+        ndrop = 0; /* applied by the records */
+    } else
+        pthread_rwlock_unlock(&acl->rw);
     if (rc == 0 && ndrop)
         rc = kb_acl_persist_with(acl, drop, NULL, 0);
     if (rc == 0 && ndrop) {

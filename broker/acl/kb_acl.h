@@ -7,6 +7,8 @@
  *     operation, permission) with a 16-byte id, the id a future AccessControlEntryRecord /
  *     RemoveAccessControlEntryRecord carries (docs/design.md C2). kb_acl_apply_add() and
  *     kb_acl_apply_remove() change the image only; they are what a metadata-record replay calls;
+ *   - changes: with a commit hook (kb_acl_set_commit, the kbroker module) they go to the
+ *     metadata log and come back as records; without one, to
  *   - the store: `<dir>/kbroker-acls`, the whole image in one CRC-32C checked file, rewritten
  *     crash-safely (temp file, fsync, rename, directory fsync) by kb_acl_create() and
  *     kb_acl_delete(), which write the file first and apply to the image only once it is durable;
@@ -181,6 +183,22 @@ int kb_acl_create(kb_acl_t *acl, const kb_acl_binding_t *v, size_t n);
 int kb_acl_delete(kb_acl_t *acl, const kb_acl_filter_t *f, size_t n, kb_acl_list_t *out);
 
 void kb_acl_list_free(kb_acl_list_t *l);
+
+/**
+ * Where changes go in a cluster (docs/design.md C2): the metadata log. kb_acl_create() and
+ * kb_acl_delete() hand the bindings to add (ids assigned) and the ids to remove to @p fn, with
+ * the mutation mutex held, instead of writing the store and the image; @p fn commits them as
+ * AccessControlEntryRecords / RemoveAccessControlEntryRecords and returns once they are
+ * applied to the image (kb_acl_apply_add / kb_acl_apply_remove, from the records, must not
+ * call back into kb_acl_create / kb_acl_delete). Returns 0, KB_E_STATE (not the controller),
+ * KB_E_IO or KB_E_NOMEM. Set before the APIs are served.
+ */
+typedef int(kb_acl_commit_fn)(void *opaque, const kb_acl_binding_t *add, size_t nadd,
+                              const uint8_t (*rm)[16], size_t nrm);
+void kb_acl_set_commit(kb_acl_t *acl, kb_acl_commit_fn *fn, void *opaque);
+
+/** Every binding of the image (deep copies) into @p out. 0 or KB_E_NOMEM. */
+int kb_acl_all(kb_acl_t *acl, kb_acl_list_t *out);
 
 /* ---- the authorizer ----------------------------------------------------------------------- */
 

@@ -237,10 +237,13 @@ static kb_api_result_t kb_acl_api_create(void *opaque, kb_req_t *req, kb_resp_t 
         if (rc != 0) {
             for (size_t k = 0; k < nvalid; k++) {
                 kp_CreateAclsResponse_AclCreationResult_t *r = &resp.Results.v[valid_idx[k]];
-                r->ErrorCode = KP_ERR_UNKNOWN_SERVER_ERROR;
-                r->ErrorMessage = kb_acl_api_view(
-                    rc == KB_E_IO ? "the ACL store (" KB_ACL_FILE ") could not be written"
-                                  : "out of memory while storing the ACLs");
+                r->ErrorCode =
+                    rc == KB_E_STATE ? KP_ERR_NOT_CONTROLLER : KP_ERR_UNKNOWN_SERVER_ERROR;
+                r->ErrorMessage =
+                    kb_acl_api_view(rc == KB_E_STATE ? "this broker is not the controller"
+                                    : rc == KB_E_IO  ? "the ACLs could not be stored (" KB_ACL_FILE
+                                                      " or the metadata log)"
+                                                    : "out of memory while storing the ACLs");
             }
         } else {
             kb_log_info("acl", "%s: created %zu ACL binding(s), %zu in all", ctx->principal, nvalid,
@@ -321,10 +324,12 @@ static kb_api_result_t kb_acl_api_delete(void *opaque, kb_req_t *req, kb_resp_t 
         kp_DeleteAclsResponse_DeleteAclsFilterResult_t *r = &resp.FilterResults.v[fidx[k]];
         const kb_acl_list_t *l = &lists[k];
         if (rc != 0) {
-            r->ErrorCode = KP_ERR_UNKNOWN_SERVER_ERROR;
-            r->ErrorMessage = kb_acl_api_view(
-                rc == KB_E_IO ? "the ACL store (" KB_ACL_FILE ") could not be written"
-                              : "out of memory while removing the ACLs");
+            r->ErrorCode = rc == KB_E_STATE ? KP_ERR_NOT_CONTROLLER : KP_ERR_UNKNOWN_SERVER_ERROR;
+            r->ErrorMessage =
+                kb_acl_api_view(rc == KB_E_STATE ? "this broker is not the controller"
+                                : rc == KB_E_IO  ? "the ACLs could not be stored (" KB_ACL_FILE
+                                                  " or the metadata log)"
+                                                : "out of memory while removing the ACLs");
             continue;
         }
         r->MatchingAcls.v = kp_arena_calloc(ar, l->cnt + 1, sizeof(*r->MatchingAcls.v));

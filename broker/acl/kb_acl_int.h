@@ -30,6 +30,8 @@ struct kb_acl_s {
     char *dir; /**< NULL: in memory only */
     bool enabled;
     bool allow_if_no_acl;
+    kb_acl_commit_fn *commit; /**< set: changes go through it (the metadata log), not the file */
+    void *commit_opaque;
     char **super; /**< super.users principals */
     size_t super_cnt;
 };

@@ -1215,9 +1215,11 @@ static int kb_ctrl_pid_source(void *opaque, int64_t *start, int32_t *len)
 
 /* ---- forwarding (design C5) ------------------------------------------------------------------ */
 
-/* The APIs a broker-only node forwards to the controller in an Envelope. ACL changes are not
- * among them yet: ACLs are still each node's own store (docs/broker.md "Cluster"). */
+/* The APIs a broker-only node forwards to the controller in an Envelope (ACL changes too: the
+ * controller commits them as AccessControlEntryRecords, docs/broker.md "ACLs"). */
 static const int16_t kb_ctrl_fwd_keys[] = {
+    KP_APIKEY_CreateAcls,
+    KP_APIKEY_DeleteAcls,
     KP_APIKEY_CreateTopics,
     KP_APIKEY_DeleteTopics,
     KP_APIKEY_CreatePartitions,

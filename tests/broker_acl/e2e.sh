@@ -4,7 +4,8 @@
 #   1. kbroker with authorizer.class.name=...StandardAuthorizer; kafka-python (acl_python.py
 #      create) then the Java 4.4 AdminClient (kmirror.brokertests.Acls create) create, describe
 #      and delete ACLs; each leaves a binding behind;
-#   2. SIGTERM (exit 0), restart on the same data: both bindings are there (python restart, then
+#   2. SIGTERM (exit 0), restart on the same data: both bindings are there, replayed from the
+#      metadata log, no kbroker-acls written (python restart, then
 #      java restart, which also checks the Python deletion and empties the store);
 #   3. a kbroker without an authorizer answers SECURITY_DISABLED (python disabled);
 #   4. a corrupt kbroker-acls stops the start with a message naming the file;
@@ -79,7 +80,7 @@ start "$W/acl.properties"
 py create
 jv create
 stop
-[ -s "$W/data/kbroker-acls" ] || fail "no $W/data/kbroker-acls"
+[ ! -e "$W/data/kbroker-acls" ] || fail "ACL changes went to $W/data/kbroker-acls, not the metadata log"
 start "$W/acl.properties"
 py restart
 jv restart
