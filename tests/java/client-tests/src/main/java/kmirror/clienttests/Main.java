@@ -54,8 +54,11 @@ public final class Main {
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         p.put(ProducerConfig.LINGER_MS_CONFIG, 5);
         p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, 30000);
-        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 30000);
-        p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 15000);
+        // Kafka's defaults: with a 15 s request timeout a loaded CI machine made the Java producer
+        // time out an in-flight request to a real Kafka 4.4.0 broker, which then refused the
+        // retried batch as OUT_OF_ORDER_SEQUENCE until the delivery timeout (clients_vs_kafka).
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 120000);
+        p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 30000);
         return p;
     }
 
