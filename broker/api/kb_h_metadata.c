@@ -114,8 +114,12 @@ static int16_t kb_metadata_autocreate(kb_apisvc_t *svc, const char *name)
     kb_topic_spec_t spec = {.name = name,
                             .partitions = svc->cfg->num_partitions,
                             .replication_factor = svc->cfg->default_replication_factor};
-    if (kb_meta_topic_is_internal_name(name))
-        return kb_meta_ensure_internal_topic(svc->meta, name, NULL);
+    if (kb_meta_topic_is_internal_name(name)) {
+        /* Not created yet (a cluster without enough brokers, or asked of the controller):
+         * Kafka's answer for a topic being created. */
+        ec = kb_meta_ensure_internal_topic(svc->meta, name, NULL);
+        return ec == KP_ERR_COORDINATOR_NOT_AVAILABLE ? KP_ERR_LEADER_NOT_AVAILABLE : ec;
+    }
     ec = kb_meta_create_topic(svc->meta, &spec, false, NULL, msg, sizeof(msg));
     if (ec == KP_ERR_TOPIC_ALREADY_EXISTS)
         ec = 0; /* created by someone else meanwhile */

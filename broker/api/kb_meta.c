@@ -2691,13 +2691,60 @@ int kb_meta_alloc_producer_ids(kb_meta_t *meta, int32_t count, int64_t *first)
 
 /* ---- internal topics ----------------------------------------------------------------------- */
 
+int16_t kb_meta_internal_spec(const kb_config_t *cfg, const char *name, int32_t max_rf,
+                              kb_meta_internal_spec_t *out)
+{
+    kb_topic_spec_t *spec = &out->spec;
+    size_t n = 0;
+    int32_t min_isr;
+    memset(out, 0, sizeof(*out));
+    spec->name = name;
+    spec->internal = true;
+    spec->privileged = true;
+    if (!strcmp(name, KB_TOPIC_CONSUMER_OFFSETS)) {
+        spec->partitions = cfg->offsets_topic_num_partitions;
+        spec->replication_factor = cfg->offsets_topic_replication_factor;
+        snprintf(out->seg, sizeof(out->seg), "%" PRId32, cfg->offsets_topic_segment_bytes);
+        out->kv[n++] = (kb_kv_t){"cleanup.policy", "compact"};
+        out->kv[n++] = (kb_kv_t){"compression.type", "producer"};
+        out->kv[n++] = (kb_kv_t){"segment.bytes", out->seg};
+    } else if (!strcmp(name, KB_TOPIC_TRANSACTION_STATE)) {
+        spec->partitions = cfg->transaction_state_log_num_partitions;
+        spec->replication_factor = cfg->transaction_state_log_replication_factor;
+        snprintf(out->seg, sizeof(out->seg), "%" PRId32, cfg->transaction_state_log_segment_bytes);
+        out->kv[n++] = (kb_kv_t){"cleanup.policy", "compact"};
+        out->kv[n++] = (kb_kv_t){"compression.type", "uncompressed"};
+        out->kv[n++] = (kb_kv_t){"segment.bytes", out->seg};
+        out->kv[n++] = (kb_kv_t){"min.insync.replicas", out->isr};
+        out->kv[n++] = (kb_kv_t){"unclean.leader.election.enable", "false"};
+    } else {
+        return KP_ERR_INVALID_REQUEST;
+    }
+    if (spec->replication_factor <= 0)
+        spec->replication_factor = 1;
+    if (max_rf > 0 && spec->replication_factor > max_rf)
+        spec->replication_factor = max_rf;
+    /* A min.insync.replicas above the replication factor could never be met. */
+    min_isr = cfg->transaction_state_log_min_isr;
+    if (min_isr > spec->replication_factor)
+        min_isr = spec->replication_factor;
+    snprintf(out->isr, sizeof(out->isr), "%" PRId32, min_isr > 0 ? min_isr : 1);
+    spec->configs = out->kv;
+    spec->config_cnt = n;
+    return 0;
+}
+
+void kb_meta_set_internal_creator(kb_meta_t *meta, kb_meta_internal_creator_fn *fn, void *opaque)
+{
+    pthread_mutex_lock(&meta->change_mu);
+    meta->icreate = fn;
+    meta->icreate_opaque = opaque;
+    pthread_mutex_unlock(&meta->change_mu);
+}
+
 int16_t kb_meta_ensure_internal_topic(kb_meta_t *meta, const char *name, kb_topic_info_t *out)
 {
-    const kb_config_t *cfg = meta->cfg;
-    kb_kv_t kv[5];
-    char seg[32], isr[32];
-    size_t n = 0;
-    kb_topic_spec_t spec = {.name = name, .internal = true, .privileged = true};
+    kb_meta_internal_spec_t is;
     kb_mtopic_t *t;
     char msg[256];
     int16_t ec = 0;
@@ -2705,34 +2752,37 @@ int16_t kb_meta_ensure_internal_topic(kb_meta_t *meta, const char *name, kb_topi
     pthread_mutex_lock(&meta->change_mu);
     t = kb_meta_find(meta, name);
     if (!t) {
-        if (!strcmp(name, KB_TOPIC_CONSUMER_OFFSETS)) {
-            spec.partitions = cfg->offsets_topic_num_partitions;
-            spec.replication_factor = cfg->offsets_topic_replication_factor;
-            snprintf(seg, sizeof(seg), "%" PRId32, cfg->offsets_topic_segment_bytes);
-            kv[n++] = (kb_kv_t){"cleanup.policy", "compact"};
-            kv[n++] = (kb_kv_t){"compression.type", "producer"};
-            kv[n++] = (kb_kv_t){"segment.bytes", seg};
-        } else if (!strcmp(name, KB_TOPIC_TRANSACTION_STATE)) {
-            int32_t min_isr = cfg->transaction_state_log_min_isr;
-            /* One broker: a min.insync.replicas above 1 could never be met. */
-            if (min_isr > 1)
-                min_isr = 1;
-            spec.partitions = cfg->transaction_state_log_num_partitions;
-            spec.replication_factor = cfg->transaction_state_log_replication_factor;
-            snprintf(seg, sizeof(seg), "%" PRId32, cfg->transaction_state_log_segment_bytes);
-            snprintf(isr, sizeof(isr), "%" PRId32, min_isr);
-            kv[n++] = (kb_kv_t){"cleanup.policy", "compact"};
-            kv[n++] = (kb_kv_t){"compression.type", "uncompressed"};
-            kv[n++] = (kb_kv_t){"segment.bytes", seg};
-            kv[n++] = (kb_kv_t){"min.insync.replicas", isr};
-            kv[n++] = (kb_kv_t){"unclean.leader.election.enable", "false"};
-        } else {
-            pthread_mutex_unlock(&meta->change_mu);
-            return KP_ERR_INVALID_REQUEST;
+        int32_t max_rf = 1;
+        if (meta->assign) {
+            /* The controller of a cluster: the configured replication factor over the usable
+             * brokers (capped only when this node is the one registered broker). */
+            int32_t rf, rv[KB_META_MAX_REPLICAS];
+            if ((ec = kb_meta_internal_spec(meta->cfg, name, KB_META_MAX_REPLICAS, &is)) != 0) {
+                pthread_mutex_unlock(&meta->change_mu);
+                return ec;
+            }
+            rf = is.spec.replication_factor;
+            ec = meta->assign(meta->assign_opaque, 0, &rf, true, rv, msg, sizeof(msg));
+            if (ec) {
+                pthread_mutex_unlock(&meta->change_mu);
+                kb_log_warn("meta", "cannot create %s yet: %s", name, msg);
+                return KP_ERR_COORDINATOR_NOT_AVAILABLE;
+            }
+            max_rf = rf;
         }
-        spec.configs = kv;
-        spec.config_cnt = n;
-        ec = kb_meta_create_locked(meta, &spec, false, NULL, msg, sizeof(msg));
+        if ((ec = kb_meta_internal_spec(meta->cfg, name, max_rf, &is)) != 0) {
+            pthread_mutex_unlock(&meta->change_mu);
+            return ec;
+        }
+        if (meta->remote >= 0) {
+            /* A broker-only node: the controller creates it (Kafka's brokers send it a
+             * CreateTopics); the coordinator is not available until it arrives here. */
+            if (meta->icreate)
+                meta->icreate(meta->icreate_opaque, name);
+            pthread_mutex_unlock(&meta->change_mu);
+            return KP_ERR_COORDINATOR_NOT_AVAILABLE;
+        }
+        ec = kb_meta_create_locked(meta, &is.spec, false, NULL, msg, sizeof(msg));
         if (ec)
             kb_log_error("meta", "cannot create %s: %s", name, msg);
         t = kb_meta_find(meta, name);

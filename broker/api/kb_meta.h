@@ -221,11 +221,36 @@ int kb_meta_alloc_producer_ids(kb_meta_t *meta, int32_t count, int64_t *first);
 
 /**
  * Create the internal topic @p name (__consumer_offsets with offsets.topic.*,
- * __transaction_state with transaction.state.log.*; compacted; replication factor capped at the
- * one broker there is) if it does not exist yet. @p out (may be NULL) gets its metadata.
- * For the group and transaction coordinators. 0 or a Kafka error code.
+ * __transaction_state with transaction.state.log.*; compacted) if it does not exist yet.
+ * @p out (may be NULL) gets its metadata. For the group and transaction coordinators.
+ * On the controller of a cluster the replication factor is the configured one, replicas from
+ * the assigner; fewer usable brokers: COORDINATOR_NOT_AVAILABLE (a node that is the only
+ * registered broker, or has no assigner, caps it at its one broker). On a broker-only node the
+ * internal-topic creator (kb_meta_set_internal_creator) is asked and COORDINATOR_NOT_AVAILABLE
+ * answered until the topic arrives with the controller's metadata. 0 or a Kafka error code.
  */
 int16_t kb_meta_ensure_internal_topic(kb_meta_t *meta, const char *name, kb_topic_info_t *out);
+
+/** The settings internal topic @p name is created with: spec (partitions, replication factor,
+ *  configs pointing into this struct) from @p cfg. */
+typedef struct kb_meta_internal_spec_s {
+    kb_topic_spec_t spec;
+    kb_kv_t kv[5];
+    char seg[24], isr[24];
+} kb_meta_internal_spec_t;
+/** Fill @p out for @p name (__consumer_offsets or __transaction_state); @p max_rf > 0 caps the
+ *  replication factor (min.insync.replicas of __transaction_state is capped at the replication
+ *  factor). 0, or INVALID_REQUEST for another name. */
+int16_t kb_meta_internal_spec(const kb_config_t *cfg, const char *name, int32_t max_rf,
+                              kb_meta_internal_spec_t *out);
+
+/**
+ * How a broker-only node has an internal topic created (broker/ctrl: CreateTopics to the
+ * controller). Must not block or call this header's functions (called with the change lock
+ * held); the topic reaches this node with the controller's metadata.
+ */
+typedef void(kb_meta_internal_creator_fn)(void *opaque, const char *name);
+void kb_meta_set_internal_creator(kb_meta_t *meta, kb_meta_internal_creator_fn *fn, void *opaque);
 
 /** Write a snapshot of the image now (`<offset>-<epoch>.checkpoint` beside the metadata log;
  *  also done every 20 MiB of metadata and at close). 0 or KB_E_IO. */
@@ -263,7 +288,8 @@ int kb_meta_log_read(kb_meta_t *meta, int64_t offset, int32_t max_bytes, uint8_t
 /**
  * Replicas of a new partition (broker/ctrl on the controller, kb_meta_set_assigner): fill
  * @p out with @p rf broker ids for partition @p partition (the first is the leader); with
- * @p cap, fewer when fewer brokers are usable (*@p rf lowered; internal topics). 0, or a Kafka
+ * @p cap, fewer when fewer brokers are usable but only on a node that is the one registered
+ * broker (*@p rf lowered; internal topics in a single-node setup). 0, or a Kafka
  * error (INVALID_REPLICATION_FACTOR) with @p msg. Called with the change lock held: must not
  * call this header's functions. Without an assigner a partition lives on this node alone.
  */

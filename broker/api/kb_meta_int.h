@@ -74,6 +74,8 @@ struct kb_meta_s {
     kb_meta_broker_t *brokers;      /* registered brokers, sorted by id (under rw) */
     kb_meta_pid_source_fn *pid_src; /* broker-only node: blocks from the controller (ctrl) */
     void *pid_src_opaque;
+    kb_meta_internal_creator_fn *icreate; /* broker-only node: asks the controller (ctrl) */
+    void *icreate_opaque;
     pthread_mutex_t pid_mu; /* the block below (never held with change_mu) */
     int64_t blk_next, blk_end;
     size_t nbrokers;

@@ -65,6 +65,9 @@ typedef struct kb_ctrl_s {
     kp_BrokerRegistrationRequest_t rq_reg;
     kp_BrokerRegistrationRequest_Listener_t rq_lst[KB_CTRL_MAX_ENDPOINTS];
     kp_BrokerHeartbeatRequest_t rq_hb;
+    /* internal topics asked of the controller (under mu; [0] offsets, [1] transactions) */
+    bool icr_busy[2];
+    int64_t icr_last_ms[2];
 
     /* controller: metadata-log fetches waiting for records (under mu) */
     struct kb_ctrl_mfetch_s *parked;
@@ -593,6 +596,7 @@ static int16_t kb_ctrl_assign_cb(void *opaque, int32_t partition, int32_t *rf, b
     size_t n;
     int32_t k = 0;
     int16_t ec;
+    bool alone;
 
     if (kb_ctrl_reg_list(ctl->reg, &list, &n) != 0) {
         snprintf(msg, msg_size, "out of memory");
@@ -607,8 +611,11 @@ static int16_t kb_ctrl_assign_cb(void *opaque, int32_t partition, int32_t *rf, b
                         list[i].fenced          ? "fenced"
                         : list[i].shutting_down ? "shutting down"
                                                 : "usable");
+    /* Internal topics are capped only on a node that is the one registered broker (the
+     * single-node setup); a cluster waits for enough brokers, as Kafka does. */
+    alone = n == 0 || (n == 1 && list[0].id == ctl->cfg->node_id);
     free(list);
-    if (cap && *rf > k)
+    if (cap && alone && *rf > k)
         *rf = k;
     if (partition == 0)
         ctl->assign_start = (int32_t)((kb_time_mono_ns() / 1000) % (k > 0 ? k : 1));
@@ -1213,6 +1220,164 @@ static int kb_ctrl_pid_source(void *opaque, int64_t *start, int32_t *len)
     return rc;
 }
 
+/* ---- internal topics (broker-only node) ---------------------------------------------------- */
+
+#define KB_CTRL_ICR_VER      7 /* CreateTopics version of the request */
+#define KB_CTRL_ICR_RESP_HDR 1 /* its response header version (flexible) */
+
+/* One CreateTopics for an internal topic, sent to the controller in an Envelope. */
+typedef struct kb_ctrl_icr_s {
+    kb_ctrl_t *ctl;
+    int which;
+    kp_EnvelopeRequest_t env;
+    uint8_t principal[64];
+    uint8_t addr[4];
+    uint8_t *frame;
+} kb_ctrl_icr_t;
+
+static void kb_ctrl_icr_done(kc_client_t *kc, int err, int16_t ver, const uint8_t *body, size_t len,
+                             void *opaque)
+{
+    kb_ctrl_icr_t *ic = opaque;
+    kb_ctrl_t *ctl = ic->ctl;
+    const char *name = ic->which ? KB_TOPIC_TRANSACTION_STATE : KB_TOPIC_CONSUMER_OFFSETS;
+    (void)kc;
+    if (err == KC_E_OK) {
+        kp_EnvelopeResponse_t er;
+        kp_ResponseHeader_t h;
+        kp_CreateTopicsResponse_t resp;
+        kp_reader_t rd;
+        kp_arena_t ar;
+        int16_t ec = KP_ERR_UNKNOWN_SERVER_ERROR;
+        kp_arena_init(&ar, 0);
+        kp_reader_init(&rd, body, len);
+        kp_EnvelopeResponse_init(&er);
+        if (kp_msg_decode(&kp_EnvelopeResponse_desc, &rd, &ar, &er, ver) == 0 && !er.ErrorCode &&
+            er.ResponseData.len > 0) {
+            kp_reader_init(&rd, er.ResponseData.ptr, (size_t)er.ResponseData.len);
+            kp_ResponseHeader_init(&h);
+            kp_CreateTopicsResponse_init(&resp);
+            if (kp_ResponseHeader_decode(&rd, &ar, &h, KB_CTRL_ICR_RESP_HDR) == 0 &&
+                kp_msg_decode(&kp_CreateTopicsResponse_desc, &rd, &ar, &resp, KB_CTRL_ICR_VER) ==
+                    0 &&
+                resp.Topics.cnt == 1)
+                ec = resp.Topics.v[0].ErrorCode;
+        } else if (er.ErrorCode) {
+            ec = er.ErrorCode;
+        }
+        if (ec == 0)
+            kb_log_info("ctrl", "controller %" PRId32 " created %s", ctl->cfg->voter_id, name);
+        else if (ec != KP_ERR_TOPIC_ALREADY_EXISTS)
+            kb_log_info("ctrl", "controller %" PRId32 " did not create %s yet (error %d)",
+                        ctl->cfg->voter_id, name, (int)ec);
+        kp_arena_free(&ar);
+    } else {
+        kb_log_info("ctrl", "asking controller %" PRId32 " to create %s failed: %s",
+                    ctl->cfg->voter_id, name, kc_err_str(err));
+    }
+    pthread_mutex_lock(&ctl->mu);
+    ctl->icr_busy[ic->which] = false;
+    pthread_mutex_unlock(&ctl->mu);
+    free(ic->frame);
+    free(ic);
+}
+
+/* kb_meta_internal_creator_fn: Kafka's brokers have the controller create the coordinators'
+ * topics with a CreateTopics carrying their own settings (offsets.topic.* /
+ * transaction.state.log.*). Here it travels in an Envelope as the broker's own principal
+ * (KB_PRINCIPAL_INTERNAL: internal topic names are refused to clients); the replication factor
+ * is not capped, so the controller refuses it (INVALID_REPLICATION_FACTOR, retried) until
+ * enough brokers are usable. Fire and forget (the change lock is held): one request per topic
+ * in flight, at most one a second; the answer is only logged. */
+static void kb_ctrl_internal_creator(void *opaque, const char *name)
+{
+    kb_ctrl_t *ctl = opaque;
+    kb_meta_internal_spec_t is;
+    kp_CreateTopicsRequest_t rq;
+    kp_CreateTopicsRequest_CreatableTopic_t t;
+    kp_CreateTopicsRequest_CreatableTopicConfig_t cv[5];
+    kp_RequestHeader_t hdr;
+    kp_DefaultPrincipalData_t pd;
+    kp_writer_t wr, pw;
+    kb_ctrl_icr_t *ic;
+    int which = !strcmp(name, KB_TOPIC_TRANSACTION_STATE);
+    int64_t now = kb_time_mono_ns() / 1000000;
+    bool ok;
+
+    if (kb_meta_internal_spec(ctl->cfg, name, 0, &is) != 0)
+        return;
+    pthread_mutex_lock(&ctl->mu);
+    if (ctl->icr_busy[which] || (ctl->icr_last_ms[which] && now - ctl->icr_last_ms[which] < 1000)) {
+        pthread_mutex_unlock(&ctl->mu);
+        return;
+    }
+    ctl->icr_busy[which] = true;
+    ctl->icr_last_ms[which] = now ? now : 1;
+    pthread_mutex_unlock(&ctl->mu);
+
+    ic = calloc(1, sizeof(*ic));
+    kp_CreateTopicsRequest_init(&rq);
+    kp_CreateTopicsRequest_CreatableTopic_init(&t);
+    t.Name = kb_ctrl_view(name);
+    t.NumPartitions = is.spec.partitions;
+    t.ReplicationFactor = (int16_t)is.spec.replication_factor;
+    t.Assignments.cnt = 0;
+    for (size_t i = 0; i < is.spec.config_cnt; i++) {
+        kp_CreateTopicsRequest_CreatableTopicConfig_init(&cv[i]);
+        cv[i].Name = kb_ctrl_view(is.kv[i].key);
+        cv[i].Value = kb_ctrl_view(is.kv[i].value);
+    }
+    t.Configs.cnt = (int32_t)is.spec.config_cnt;
+    t.Configs.v = cv;
+    rq.Topics.cnt = 1;
+    rq.Topics.v = &t;
+    rq.TimeoutMs = ctl->cfg->broker_session_timeout_ms;
+    kp_RequestHeader_init(&hdr);
+    hdr.RequestApiKey = KP_APIKEY_CreateTopics;
+    hdr.RequestApiVersion = KB_CTRL_ICR_VER;
+    hdr.CorrelationId = 0;
+    hdr.ClientId = kb_ctrl_view("kbroker-internal-topics");
+    kp_DefaultPrincipalData_init(&pd);
+    pd.Type = kb_ctrl_view("User");
+    pd.Name = kb_ctrl_view(KB_PRINCIPAL_INTERNAL + 5); /* after "User:" */
+    kp_writer_init(&wr);
+    kp_writer_init(&pw);
+    ok = ic &&
+         kp_RequestHeader_encode(
+             &wr, &hdr, kp_request_header_version(KP_APIKEY_CreateTopics, KB_CTRL_ICR_VER)) == 0 &&
+         kp_msg_encode(&kp_CreateTopicsRequest_desc, &wr, &rq, KB_CTRL_ICR_VER) == 0 &&
+         kp_msg_encode(&kp_DefaultPrincipalData_desc, &pw, &pd, 0) == 0 &&
+         pw.len <= sizeof(ic->principal) && (ic->frame = malloc(wr.len ? wr.len : 1));
+    if (ok) {
+        memcpy(ic->frame, wr.buf, wr.len);
+        memcpy(ic->principal, pw.buf, pw.len);
+        ic->ctl = ctl;
+        ic->which = which;
+        kp_EnvelopeRequest_init(&ic->env);
+        ic->env.RequestData.ptr = ic->frame;
+        ic->env.RequestData.len = (int32_t)wr.len;
+        ic->env.RequestPrincipal.ptr = ic->principal;
+        ic->env.RequestPrincipal.len = (int32_t)pw.len;
+        ic->env.ClientHostAddress.ptr = ic->addr;
+        ic->env.ClientHostAddress.len = 4;
+        ok = kc_request_msg(ctl->kc, ctl->cfg->voter_id, &kp_EnvelopeRequest_desc, -1, &ic->env,
+                            ctl->cfg->broker_session_timeout_ms, 0, kb_ctrl_icr_done, ic) > 0;
+        if (ok)
+            kb_log_info("ctrl", "asking controller %" PRId32 " to create %s", ctl->cfg->voter_id,
+                        name);
+    }
+    if (!ok && ic)
+        free(ic->frame);
+    kp_writer_free(&wr);
+    kp_writer_free(&pw);
+    if (!ok) {
+        free(ic);
+        pthread_mutex_lock(&ctl->mu);
+        ctl->icr_busy[which] = false;
+        pthread_mutex_unlock(&ctl->mu);
+    }
+}
+
 /* ---- forwarding (design C5) ------------------------------------------------------------------ */
 
 /* The APIs a broker-only node forwards to the controller in an Envelope (ACL changes too: the
@@ -1748,6 +1913,7 @@ static int kb_module_ctrl_init(kb_broker_t *kb, void **statep, char *errstr, siz
         /* This node's metadata log is the controller's copy from now on. */
         kb_meta_set_remote(ctl->svc->meta, cfg->voter_id);
         kb_meta_set_pid_source(ctl->svc->meta, kb_ctrl_pid_source, ctl);
+        kb_meta_set_internal_creator(ctl->svc->meta, kb_ctrl_internal_creator, ctl);
         if (kb_ctrl_fwd_install(ctl, kb->reg) != 0) {
             snprintf(errstr, errstr_size, "cannot install the forwarding handlers");
             kb_ctrl_free(ctl);

@@ -58,6 +58,22 @@ static int16_t kb_gh_leader_of(kb_gco_t *co, kb_reqctx_t *ctx, const kb_topic_in
              ? co->resolve(co->resolve_opaque, st.leader, ctx->listener, buf, sizeof(buf), port)
              : -1;
     pthread_mutex_unlock(&co->mu);
+    if (rc != 0) {
+        /* The registered, unfenced brokers with an endpoint on the request's listener. */
+        kb_cluster_node_t *v = NULL;
+        size_t n = 0;
+        int32_t ctrl;
+        if (kb_apisvc_cluster(co->svc, ctx->listener, false, &v, &n, &ctrl) == 0) {
+            for (size_t i = 0; i < n; i++)
+                if (v[i].id == st.leader) {
+                    snprintf(buf, sizeof(buf), "%s", v[i].host);
+                    *port = v[i].port;
+                    rc = 0;
+                    break;
+                }
+            free(v);
+        }
+    }
     if (rc != 0 || !(*host = kb_gh_cstr(ctx->arena, kb_gh_view(buf))))
         return KP_ERR_COORDINATOR_NOT_AVAILABLE;
     *node = st.leader;

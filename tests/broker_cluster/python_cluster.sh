@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# python_cluster.sh KBROKER BUILD_DIR -- kafka-python against a three-process kbroker cluster
-# (node 1 broker,controller with a CONTROLLER listener; nodes 2 and 3 broker-only). Uses the
-# pinned kafka-python venv of tests/broker_api (installed there on first use, PyPI).
+# python_cluster.sh KBROKER BUILD_DIR [SCRIPT] -- kafka-python against a three-process kbroker
+# cluster (node 1 broker,controller with a CONTROLLER listener; nodes 2 and 3 broker-only) running
+# SCRIPT (python_cluster.py by default) with the three bootstrap addresses. Uses the pinned
+# kafka-python venv of tests/broker_api (installed there on first use, PyPI).
 set -euo pipefail
 KB=${1:?kbroker path}
 BUILD=${2:?build dir}
+SCRIPT=${3:-python_cluster.py}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PIN="kafka-python==3.0.12"
 VENV=$BUILD/py-venv
@@ -66,7 +68,7 @@ L3=$(cat "$W/line3")
 B3=$(echo "$L3" | grep -o '127\.0\.0\.1:[0-9]*' | head -1)
 
 rc=0
-timeout 300 "$VENV/bin/python" "$HERE/python_cluster.py" "$B1" "$B2" "$B3" || rc=$?
+timeout 300 "$VENV/bin/python" "$HERE/$SCRIPT" "$B1" "$B2" "$B3" || rc=$?
 for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 for p in "${PIDS[@]}"; do
   timeout 30 tail --pid="$p" -f /dev/null || { echo "FAIL: kbroker $p did not stop"; rc=1; }
