@@ -1339,7 +1339,7 @@ static void kb_ctrl_internal_creator(void *opaque, const char *name)
     hdr.ClientId = kb_ctrl_view("kbroker-internal-topics");
     kp_DefaultPrincipalData_init(&pd);
     pd.Type = kb_ctrl_view("User");
-    pd.Name = kb_ctrl_view(KB_PRINCIPAL_INTERNAL + 5); /* after "User:" */
+    pd.Name = kb_ctrl_view(&KB_PRINCIPAL_INTERNAL[sizeof("User:") - 1]);
     kp_writer_init(&wr);
     kp_writer_init(&pw);
     ok = ic &&
