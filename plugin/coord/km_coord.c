@@ -13,6 +13,7 @@
 typedef enum km_op_type {
     KM_OP_METADATA = 1,
     KM_OP_LEADERSHIP = 2,
+    KM_OP_POST = 3,
 } km_op_type_t;
 
 struct km_op {
@@ -29,11 +30,19 @@ struct km_op {
             uint32_t count;
             uint32_t leaders;
         } lead;
+        struct {
+            km_coord_fn run;
+            km_coord_fn drop;
+            void *arg;
+        } post;
     } u;
 };
 
 static void km_coord_op_free(km_plugin_t *cm, km_op_t *op)
 {
+    /* A posted closure that never ran (queue closed or torn down) is handed to its drop. */
+    if (op->type == KM_OP_POST && op->u.post.run != NULL && op->u.post.drop != NULL)
+        op->u.post.drop(cm, op->u.post.arg);
     op->magic = 0;
     km_free(cm, op);
 }
@@ -61,6 +70,10 @@ static void km_coord_op_run(km_coord_t *coord, km_op_t *op)
         coord->leader_partitions_seen += op->u.lead.leaders;
         km_log_debug(cm, "leadership: %u changes, %u as leader", op->u.lead.count,
                      op->u.lead.leaders);
+        break;
+    case KM_OP_POST:
+        op->u.post.run(cm, op->u.post.arg);
+        op->u.post.run = NULL; /* ran: km_coord_op_free must not drop it */
         break;
     }
     coord->ops_done++;
@@ -192,6 +205,24 @@ km_err_t km_coord_enqueue_leadership(km_coord_t *coord,
     return km_coord_push(coord, op);
 }
 
+km_err_t km_coord_post(km_coord_t *coord, km_coord_fn run, km_coord_fn drop, void *arg)
+{
+    km_op_t *op;
+
+    if (run == NULL)
+        return KM_ERR_INVALID;
+    op = km_calloc(coord->cm, 1, sizeof(*op));
+    if (op == NULL)
+        return KM_ERR_NOMEM;
+    op->magic = KM_OP_MAGIC;
+    op->type = KM_OP_POST;
+    op->u.post.run = run;
+    op->u.post.drop = drop;
+    op->u.post.arg = arg;
+    /* On KM_ERR_SHUTDOWN km_coord_push frees the op, which hands arg to drop. */
+    return km_coord_push(coord, op);
+}
+
 static km_err_t km_coord_metric(km_plugin_t *cm, int32_t type, const char *name, const char *help,
                                 kbx_metric_t **out)
 {
@@ -283,6 +314,8 @@ void km_coord_stop(km_coord_t *coord)
 
     KM_CHECK_OBJ(cm, coord, KM_COORD_MAGIC);
     KM_BUG_ON(cm, km_coord_on_loop(coord));
+    if (coord->thread == NULL)
+        return; /* stopped already */
     atomic_store(&coord->stop, 1);
     cm->ref.api->latch_set(cm->ref.host, coord->latch);
     if (cm->ref.api->thread_join(cm->ref.host, coord->thread) != KBX_OK)

@@ -27,7 +27,7 @@ km_err_t km_coord_start(km_plugin_t *cm, km_coord_t *coord, char *errstr, size_t
 
 /**
  * Close the queue, let the loop drain what is queued, and join its thread. Ops pushed later
- * are dropped. Safe to call once after a successful km_coord_start.
+ * are dropped. After a successful km_coord_start; a second call is a no-op.
  * @thread host main (fini); never the loop itself
  */
 void km_coord_stop(km_coord_t *coord);
@@ -52,6 +52,23 @@ km_err_t km_coord_enqueue_metadata(km_coord_t *coord, const kbx_metadata_delta_t
  */
 km_err_t km_coord_enqueue_leadership(km_coord_t *coord,
                                      const kbx_leadership_change_t *const *changes, uint32_t count);
+
+/**
+ * A closure run on the coordinator loop: the way any thread (host callbacks, fetcher threads,
+ * request completions, timers) hands work to the single-threaded owner of the plugin's state.
+ * @thread run: the coordinator loop; drop: whichever thread frees the op
+ */
+typedef void (*km_coord_fn)(km_plugin_t *cm, void *arg);
+
+/**
+ * Queue run(cm, arg) on the loop, in FIFO order with every other op. If the op never runs
+ * (the queue closed before or after the push, or the loop was torn down), drop(cm, arg) is
+ * called instead, exactly once, so arg is never leaked; drop may be NULL when arg owns nothing.
+ * On KM_ERR_NOMEM neither is called: the caller still owns arg.
+ * @return KM_OK, KM_ERR_INVALID (run NULL), KM_ERR_NOMEM, KM_ERR_SHUTDOWN (drop was called)
+ * @thread any; does not block beyond the queue lock
+ */
+km_err_t km_coord_post(km_coord_t *coord, km_coord_fn run, km_coord_fn drop, void *arg);
 
 /** True when called from inside the coordinator loop. @thread any */
 bool km_coord_on_loop(const km_coord_t *coord);

@@ -107,6 +107,66 @@ static void pt_test_fini_drains(void)
     fakehost_free(fh);
 }
 
+/* km_coord_post: closures run on the loop in FIFO order; one that can no longer run is dropped. */
+typedef struct pt_post {
+    int ran;
+    int dropped;
+    int order[4];
+    bool on_loop;
+} pt_post_t;
+
+static void pt_post_run(km_plugin_t *cm, void *arg)
+{
+    pt_post_t *p = arg;
+
+    p->on_loop = km_coord_on_loop(&cm->coord);
+    p->order[p->ran < 4 ? p->ran : 3] = p->ran + p->dropped;
+    p->ran++;
+}
+
+static void pt_post_drop(km_plugin_t *cm, void *arg)
+{
+    (void)cm;
+    ((pt_post_t *)arg)->dropped++;
+}
+
+static void pt_test_post(void)
+{
+    fakehost_t *fh = pt_host();
+    pt_post_t p = {0};
+    void *ctx = NULL;
+    km_plugin_t *cm;
+    char err[256];
+
+    CU_ASSERT_EQUAL_FATAL(pt_init(fh, &ctx, err, sizeof(err)), 0);
+    cm = ctx;
+    fakehost_run_until_idle(fh);
+    CU_ASSERT_EQUAL(km_coord_post(&cm->coord, NULL, pt_post_drop, &p), KM_ERR_INVALID);
+    CU_ASSERT_EQUAL(km_coord_post(&cm->coord, pt_post_run, pt_post_drop, &p), KM_OK);
+    CU_ASSERT_EQUAL(km_coord_post(&cm->coord, pt_post_run, pt_post_drop, &p), KM_OK);
+    CU_ASSERT_EQUAL(p.ran, 0); /* queued, not run on the caller's thread */
+    fakehost_run_until_idle(fh);
+    CU_ASSERT_EQUAL(p.ran, 2);
+    CU_ASSERT_EQUAL(p.dropped, 0);
+    CU_ASSERT_TRUE(p.on_loop);
+    CU_ASSERT_EQUAL(p.order[0], 0);
+    CU_ASSERT_EQUAL(p.order[1], 1);
+    /* Queued before fini: fini drains it, so it runs. */
+    CU_ASSERT_EQUAL(km_coord_post(&cm->coord, pt_post_run, pt_post_drop, &p), KM_OK);
+    km_coord_stop(&cm->coord);
+    CU_ASSERT_EQUAL(p.ran, 3);
+    /* After the queue closed: dropped, never run, nothing leaked. */
+    CU_ASSERT_EQUAL(km_coord_post(&cm->coord, pt_post_run, pt_post_drop, &p), KM_ERR_SHUTDOWN);
+    CU_ASSERT_EQUAL(p.ran, 3);
+    CU_ASSERT_EQUAL(p.dropped, 1);
+    /* fini's own km_coord_stop finds the loop joined already (a no-op). */
+    kbx_plugin_entry()->fini(ctx);
+    CU_ASSERT_EQUAL(p.ran, 3);
+    CU_ASSERT_EQUAL(p.dropped, 1);
+    pt_assert_clean(fh);
+    fakehost_free(fh);
+}
+
 static void pt_test_two_instances(void)
 {
     fakehost_t *a = pt_host(), *b = pt_host();
@@ -265,6 +325,7 @@ static CU_TestInfo pt_tests[] = {
     {"start, events, stop", pt_test_lifecycle},
     {"fini drains queued ops", pt_test_fini_drains},
     {"two instances against two hosts", pt_test_two_instances},
+    {"closures posted to the coordinator loop", pt_test_post},
     {"every allocation in init fails in turn", pt_test_alloc_countdown},
     {"every allocation in init fails in turn (sticky)", pt_test_alloc_countdown_sticky},
     {"allocation failure in a host callback", pt_test_alloc_failure_in_callback},
