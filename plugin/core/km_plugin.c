@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "catalog/km_catalog.h"
 #include "coord/km_coord.h"
 #include "core/km_config.h"
 #include "core/km_plugin_types.h"
@@ -107,6 +108,7 @@ static void km_plugin_on_metadata(void *plugin_ctx, const kbx_metadata_delta_t *
 
     KM_CHECK_PLUGIN(cm);
     km_coord_enqueue_metadata(&cm->coord, delta);
+    km_catalog_enqueue_delta(&cm->catalog, delta);
 }
 
 static void km_plugin_on_leadership(void *plugin_ctx, const kbx_leadership_change_t *const *changes,
@@ -116,6 +118,7 @@ static void km_plugin_on_leadership(void *plugin_ctx, const kbx_leadership_chang
 
     KM_CHECK_PLUGIN(cm);
     km_coord_enqueue_leadership(&cm->coord, changes, count);
+    km_catalog_enqueue_leadership(&cm->catalog, changes, count);
 }
 
 static const kbx_metadata_ops_t km_plugin_metadata_ops = {
@@ -190,6 +193,7 @@ int32_t km_plugin_init(const kbx_api_t *api, kbx_host_t *host, void **plugin_ctx
     err = km_config_load_broker(cm, &cm->conf, errbuf, errbuf_size);
     if (err != KM_OK)
         goto free_cm;
+    km_catalog_init(cm, &cm->catalog);
     err = km_coord_start(cm, &cm->coord, errbuf, errbuf_size);
     if (err != KM_OK)
         goto free_conf;
@@ -211,6 +215,7 @@ int32_t km_plugin_init(const kbx_api_t *api, kbx_host_t *host, void **plugin_ctx
 stop_coord:
     km_coord_stop(&cm->coord);
     km_coord_destroy(&cm->coord);
+    km_catalog_destroy(&cm->catalog);
 free_conf:
     km_config_free(cm, &km_config_broker_scope, &cm->conf);
 free_cm:
@@ -237,6 +242,7 @@ void km_plugin_fini(void *plugin_ctx)
     km_plugin_unlisten(cm);
     /* 5. free everything. */
     km_coord_destroy(&cm->coord);
+    km_catalog_destroy(&cm->catalog);
     km_log_info(cm, "kmirror stopped");
     km_config_free(cm, &km_config_broker_scope, &cm->conf);
     cm->ref.magic = 0;

@@ -5,6 +5,7 @@
 #ifndef KM_PLUGIN_TYPES_H
 #define KM_PLUGIN_TYPES_H
 
+#include "catalog/km_catalog_types.h"
 #include "coord/km_coord_types.h"
 #include "core/km_config_types.h"
 #include "util/km_types.h"
@@ -15,6 +16,7 @@ struct km_plugin {
     char cluster_id[48];
     km_broker_config_t conf; /**< broker mirror.* settings, read at init */
     km_coord_t coord;        /**< the coordinator loop */
+    km_catalog_t catalog;    /**< mirrors, topics, local leadership (owned by the loop) */
     kbx_listener_t *md_listener;
     kbx_listener_t *lead_listener;
 };

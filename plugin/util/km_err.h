@@ -15,7 +15,8 @@
     X(KM_ERR_DISABLED, -4, "the mirror feature is disabled")                                       \
     X(KM_ERR_HOST_API, -5, "the host's kbx API lacks something the plugin needs")                  \
     X(KM_ERR_HOST, -6, "a host call failed")                                                       \
-    X(KM_ERR_SHUTDOWN, -7, "shutting down")
+    X(KM_ERR_SHUTDOWN, -7, "shutting down")                                                        \
+    X(KM_ERR_LIMIT, -8, "a resource limit was hit (e.g. a regular expression's match limit)")
 
 typedef enum km_err {
 #define KM_ERR_ENUM(name, value, desc) name = value,

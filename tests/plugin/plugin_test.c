@@ -13,6 +13,9 @@
 #include "fh_cunit.h"
 #include "util/km_log.h"
 
+/* Queue ops per host event: the coordinator's own op and the catalog's copy (catalog/). */
+#define PT_OPS (2)
+
 static const kbx_uuid_t PT_T1 = {{0xa1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
 
 static fakehost_t *pt_host(void)
@@ -70,17 +73,17 @@ static void pt_test_lifecycle(void)
     CU_ASSERT_EQUAL(fakehost_listener_count(fh), 2);
     CU_ASSERT_EQUAL(fakehost_metric_count(fh), 2);
     fakehost_run_until_idle(fh);
-    CU_ASSERT_EQUAL(cm->coord.ops_done, 2); /* metadata and leadership snapshots */
+    CU_ASSERT_EQUAL(cm->coord.ops_done, 2 * PT_OPS); /* metadata and leadership snapshots */
     CU_ASSERT_EQUAL(cm->coord.leader_partitions_seen, 1);
     /* A leadership change reaches the coordinator through its queue. */
     fakehost_partition_set_leader(fh, &PT_T1, 0, 4, true);
-    CU_ASSERT_EQUAL(cm->coord.ops_done, 2); /* only enqueued so far */
+    CU_ASSERT_EQUAL(cm->coord.ops_done, 2 * PT_OPS); /* only enqueued so far */
     fakehost_run_until_idle(fh);
-    CU_ASSERT_EQUAL(cm->coord.ops_done, 3);
+    CU_ASSERT_EQUAL(cm->coord.ops_done, 3 * PT_OPS);
     CU_ASSERT_EQUAL(cm->coord.leader_partitions_seen, 2);
     /* The loop wakes on its tick without work and keeps waiting. */
     fakehost_advance_ms(fh, 10 * KM_COORD_TICK_MS);
-    CU_ASSERT_EQUAL(cm->coord.ops_done, 3);
+    CU_ASSERT_EQUAL(cm->coord.ops_done, 3 * PT_OPS);
     kbx_plugin_entry()->fini(ctx);
     pt_assert_clean(fh);
     fakehost_free(fh);
@@ -99,7 +102,7 @@ static void pt_test_fini_drains(void)
     fakehost_run_until_idle(fh);
     for (i = 0; i < 3; i++)
         fakehost_publish_delta(fh, &d);
-    CU_ASSERT_EQUAL(((km_plugin_t *)ctx)->coord.queued, 3);
+    CU_ASSERT_EQUAL(((km_plugin_t *)ctx)->coord.queued, 3 * PT_OPS);
     CU_ASSERT_FALSE(fakehost_log_contains(fh, "metadata delta at offset 41"));
     kbx_plugin_entry()->fini(ctx);
     CU_ASSERT_TRUE(fakehost_log_contains(fh, "metadata delta at offset 41"));
@@ -183,8 +186,8 @@ static void pt_test_two_instances(void)
     fakehost_run_until_idle(b);
     fakehost_publish_delta(b, &d);
     fakehost_run_until_idle(b);
-    CU_ASSERT_EQUAL(((km_plugin_t *)ca)->coord.ops_done, 2);
-    CU_ASSERT_EQUAL(((km_plugin_t *)cb)->coord.ops_done, 3);
+    CU_ASSERT_EQUAL(((km_plugin_t *)ca)->coord.ops_done, 2 * PT_OPS);
+    CU_ASSERT_EQUAL(((km_plugin_t *)cb)->coord.ops_done, 3 * PT_OPS);
     /* Stop them in the other order than they started; each host sees only its own. */
     kbx_plugin_entry()->fini(cb);
     pt_assert_clean(b);
