@@ -305,6 +305,25 @@ void kb_apisvc_set_meta_fetch(kb_apisvc_t *svc, kb_meta_fetch_fn *fn, void *opaq
     pthread_rwlock_unlock(&svc->hook_rw);
 }
 
+void kb_apisvc_set_ctrl_send(kb_apisvc_t *svc, kb_ctrl_send_fn *fn, void *opaque)
+{
+    pthread_rwlock_wrlock(&svc->hook_rw);
+    svc->ctrl_send = fn;
+    svc->ctrl_send_opaque = opaque;
+    pthread_rwlock_unlock(&svc->hook_rw);
+}
+
+int kb_apisvc_ctrl_send(kb_apisvc_t *svc, int16_t api_key, int16_t ver, const uint8_t *body,
+                        size_t len, int32_t timeout_ms, kb_ctrl_resp_fn *cb, void *arg)
+{
+    int rc = KB_E_UNSUPPORTED;
+    pthread_rwlock_rdlock(&svc->hook_rw);
+    if (svc->ctrl_send)
+        rc = svc->ctrl_send(svc->ctrl_send_opaque, api_key, ver, body, len, timeout_ms, cb, arg);
+    pthread_rwlock_unlock(&svc->hook_rw);
+    return rc;
+}
+
 int kb_apisvc_cluster(kb_apisvc_t *svc, const char *listener, bool include_fenced,
                       kb_cluster_node_t **out, size_t *cnt, int32_t *controller_id)
 {

@@ -83,6 +83,24 @@ struct kp_FetchRequest_s;
 typedef kb_api_result_t(kb_meta_fetch_fn)(void *opaque, kb_req_t *req,
                                           const struct kp_FetchRequest_s *rq, kb_resp_t **respp);
 
+/**
+ * Answer of a request sent with kb_ctrl_send_fn: @p status 0 with the response body (after
+ * the response header; valid only during the call), or a negative kb_err_t (KB_E_IO: the
+ * controller is unreachable, KB_E_TIMEOUT: no answer in time, KB_E_UNSUPPORTED: it does not
+ * serve that version, KB_E_CLOSED: the channel is closing). @thread the channel's thread
+ */
+typedef void(kb_ctrl_resp_fn)(void *arg, int status, const uint8_t *body, size_t len);
+
+/**
+ * A broker-only node's channel to the controller (broker/ctrl installs it while it runs): send
+ * request @p api_key at exactly version @p ver with the encoded body @p body (copied) to the
+ * controller, as this broker, timing out after @p timeout_ms. 0, after which @p cb(@p arg)
+ * follows exactly once on another thread; or a negative kb_err_t (KB_E_IO: the controller is
+ * known to be down right now; then @p cb never runs). @thread any; does not block
+ */
+typedef int(kb_ctrl_send_fn)(void *opaque, int16_t api_key, int16_t ver, const uint8_t *body,
+                             size_t len, int32_t timeout_ms, kb_ctrl_resp_fn *cb, void *arg);
+
 /** KRaft's fixed topic id of `__cluster_metadata` (AAAAAAAAAAAAAAAAAAAAAQ). */
 #define KB_META_TOPIC_ID_INIT                                                                      \
     {                                                                                              \
@@ -105,6 +123,8 @@ struct kb_apisvc_s {
     void *cluster_opaque;
     kb_meta_fetch_fn *meta_fetch;
     void *meta_fetch_opaque;
+    kb_ctrl_send_fn *ctrl_send;
+    void *ctrl_send_opaque;
     bool initpid_registered;
     int16_t registered[32];
     size_t registered_cnt;
@@ -142,6 +162,16 @@ void kb_apisvc_set_cluster(kb_apisvc_t *svc, kb_cluster_fn *fn, void *opaque);
 /** Install (or with NULL remove) the metadata-log Fetch server (before the server starts or
  *  after it stopped). */
 void kb_apisvc_set_meta_fetch(kb_apisvc_t *svc, kb_meta_fetch_fn *fn, void *opaque);
+
+/** Install (or with NULL remove) the channel to the controller (broker/ctrl on a broker-only
+ *  node). */
+void kb_apisvc_set_ctrl_send(kb_apisvc_t *svc, kb_ctrl_send_fn *fn, void *opaque);
+
+/** Send a request to the controller through the installed channel (kb_ctrl_send_fn). Without
+ *  one (this node is its own controller, or the channel has stopped): KB_E_UNSUPPORTED, and
+ *  @p cb never runs. */
+int kb_apisvc_ctrl_send(kb_apisvc_t *svc, int16_t api_key, int16_t ver, const uint8_t *body,
+                        size_t len, int32_t timeout_ms, kb_ctrl_resp_fn *cb, void *arg);
 
 /** The brokers to list for a request on @p listener: the installed kb_cluster_fn's answer, or
  *  this broker alone at its advertised endpoint (and itself as controller). A malloc'd array

@@ -19,6 +19,7 @@
 
 #include "kb_apilog.h"
 #include "kb_apisvc.h"
+#include "kb_ctrl_bump.h"
 #include "kb_ctrl_reg.h"
 #include "kb_ctrl_rules.h"
 #include "kb_err.h"
@@ -1378,6 +1379,30 @@ static void kb_ctrl_internal_creator(void *opaque, const char *name)
     }
 }
 
+/* ---- kbx cluster operations (kb_ctrl_bump.c) ------------------------------------------------ */
+
+static kb_api_result_t kb_ctrl_h_bump(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_ctrl_t *ctl = kb_ctrl_check(opaque, kb_req_ctx(req));
+    return ctl ? kb_ctrl_bump_handle(ctl->svc->meta, req, respp) : KB_API_CLOSE;
+}
+
+/* kb_ctrl_send_fn of a broker-only node: the plugin host's requests to the controller travel
+ * on the channel's client; a controller known to be down fails at once. */
+static int kb_ctrl_send(void *opaque, int16_t api_key, int16_t ver, const uint8_t *body, size_t len,
+                        int32_t timeout_ms, kb_ctrl_resp_fn *cb, void *arg)
+{
+    kb_ctrl_t *ctl = opaque;
+    bool down;
+    pthread_mutex_lock(&ctl->mu);
+    down = ctl->reported_down || ctl->last_ok_ms < 0 || ctl->stop;
+    pthread_mutex_unlock(&ctl->mu);
+    if (down)
+        return KB_E_IO;
+    return kb_ctrl_send_raw(ctl->kc, ctl->cfg->voter_id, api_key, ver, body, len, timeout_ms, cb,
+                            arg);
+}
+
 /* ---- forwarding (design C5) ------------------------------------------------------------------ */
 
 /* The APIs a broker-only node forwards to the controller in an Envelope (ACL changes too: the
@@ -1880,6 +1905,8 @@ static int kb_module_ctrl_init(kb_broker_t *kb, void **statep, char *errstr, siz
         if (rc == 0)
             rc = kb_api_register(kb->reg, KP_APIKEY_AllocateProducerIds, 0, 0, kb_ctrl_h_alloc_pids,
                                  ctl, 0);
+        if (rc == 0)
+            rc = kb_api_register(kb->reg, KP_APIKEY_BumpLeaderEpochs, 0, 0, kb_ctrl_h_bump, ctl, 0);
         if (rc != 0) {
             snprintf(errstr, errstr_size, "cannot register the controller APIs (error %d)", rc);
             kb_api_unregister(kb->reg, KP_APIKEY_BrokerRegistration);
@@ -2094,6 +2121,8 @@ static int kb_module_ctrl_start(kb_broker_t *kb, void *state)
         kb_ctrl_self_channel(ctl, kb);
 #endif
     if (ctl->remote)
+        kb_apisvc_set_ctrl_send(ctl->svc, kb_ctrl_send, ctl);
+    if (ctl->remote)
         kb_log_info("ctrl", "broker %" PRId32 ": controller %" PRId32 " at %s:%d",
                     ctl->cfg->node_id, ctl->cfg->voter_id, ctl->cfg->voter_host,
                     ctl->cfg->voter_port);
@@ -2108,6 +2137,8 @@ static void kb_module_ctrl_stop(kb_broker_t *kb, void *state)
     if ((ctl->remote || ctl->self_chan) && kb_repl_of(kb))
         kb_repl_set_ctrl(kb_repl_of(kb), NULL, NULL);
 #endif
+    if (ctl->remote)
+        kb_apisvc_set_ctrl_send(ctl->svc, NULL, NULL);
     if (!ctl->thr_started)
         return;
     pthread_mutex_lock(&ctl->mu);
@@ -2159,6 +2190,7 @@ static void kb_module_ctrl_fini(kb_broker_t *kb, void *state)
         kb_api_unregister(kb->reg, KP_APIKEY_AlterPartition);
         kb_api_unregister(kb->reg, KP_APIKEY_Envelope);
         kb_api_unregister(kb->reg, KP_APIKEY_AllocateProducerIds);
+        kb_api_unregister(kb->reg, KP_APIKEY_BumpLeaderEpochs);
     }
     for (size_t i = 0; i < ctl->nfwd; i++)
         kb_api_unregister(kb->reg, ctl->fwd[i].key);

@@ -299,6 +299,7 @@ static void kb_host_free(kb_host_t *h)
     for (size_t i = 0; i < sizeof(h->tok_ring) / sizeof(h->tok_ring[0]); i++)
         free(h->tok_ring[i]); /* retired tokens: their mutexes are unused */
     kb_hrecords_close(&h->rec);
+    kb_hctrl_destroy(h);
     kb_hq_destroy(&h->ev);
     kb_hlocal_destroy(&h->local);
     pthread_rwlock_destroy(&h->authz_rw);
@@ -385,6 +386,14 @@ static int kb_module_host_init(kb_broker_t *kb, void **statep, char *errstr, siz
         kb_host_free(h);
         return -1;
     }
+    if (kb_hctrl_init(h) != 0) {
+        snprintf(errstr, errstr_size, "out of memory");
+        kb_hlocal_stop(h);
+        kb_hq_stop(&h->ev);
+        kb_htimers_stop(&h->timers);
+        kb_host_free(h);
+        return -1;
+    }
     h->collector = kb_metrics_collector_add(kb->metrics, kb_host_collect, h);
     kb_host_reg_set(kb, h);
 #ifdef KB_HAVE_ACL
@@ -415,6 +424,7 @@ static void kb_module_host_stop(kb_broker_t *kb, void *state)
             break;
         kb_host_unload(h, last);
     }
+    kb_hctrl_stop(h);
     kb_hlocal_stop(h);
     kb_hq_stop(&h->ev);
     kb_htimers_stop(&h->timers);

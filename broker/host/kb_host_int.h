@@ -181,6 +181,31 @@ int kb_hrecords_open(kb_hrecords_t *r, const char *dir, char *errstr, size_t err
 void kb_hrecords_close(kb_hrecords_t *r);
 void kb_hrec_free_array(kb_hrec_t *v, size_t n);
 
+/* ---- requests to the controller (kb_kbx_ctrl.c): a broker-only node's epoch bumps ----------- */
+
+typedef struct kb_hctrl_s {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;          /**< CLOCK_MONOTONIC: inflight dropped */
+    struct kb_hbump_s *waiters; /**< bumps waiting for their epoch to be applied here */
+    int inflight;               /**< requests sent to the controller, not answered yet */
+    bool stopping, inited;
+    kb_meta_listener_t *ml; /**< registered before any plugin's listener (runs after them) */
+} kb_hctrl_t;
+
+/** Init and register the waiters' metadata listener: before any plugin loads. 0 or -1. */
+int kb_hctrl_init(kb_host_t *h);
+/** End every waiting bump (KBX_ERR_SHUTDOWN), wait for the controller's outstanding answers,
+ *  unregister the listener. After the plugins are unloaded, before the event queue stops. */
+void kb_hctrl_stop(kb_host_t *h);
+void kb_hctrl_destroy(kb_host_t *h);
+/** leader_epoch_bump through the controller (a broker-only node; on the event thread): the
+ *  request is sent and KBX_OK returned, after which @p done follows exactly once and the
+ *  caller's operation count is released by the completion; or a KBX_ERR_* (nothing started:
+ *  KBX_ERR_UNSUPPORTED without a controller channel, KBX_ERR_NETWORK while the controller is
+ *  down, logged). */
+int32_t kb_hctrl_bump(kbx_host_t *host, const kp_uuid_t *id, int32_t partition, int32_t min_epoch,
+                      int64_t deadline_ms, kbx_done_fn done, void *arg);
+
 /* ---- the host and its plugins ---------------------------------------------------------------- */
 
 /** One loaded plugin: the kbx_host_t its init received. */
@@ -212,6 +237,7 @@ struct kb_host_s {
     kb_hlocal_t local;        /**< "kb-kbx-local" */
     kb_htimers_t timers;      /**< "kb-kbx-timer" */
     kb_hrecords_t rec;
+    kb_hctrl_t ctrl;
     pthread_mutex_t met_mu;         /**< metrics list; taken before the registry's mutex */
     struct kbx_metric *metrics;     /**< registered kbx metrics (under met_mu) */
     struct kbx_listener *listeners; /**< every kbx listener (under mu) */

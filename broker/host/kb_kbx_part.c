@@ -14,8 +14,8 @@
  *
  * In a cluster leader_epoch_bump commits on the node that holds the metadata log: the
  * controller (broker,controller) raises the epoch and every broker's listeners follow. A
- * broker-only node does not forward it to the controller yet: the bump fails with
- * KBX_ERR_UNSUPPORTED and a log line (docs/broker.md "The plugin host").
+ * broker-only node asks the controller (BumpLeaderEpochs, kb_kbx_ctrl.c) and completes once it
+ * applied the new epoch itself (docs/broker.md "The plugin host").
  */
 #include <stdlib.h>
 #include <string.h>
@@ -349,11 +349,19 @@ static void kb_kbx_bump_run(kb_hq_t *q, kb_hev_t *ev, bool run)
         if (kerr == KP_ERR_UNKNOWN_TOPIC_ID || kerr == KP_ERR_UNKNOWN_TOPIC_OR_PARTITION) {
             status = KBX_ERR_NOT_FOUND;
         } else if (kerr == KP_ERR_NOT_CONTROLLER) {
-            status = KBX_ERR_UNSUPPORTED;
-            kb_hlog(KB_HLOG_WARN,
-                    "plugin %s: leader_epoch_bump of partition %d refused: this broker-only node "
-                    "does not forward epoch bumps to the controller",
-                    host->name, (int)b->partition);
+            /* A broker-only node: the controller commits it (kb_kbx_ctrl.c); the waiter takes
+             * over the completion and the operation count. */
+            status = kb_hctrl_bump(host, &b->id, b->partition, b->min_epoch, b->deadline_ms,
+                                   b->done, b->arg);
+            if (status == KBX_OK) {
+                free(b);
+                return;
+            }
+            if (status == KBX_ERR_UNSUPPORTED)
+                kb_hlog(KB_HLOG_WARN,
+                        "plugin %s: leader_epoch_bump of partition %d refused: this broker-only "
+                        "node has no channel to the controller",
+                        host->name, (int)b->partition);
         } else if (kerr != 0) {
             status = KBX_ERR_IO;
         }

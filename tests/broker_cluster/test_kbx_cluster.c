@@ -10,13 +10,19 @@
  *   - after kill -9 of the partition's leader (a broker-only node), both survivors report the
  *     new leader (elected by the controller) with a higher leader epoch, the new leader as
  *     ROLE_LEADER; a broker_request to the dead broker fails instead of reaching another one;
- *   - SIGTERM of the survivors exits 0 (plugin unloaded, host and its client stopped).
+ *   - leader_epoch_bump by the plugin of a broker-only leader goes through the controller
+ *     (BumpLeaderEpochs): it completes once that broker applied the epoch (listener first, the
+ *     handle fenced) and all three plugins report the new epoch;
+ *   - with the controller killed, a bump on a broker-only node fails retriably (NETWORK or
+ *     TIMEOUT) within its timeout, and the log names the controller;
+ *   - SIGTERM of the last broker exits 0 (plugin unloaded, host and its client stopped).
  * Waiting is polling with deadlines, never sleeping.
  *
  * usage: broker_cluster_kbx KBROKER PLUGIN
  */
 #include <fcntl.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -316,9 +322,41 @@ static void breq(int via, int to, int32_t *status, int32_t *ec, int32_t *keys)
     *keys = v[2];
 }
 
+/* leader_epoch_bump of TOPIC-@p part to at least @p min by node @p via's plugin: its status,
+ * the epoch its leadership listener had at the completion, log_offsets on the old handle
+ * afterwards, and the milliseconds it took. */
+static void cbump(int via, int part, int32_t min, int32_t timeout_ms, int32_t *status,
+                  int32_t *seen, int32_t *fenced, int32_t *ms)
+{
+    static const char *const names[] = {"cbump_status", "cbump_seen", "cbump_fenced", "cbump_ms"};
+    int32_t v[4] = {-100, -100, -100, -100};
+    char c[96];
+    snprintf(c, sizeof(c), "cbump:" TOPIC ":%d,%d,%d", part, (int)min, (int)timeout_ms);
+    CHECK(plugin_cmd(via, c, names, v, 4) == 0, "node %d: command %s failed", via, c);
+    *status = v[0];
+    *seen = v[1];
+    *fenced = v[2];
+    *ms = v[3];
+}
+
+/* Whether node @p id's log has a line containing both @p a and @p b. */
+static bool log_has(int id, const char *a, const char *b)
+{
+    char path[700], line[2048];
+    bool found = false;
+    FILE *f;
+    snprintf(path, sizeof(path), "%s/kbroker-%d.log", g_dir, id);
+    if (!(f = fopen(path, "r")))
+        return false;
+    while (!found && fgets(line, sizeof(line), f))
+        found = strstr(line, a) && strstr(line, b);
+    fclose(f);
+    return found;
+}
+
 int main(int argc, char **argv)
 {
-    int32_t leader[3] = {-1, -1, -1}, st, ec, keys, e0, e1;
+    int32_t leader[3] = {-1, -1, -1}, st, ec, keys, e0, e1, eb, seen, fenced, ms;
     int part = -1, victim, other, newl = -1;
     int64_t dl;
 
@@ -372,6 +410,18 @@ int main(int argc, char **argv)
     breq(3, 1, &st, &ec, &keys);
     CHECK(st == KBX_OK && ec == 0, "node 3 -> node 1 (controller): status %d error %d", st, ec);
 
+    /* leader_epoch_bump by the plugin of the broker-only leader (node 3): BumpLeaderEpochs to
+     * the controller, completed once node 3 applied the new epoch (its listener saw it, the
+     * handle is fenced); every broker's plugin then reports it, node 3 still leading */
+    cbump(3, part, e0 + 5, 5000, &st, &seen, &fenced, &ms);
+    CHECK(st == KBX_OK && seen >= e0 + 5 && fenced == KBX_ERR_FENCED,
+          "node 3 bump of %s-%d to >= %d: status %d, listener epoch %d at completion, old handle "
+          "%d",
+          TOPIC, part, e0 + 5, st, seen, fenced);
+    eb = wait_lead((const int[]){1, 2, 3}, 3, part, 3, e0 + 5);
+    CHECK(eb >= e0 + 5, "epoch %d after the bump, %d before", eb, e0);
+    e0 = eb;
+
     /* kill -9 the leader (node 3): the controller fences it and elects node 1 or 2; both
      * survivors' plugins name the new leader, with a higher epoch */
     kill_node(3);
@@ -399,9 +449,17 @@ int main(int argc, char **argv)
     breq(2, 1, &st, &ec, &keys);
     CHECK(st == KBX_OK && ec == 0, "node 2 -> node 1 still answers: status %d error %d", st, ec);
 
-    /* clean stops: the host's inter-broker client and threads go away with the plugin */
+    /* the controller (node 1) gone: a bump on node 2 fails retriably within its timeout
+     * (KBX_ERR_NETWORK or KBX_ERR_TIMEOUT), with a log line naming the controller */
+    kill_node(1);
+    cbump(2, part, 0, 2000, &st, &seen, &fenced, &ms);
+    CHECK((st == KBX_ERR_NETWORK || st == KBX_ERR_TIMEOUT) && ms < 3500,
+          "node 2 bump with the controller down: status %d after %d ms", st, ms);
+    CHECK(log_has(2, "leader_epoch_bump", "controller 1"),
+          "node 2's log names controller 1 for the failed bump");
+
+    /* clean stop: the host's inter-broker client and threads go away with the plugin */
     stop_node(2);
-    stop_node(1);
 
 out:
     for (int i = 3; i >= 1; i--)

@@ -108,6 +108,7 @@ typedef struct kbh {
     int bump_seen_epoch; /* leadership epoch seen when the bump completed */
     bool bump_active;
     kbx_uuid_t bump_id;
+    int32_t bump_part;
     /* aux thread */
     atomic_int aux_count;
     /* local requests running side by side: [0] a Fetch waiting for a produce, [1] a Fetch held
@@ -228,7 +229,7 @@ static void kbh_done_cb(void *arg, int32_t status)
     pthread_mutex_lock(&p->mu);
     p->op_status = status;
     if (status == KBX_OK && p->bump_active) {
-        kbh_lead_t *l = kbh_lead_find(p, &p->bump_id, 0);
+        kbh_lead_t *l = kbh_lead_find(p, &p->bump_id, p->bump_part);
         p->bump_seen_epoch = l ? l->epoch : -1;
     }
     pthread_mutex_unlock(&p->mu);
@@ -840,6 +841,7 @@ static void kbh_cmd_bump(kbh_t *p, kbh_results_t *R, const char *name)
     CHECK(R, "wait_isr_truncation", rc == KBX_OK, "-> %d", rc);
     pthread_mutex_lock(&p->mu);
     p->bump_id = id;
+    p->bump_part = 0;
     p->bump_active = true;
     p->bump_seen_epoch = -1;
     pthread_mutex_unlock(&p->mu);
@@ -868,6 +870,52 @@ static void kbh_cmd_bump(kbh_t *p, kbh_results_t *R, const char *name)
     kbh_check(R, "new_epoch", rc == KBX_OK && o.leader_epoch >= 10, o.leader_epoch, NULL,
               "rc %d epoch %d", rc, o.leader_epoch);
     api->partition_release(p->host, part);
+}
+
+/* "cbump:TOPIC:PART,MIN,TIMEOUT_MS" (tests/broker_cluster): leader_epoch_bump of TOPIC-PART to
+ * at least MIN on this broker, whatever its role. Values: cbump_status (the start or completion
+ * status), cbump_seen (the epoch the leadership listener had for the partition when the bump
+ * completed, -1 none), cbump_fenced (log_offsets on the handle afterwards), cbump_ms (start to
+ * completion). Always ok: the test judges the values. */
+static void kbh_cmd_cbump(kbh_t *p, kbh_results_t *R, const char *name, const char *args)
+{
+    const kbx_api_t *api = p->api;
+    int part = 0, minv = 0, tmo = 5000;
+    kbx_uuid_t id;
+    kbx_partition_t *h = NULL;
+    kbx_log_offsets_t o = {.struct_size = sizeof(o)};
+    int32_t rc, fenced = 1, seen;
+    int64_t t0;
+
+    memset(&id, 0, sizeof(id));
+    sscanf(args, "%d,%d,%d", &part, &minv, &tmo);
+    rc = kbh_topic_id(p, name, &id) ? api->partition_acquire(p->host, &id, part, -1, &h)
+                                    : KBX_ERR_NOT_FOUND;
+    pthread_mutex_lock(&p->mu);
+    p->bump_id = id;
+    p->bump_part = part;
+    p->bump_active = true;
+    p->bump_seen_epoch = -1;
+    pthread_mutex_unlock(&p->mu);
+    t0 = api->clock_monotonic_ns(p->host);
+    if (rc == KBX_OK) {
+        kbh_op_begin(p);
+        rc = api->leader_epoch_bump(p->host, h, minv, tmo, kbh_done_cb, p);
+        kbh_op_started(p);
+        if (rc == KBX_OK)
+            rc = kbh_op_wait(p);
+        fenced = api->log_offsets(p->host, h, &o);
+        api->partition_release(p->host, h);
+    }
+    pthread_mutex_lock(&p->mu);
+    p->bump_active = false;
+    seen = p->bump_seen_epoch;
+    pthread_mutex_unlock(&p->mu);
+    kbh_check(R, "cbump_status", true, rc, NULL, "-");
+    kbh_check(R, "cbump_seen", true, seen, NULL, "-");
+    kbh_check(R, "cbump_fenced", true, fenced, NULL, "-");
+    kbh_check(R, "cbump_ms", true, (int32_t)((api->clock_monotonic_ns(p->host) - t0) / 1000000),
+              NULL, "-");
 }
 
 static void kbh_cmd_mode(kbh_t *p, kbh_results_t *R, const char *name, int32_t mode)
@@ -1318,6 +1366,8 @@ static void kbh_run(kbh_t *p, const char *cmd, kbh_results_t *R)
         kbh_cmd_lgroup(p, R, a);
     else if (!strncmp(cmd, "lead:", 5))
         kbh_cmd_lead(p, R, a, atoi(b));
+    else if (!strncmp(cmd, "cbump:", 6))
+        kbh_cmd_cbump(p, R, a, b);
     else if (!strncmp(cmd, "breq:", 5))
         kbh_cmd_breq(p, R, atoi(a));
     else
