@@ -120,6 +120,9 @@ typedef struct kb_config_s {
     /* replication */
     int32_t min_insync_replicas;
     bool unclean_leader_election_enable;
+    bool auto_leader_rebalance_enable;
+    int64_t leader_imbalance_check_interval_seconds;
+    int32_t leader_imbalance_per_broker_percentage;
     int64_t replica_lag_time_max_ms;
     int32_t replica_fetch_max_bytes;
     int32_t replica_fetch_wait_max_ms;

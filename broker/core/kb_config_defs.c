@@ -188,6 +188,16 @@ const kb_conf_def_t kb_config_defs[] = {
             "In-sync replicas needed for acks=all writes."),
     KEY_BOOL("unclean.leader.election.enable", unclean_leader_election_enable, "false", DYN,
              "Allow an out-of-sync replica to become leader (data loss)."),
+    KEY_BOOL(
+        "auto.leader.rebalance.enable", auto_leader_rebalance_enable, "true", 0,
+        "The controller moves leadership back to the preferred replica (the first of the "
+        "assignment) when it is in sync, checked every leader.imbalance.check.interval.seconds."),
+    KEY_LONG("leader.imbalance.check.interval.seconds", leader_imbalance_check_interval_seconds,
+             "300", 1, LMAX, 0, "How often the controller checks for partitions to rebalance."),
+    KEY_INT("leader.imbalance.per.broker.percentage", leader_imbalance_per_broker_percentage, "10",
+            0, IMAX, NOFX,
+            "Imbalance ratio per broker that triggered a rebalance in ZooKeeper mode; a KRaft "
+            "controller (Kafka 4.x, kbroker) rebalances every imbalanced partition."),
     KEY_LONG("replica.lag.time.max.ms", replica_lag_time_max_ms, "30000", 1, LMAX, 0,
              "A follower that has not caught up for this long leaves the ISR."),
     KEY_INT("replica.fetch.max.bytes", replica_fetch_max_bytes, "1048576", 0, IMAX, 0,

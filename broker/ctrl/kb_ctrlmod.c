@@ -20,6 +20,7 @@
 #include "kb_apilog.h"
 #include "kb_apisvc.h"
 #include "kb_ctrl_bump.h"
+#include "kb_ctrl_elect_api.h"
 #include "kb_ctrl_reg.h"
 #include "kb_ctrl_rules.h"
 #include "kb_err.h"
@@ -74,10 +75,11 @@ typedef struct kb_ctrl_s {
     struct kb_ctrl_mfetch_s *parked;
     kb_meta_listener_t *mlisten;
     bool meta_changed;
-    int32_t assign_start; /* replica striping start of the topic being created */
-    bool reelect;         /* a broker was unfenced: offline partitions may get a leader */
-    void *repl;           /* the replica manager (kb_repl_t *) when linked, else NULL */
-    bool self_chan;       /* combined node: kc points at its own controller listener */
+    int32_t assign_start;       /* replica striping start of the topic being created */
+    bool reelect;               /* a broker was unfenced: offline partitions may get a leader */
+    void *repl;                 /* the replica manager (kb_repl_t *) when linked, else NULL */
+    kb_ctrl_elector_t *elector; /* ElectLeaders and automatic rebalancing (kb_ctrl_elect_api.h) */
+    bool self_chan;             /* combined node: kc points at its own controller listener */
 
     /* broker-only: forwarded APIs and the handlers they replaced (used when the controller is
      * unreachable: kb_meta then answers NOT_CONTROLLER naming it) */
@@ -86,7 +88,7 @@ typedef struct kb_ctrl_s {
         int16_t key;
         kb_api_handler_fn *fn;
         void *opaque;
-    } fwd[8];
+    } fwd[12];
 
     /* broker-only: the metadata fetcher ("kb-ctrl-fetch", its own kc_ client so a long poll
      * never delays a heartbeat) */
@@ -650,11 +652,12 @@ static int kb_ctrl_elect_all(kb_ctrl_t *ctl, int32_t gone)
     kb_topic_info_t *topics = NULL;
     size_t nt = 0;
     int still = 0;
-    bool unclean = ctl->cfg->unclean_leader_election_enable;
 
     if (kb_meta_topics(ctl->svc->meta, &topics, &nt) != 0)
         return -1;
     for (size_t i = 0; i < nt; i++) {
+        /* the topic's unclean.leader.election.enable (dynamic), else the broker default */
+        bool unclean = kb_ctrl_elect_unclean_enabled(ctl->svc->meta, ctl->cfg, topics[i].name);
         for (int32_t k = 0; k < topics[i].partitions; k++) {
             kb_meta_part_state_t st;
             kb_ctrl_part_t cur, next;
@@ -805,6 +808,7 @@ static void kb_ctrl_reap(kb_ctrl_t *ctl)
     } else {
         pthread_mutex_unlock(&ctl->mu);
     }
+    kb_ctrl_elector_tick(ctl->elector, kb_time_mono_ms());
 }
 
 /* ---- a broker-only node: the controller channel -------------------------------------------- */
@@ -1415,6 +1419,7 @@ static const int16_t kb_ctrl_fwd_keys[] = {
     KP_APIKEY_CreatePartitions,
     KP_APIKEY_AlterConfigs,
     KP_APIKEY_IncrementalAlterConfigs,
+    KP_APIKEY_ElectLeaders,
 };
 
 /* The controller: one Envelope whose inner request runs as a connection-less request. */
@@ -1842,6 +1847,7 @@ static void kb_ctrl_free(kb_ctrl_t *ctl)
     if (ctl->fkc)
         kc_client_destroy(ctl->fkc);
     kb_ctrl_reg_free(ctl->reg);
+    kb_ctrl_elector_free(ctl->elector);
     pthread_cond_destroy(&ctl->cv);
     pthread_mutex_destroy(&ctl->mu);
     ctl->magic = 0;
@@ -1907,6 +1913,11 @@ static int kb_module_ctrl_init(kb_broker_t *kb, void **statep, char *errstr, siz
                                  ctl, 0);
         if (rc == 0)
             rc = kb_api_register(kb->reg, KP_APIKEY_BumpLeaderEpochs, 0, 0, kb_ctrl_h_bump, ctl, 0);
+        ctl->elector = kb_ctrl_elector_new(kb, ctl->svc->meta, kb_ctrl_usable, ctl, cfg->node_id);
+        if (rc == 0)
+            rc = ctl->elector ? kb_api_register(kb->reg, KP_APIKEY_ElectLeaders, 0, 2,
+                                                kb_ctrl_elector_handle, ctl->elector, 0)
+                              : KB_E_NOMEM;
         if (rc != 0) {
             snprintf(errstr, errstr_size, "cannot register the controller APIs (error %d)", rc);
             kb_api_unregister(kb->reg, KP_APIKEY_BrokerRegistration);
@@ -1941,7 +1952,12 @@ static int kb_module_ctrl_init(kb_broker_t *kb, void **statep, char *errstr, siz
         kb_meta_set_remote(ctl->svc->meta, cfg->voter_id);
         kb_meta_set_pid_source(ctl->svc->meta, kb_ctrl_pid_source, ctl);
         kb_meta_set_internal_creator(ctl->svc->meta, kb_ctrl_internal_creator, ctl);
-        if (kb_ctrl_fwd_install(ctl, kb->reg) != 0) {
+        /* ElectLeaders is forwarded; this stand-in answers NOT_CONTROLLER when that fails. */
+        ctl->elector = kb_ctrl_elector_new(kb, ctl->svc->meta, NULL, NULL, cfg->voter_id);
+        if (!ctl->elector ||
+            kb_api_register(kb->reg, KP_APIKEY_ElectLeaders, 0, 2, kb_ctrl_elector_handle,
+                            ctl->elector, 0) != 0 ||
+            kb_ctrl_fwd_install(ctl, kb->reg) != 0) {
             snprintf(errstr, errstr_size, "cannot install the forwarding handlers");
             kb_ctrl_free(ctl);
             return -1;
@@ -2191,6 +2207,7 @@ static void kb_module_ctrl_fini(kb_broker_t *kb, void *state)
         kb_api_unregister(kb->reg, KP_APIKEY_Envelope);
         kb_api_unregister(kb->reg, KP_APIKEY_AllocateProducerIds);
         kb_api_unregister(kb->reg, KP_APIKEY_BumpLeaderEpochs);
+        kb_api_unregister(kb->reg, KP_APIKEY_ElectLeaders);
     }
     for (size_t i = 0; i < ctl->nfwd; i++)
         kb_api_unregister(kb->reg, ctl->fwd[i].key);

@@ -3,10 +3,13 @@ package kmirror.clustertools;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
@@ -16,11 +19,15 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.DescribeClusterOptions;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeTopicsOptions;
+import org.apache.kafka.clients.admin.ElectLeadersOptions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.common.ElectionType;
 import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.protocol.Errors;
 
 /**
  * The Admin side of the cluster test harness (tests/cluster/cluster.sh, docs/testing-cluster.md).
@@ -33,6 +40,7 @@ import org.apache.kafka.common.errors.TopicExistsException;
  * leader       --bootstrap B --topic T --partition P [--timeout-ms T]
  * wait         --bootstrap B --topic T [--partition P|all] --until COND [--hold-ms H]
  *              [--timeout-ms T]
+ * elect        --bootstrap B --type preferred|unclean [--partition T:P]... [--timeout-ms T]
  * </pre>
  *
  * describe prints stable text, one fact per line, sorted:
@@ -55,6 +63,11 @@ import org.apache.kafka.common.errors.TopicExistsException;
  * (ISR equals the replica set), isr-has=N, isr-without=N. Several conditions joined with "+"
  * must all hold. Prints the partition lines at the end. Exit 0 met, 1 not met before the
  * deadline (or broken during --hold-ms), 2 error, 64 usage.
+ *
+ * elect is Admin.electLeaders for the named partitions (none named: null, every partition) and
+ * prints one sorted line per partition the answer names: "elect T P ok" or
+ * "elect T P error=NAME" (NAME as in Kafka's Errors, e.g. ELECTION_NOT_NEEDED); exit 0. A failure
+ * of the whole request prints "elect: FAILED error=NAME message=M" and exits 1.
  */
 public final class Main {
   private Main() {}
@@ -68,6 +81,7 @@ public final class Main {
       case "describe": rc = describe(o); break;
       case "leader": rc = leader(o); break;
       case "wait": rc = await(o); break;
+      case "elect": rc = elect(o); break;
       default: usage("unknown subcommand " + argv[0]); rc = 64;
     }
     System.out.flush();
@@ -111,7 +125,7 @@ public final class Main {
 
   static void usage(String why) {
     System.err.println("cluster-tools: " + why);
-    System.err.println("usage: create-topic | describe | leader | wait (see Main.java)");
+    System.err.println("usage: create-topic | describe | leader | wait | elect (see Main.java)");
     System.exit(64);
   }
 
@@ -238,6 +252,43 @@ public final class Main {
       log("topic %s has no partition %d", topic, part);
       return 2;
     }
+  }
+
+  // ------------------------------------------------------------------ elections
+
+  static int elect(Opts o) throws Exception {
+    String type = o.str("type", null);
+    ElectionType et = "preferred".equals(type) ? ElectionType.PREFERRED
+        : "unclean".equals(type) ? ElectionType.UNCLEAN : null;
+    if (et == null) usage("--type is preferred or unclean");
+    Set<TopicPartition> tps = null;
+    for (String tp : o.all("partition")) {
+      int colon = tp.lastIndexOf(':');
+      if (colon <= 0) usage("--partition wants TOPIC:PARTITION");
+      if (tps == null) tps = new HashSet<>();
+      tps.add(new TopicPartition(tp.substring(0, colon), Integer.parseInt(tp.substring(colon + 1))));
+    }
+    int timeout = (int) o.num("timeout-ms", 20000);
+    try (Admin admin = admin(o)) {
+      Map<TopicPartition, Optional<Throwable>> res;
+      try {
+        res = admin.electLeaders(et, tps, new ElectLeadersOptions().timeoutMs(timeout))
+            .partitions().get(timeout + 5000L, TimeUnit.MILLISECONDS);
+      } catch (ExecutionException e) {
+        Throwable c = e.getCause() == null ? e : e.getCause();
+        System.out.printf("elect: FAILED error=%s message=%s%n", Errors.forException(c).name(),
+            c.getMessage());
+        return 1;
+      }
+      List<String> lines = new ArrayList<>();
+      for (Map.Entry<TopicPartition, Optional<Throwable>> e : res.entrySet()) {
+        lines.add(String.format("elect %s %d %s", e.getKey().topic(), e.getKey().partition(),
+            e.getValue().map(t -> "error=" + Errors.forException(t).name()).orElse("ok")));
+      }
+      lines.sort(String::compareTo);
+      lines.forEach(System.out::println);
+    }
+    return 0;
   }
 
   // ------------------------------------------------------------------ conditions
