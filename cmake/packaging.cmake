@@ -12,6 +12,7 @@ endforeach()
 install(FILES ${CMAKE_SOURCE_DIR}/hostapi/kbx.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kmirror
         COMPONENT runtime)
 install(FILES ${CMAKE_SOURCE_DIR}/README.md ${CMAKE_SOURCE_DIR}/docs/config.md
+              ${CMAKE_SOURCE_DIR}/docs/cli.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime OPTIONAL)
 
 set(CPACK_PACKAGE_NAME kmirror)

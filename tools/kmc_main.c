@@ -1,0 +1,934 @@
+/*
+ * kafka-mirrors -- the operator CLI of kmirror (docs/cli.md).
+ *
+ * One action per run: parse and validate locally (exit 2 on any problem, before connecting),
+ * connect to the first bootstrap broker that answers (exit 3 if none, or if it lacks the
+ * mirror APIs), send the mirror RPC(s), print a table or JSON, and exit 1 if the request or
+ * any of its items failed.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "kmc_args.h"
+#include "kmc_conf.h"
+#include "kmc_fmt.h"
+#include "kmc_props.h"
+#include "kmc_rpc.h"
+#include "kp_errcode.h"
+#include "kp_msgs.h"
+
+#define KMC_ERRLEN 2048
+
+/* Everything one run needs. */
+typedef struct kmc_run {
+    kmc_args_t a;
+    kmc_conn_t cn;
+    pcre2_code *topic_re[KMC_MAX_PATTERNS];
+    pcre2_match_data *md;
+    char err[KMC_ERRLEN];
+} kmc_run_t;
+
+static void kmc_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void kmc_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("kafka-mirrors: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* ---- regular expressions ------------------------------------------------------------------ */
+
+/* Compile @p re anchored at both ends (it must match the whole topic name), as the broker does
+ * (docs/design.md M9). */
+static pcre2_code *kmc_re_compile(const char *opt, const char *re, char *errstr, size_t n)
+{
+    int ec;
+    PCRE2_SIZE off;
+    pcre2_code *code = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED,
+                                     PCRE2_ANCHORED | PCRE2_ENDANCHORED, &ec, &off, NULL);
+
+    if (code == NULL) {
+        PCRE2_UCHAR msg[160];
+        if (pcre2_get_error_message(ec, msg, sizeof(msg)) < 0)
+            snprintf((char *)msg, sizeof(msg), "error %d", ec);
+        snprintf(errstr, n, "%s '%.200s': not a valid regular expression at offset %zu: %s", opt,
+                 re, (size_t)off, (const char *)msg);
+    }
+    return code;
+}
+
+static bool kmc_re_any(kmc_run_t *run, const char *name)
+{
+    for (int i = 0; i < run->a.ntopics; i++)
+        if (pcre2_match(run->topic_re[i], (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, run->md,
+                        NULL) >= 0)
+            return true;
+    return false;
+}
+
+/* ---- errors from the broker --------------------------------------------------------------- */
+
+/* What the operator can do about @p code (NULL: nothing specific). */
+static const char *kmc_hint(const kmc_run_t *run, int16_t code, char *buf, size_t n)
+{
+    const char *m = run->a.mirror ? run->a.mirror : "NAME";
+
+    switch (code) {
+    case KP_ERR_UNKNOWN_CLUSTER_MIRROR:
+        snprintf(buf, n, "mirror %s not found: list mirrors with --list", m);
+        return buf;
+    case KP_ERR_CLUSTER_MIRROR_ALREADY_EXISTS:
+        snprintf(buf, n,
+                 "mirror %s already exists: look at it with --describe --mirror %s, or --delete "
+                 "it first",
+                 m, m);
+        return buf;
+    case KP_ERR_INVALID_CLUSTER_MIRROR_NAME:
+        return "mirror names follow topic-name rules ([a-zA-Z0-9._-], at most 249 characters) "
+               "and may not end in .paused, .stopped or .removed";
+    case KP_ERR_TOPIC_ALREADY_IN_CLUSTER_MIRROR:
+        return "the topic already belongs to a mirror: see --describe";
+    case KP_ERR_TOPIC_NOT_IN_CLUSTER_MIRROR:
+        snprintf(buf, n,
+                 "the topic is not in mirror %s: see its topics with --describe --mirror %s", m, m);
+        return buf;
+    case KP_ERR_MIRROR_TOPIC_ALREADY_PAUSED:
+        return "the topic is already paused; --resume resumes it";
+    case KP_ERR_MIRROR_TOPIC_NOT_PAUSED:
+        return "only paused topics can be resumed; FAILED partitions are retried with --recover";
+    case KP_ERR_MIRROR_TOPIC_BEING_STOPPED:
+        snprintf(buf, n,
+                 "the topic is being stopped; wait until --describe --mirror %s shows it STOPPED",
+                 m);
+        return buf;
+    case KP_ERR_CLUSTER_MIRROR_NOT_EMPTY:
+    case KP_ERR_MIRROR_TOPIC_NOT_STOPPED:
+        snprintf(buf, n,
+                 "a mirror can be deleted only when every topic is STOPPED: run --stop --mirror "
+                 "%s --topic '.*' and wait until --describe --mirror %s shows STOPPED everywhere",
+                 m, m);
+        return buf;
+    case KP_ERR_INVALID_CLUSTER_MIRROR_STATES:
+        snprintf(buf, n,
+                 "the partitions are not in a state that allows this: look at them with "
+                 "--describe --mirror %s",
+                 m);
+        return buf;
+    case KP_ERR_CLUSTER_MIRROR_AUTHORIZATION_FAILED:
+    case KP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+    case KP_ERR_TOPIC_AUTHORIZATION_FAILED:
+        return "the principal of this connection lacks the ACL for this operation (see "
+               "docs/cli.md, \"Permissions\")";
+    case KP_ERR_INVALID_CONFIG:
+        return "fix the --mirror-config file (keys and values in docs/config.md, \"Per-mirror "
+               "settings\")";
+    case KP_ERR_INVALID_REGULAR_EXPRESSION:
+        return "the broker refused the regular expression (whole-name PCRE2 patterns)";
+    case KP_ERR_NOT_CONTROLLER:
+    case KP_ERR_COORDINATOR_NOT_AVAILABLE:
+    case KP_ERR_COORDINATOR_LOAD_IN_PROGRESS:
+    case KP_ERR_REQUEST_TIMED_OUT:
+        return "a transient condition of the cluster (the controller or a coordinator is not "
+               "available); try again, with a larger --timeout-ms if it persists";
+    case KP_ERR_UNSUPPORTED_VERSION:
+        return "the broker does not accept this request version: use a kafka-mirrors of the "
+               "same kmirror release as the brokers";
+    default:
+        return NULL;
+    }
+}
+
+/* Text from the broker, for the terminal: control characters become '?'. */
+static const char *kmc_safe(const char *s, size_t len, char *buf, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < len && i + 1 < n; i++)
+        buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
+    buf[i] = '\0';
+    return buf;
+}
+
+/* Report a Kafka error of the whole request (@p what: "CreateMirror"). */
+static void kmc_report(const kmc_run_t *run, const char *what, int16_t code, kp_str_t msg)
+{
+    char hint[512], sm[1024];
+    const char *h = kmc_hint(run, code, hint, sizeof(hint));
+
+    if (msg.len > 0)
+        kmc_error("%s failed: %s: %s", what, kp_errcode_name(code),
+                  kmc_safe(msg.ptr, (size_t)msg.len, sm, sizeof(sm)));
+    else
+        kmc_error("%s failed: %s (%s)", what, kp_errcode_name(code), kp_errcode_msg(code));
+    if (h != NULL)
+        kmc_error("hint: %s", h);
+}
+
+/* Hints for the distinct per-topic error codes of @p r, once each. */
+static void kmc_report_items(const kmc_run_t *run, const kmc_topic_result_t *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char hint[512];
+        const char *h;
+        bool seen = false;
+        if (r[i].error_code == 0)
+            continue;
+        for (size_t k = 0; k < i; k++)
+            seen = seen || r[k].error_code == r[i].error_code;
+        if (seen)
+            continue;
+        h = kmc_hint(run, r[i].error_code, hint, sizeof(hint));
+        if (h != NULL)
+            kmc_error("hint: %s: %s", kp_errcode_name(r[i].error_code), h);
+    }
+}
+
+/* Errors after which sending the same request again is safe and may work. */
+static bool kmc_retriable(int16_t code)
+{
+    return code == KP_ERR_NOT_CONTROLLER || code == KP_ERR_COORDINATOR_NOT_AVAILABLE ||
+           code == KP_ERR_COORDINATOR_LOAD_IN_PROGRESS;
+}
+
+static int64_t kmc_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Send, and send again while the top-level error (*@p ec after decoding) is one the cluster
+ * recovers from by itself (NOT_CONTROLLER while the controller is away, ...), until the
+ * timeout. Nothing was applied when those are returned, so the retry is safe.
+ */
+static int kmc_call(kmc_run_t *run, const kp_msg_desc_t *reqd, const void *req,
+                    const kp_msg_desc_t *respd, void *resp, const int16_t *ec, int32_t timeout_ms)
+{
+    int64_t deadline = kmc_now_ms() + run->a.timeout_ms;
+    int backoff = 200;
+
+    for (;;) {
+        int rc =
+            kmc_conn_call(&run->cn, reqd, req, respd, resp, timeout_ms, run->err, sizeof(run->err));
+        if (rc != KMC_EXIT_OK || !kmc_retriable(*ec) || kmc_now_ms() + backoff > deadline)
+            return rc;
+        if (getenv("KMC_DEBUG") != NULL)
+            kmc_error("%s: %s, retrying in %d ms", reqd->name, kp_errcode_name(*ec), backoff);
+        kmc_conn_wait(&run->cn, backoff);
+        backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
+    }
+}
+
+/* ---- DescribeMirrors into rows -------------------------------------------------------------- */
+
+static int kmc_part_cmp(const void *x, const void *y)
+{
+    const kmc_part_row_t *a = x, *b = y;
+    int c = strcmp(a->topic, b->topic);
+
+    if (c != 0)
+        return c;
+    return (a->partition > b->partition) - (a->partition < b->partition);
+}
+
+static int kmc_mirror_cmp(const void *x, const void *y)
+{
+    const kmc_mirror_desc_t *a = x, *b = y;
+
+    return strcmp(a->mirror, b->mirror);
+}
+
+static bool kmc_is_failed(const kmc_part_row_t *p)
+{
+    return strcmp(p->state, "FAILED") == 0 || (p->error != NULL && p->error[0] != '\0');
+}
+
+/*
+ * Describe @p mirror (NULL: all) into @p *out (sorted by mirror, topic, partition; strings in
+ * the connection's arena). Partitions are filtered by --topic when @p filter and by --failed.
+ * Returns an exit code; a top-level error is reported here.
+ */
+static int kmc_describe_rows(kmc_run_t *run, const char *mirror, bool filter,
+                             kmc_mirror_desc_t **out, size_t *nout)
+{
+    kp_DescribeMirrorsRequest_t req;
+    kp_DescribeMirrorsResponse_t resp;
+    kp_str_t name = kp_str(mirror);
+    kmc_mirror_desc_t *md;
+    int rc;
+
+    kp_msg_init(&kp_DescribeMirrorsRequest_desc, &req);
+    if (mirror != NULL) {
+        req.MirrorNames.cnt = 1;
+        req.MirrorNames.v = &name;
+    } else {
+        req.MirrorNames.cnt = -1;
+    }
+    rc = kmc_conn_check_api(&run->cn, &kp_DescribeMirrorsRequest_desc, run->err, sizeof(run->err));
+    if (rc == KMC_EXIT_OK)
+        rc = kmc_call(run, &kp_DescribeMirrorsRequest_desc, &req, &kp_DescribeMirrorsResponse_desc,
+                      &resp, &resp.ErrorCode, 0);
+    if (rc != KMC_EXIT_OK) {
+        kmc_error("%s", run->err);
+        return rc;
+    }
+    if (resp.ErrorCode != 0) {
+        kmc_report(run, "DescribeMirrors", resp.ErrorCode, resp.ErrorMessage);
+        return KMC_EXIT_FAILED;
+    }
+    *nout = resp.Mirrors.cnt > 0 ? (size_t)resp.Mirrors.cnt : 0;
+    md = kp_arena_calloc(&run->cn.ar, *nout ? *nout : 1, sizeof(*md));
+    if (md == NULL) {
+        kmc_error("out of memory");
+        return KMC_EXIT_PROTOCOL;
+    }
+    for (size_t i = 0; i < *nout; i++) {
+        const kp_DescribeMirrorsResponse_DescribedMirror_t *dm = &resp.Mirrors.v[i];
+        size_t np = 0;
+
+        md[i].mirror = kmc_conn_str(&run->cn, dm->MirrorName);
+        if (md[i].mirror == NULL)
+            md[i].mirror = "";
+        md[i].source_bootstrap = kmc_conn_str(&run->cn, dm->SourceBootstrap);
+        md[i].source_cluster_id = kmc_conn_str(&run->cn, dm->SourceClusterId);
+        md[i].error_code = dm->ErrorCode;
+        md[i].error_message = kmc_conn_str(&run->cn, dm->ErrorMessage);
+        for (int32_t t = 0; t < dm->Topics.cnt; t++)
+            np += dm->Topics.v[t].Partitions.cnt > 0 ? (size_t)dm->Topics.v[t].Partitions.cnt : 0;
+        md[i].parts = kp_arena_calloc(&run->cn.ar, np ? np : 1, sizeof(*md[i].parts));
+        if (md[i].parts == NULL) {
+            kmc_error("out of memory");
+            return KMC_EXIT_PROTOCOL;
+        }
+        for (int32_t t = 0; t < dm->Topics.cnt; t++) {
+            const kp_DescribeMirrorsResponse_TopicResult_t *tr = &dm->Topics.v[t];
+            char *topic = kmc_conn_str(&run->cn, tr->TopicName);
+            if (topic == NULL)
+                topic = "";
+            if (filter && run->a.ntopics > 0 && !kmc_re_any(run, topic))
+                continue;
+            for (int32_t p = 0; p < tr->Partitions.cnt; p++) {
+                const kp_DescribeMirrorsResponse_PartitionDetail_t *pd = &tr->Partitions.v[p];
+                kmc_part_row_t *row = &md[i].parts[md[i].nparts];
+                row->topic = topic;
+                row->partition = pd->PartitionIndex;
+                row->state = kmc_conn_str(&run->cn, pd->StateValue);
+                if (row->state == NULL || row->state[0] == '\0')
+                    row->state = "UNKNOWN";
+                row->source_offset = pd->SourceOffset;
+                row->dest_offset = pd->DestinationOffset;
+                row->last_epoch = pd->LastMirrorEpoch;
+                row->last_offset = pd->LastMirrorOffset;
+                row->retry = pd->RetryAttempt;
+                row->error = kmc_conn_str(&run->cn, pd->ErrorMessage);
+                if (filter && run->a.failed && !kmc_is_failed(row))
+                    continue;
+                md[i].nparts++;
+            }
+        }
+        qsort(md[i].parts, md[i].nparts, sizeof(*md[i].parts), kmc_part_cmp);
+    }
+    qsort(md, *nout, sizeof(*md), kmc_mirror_cmp);
+    *out = md;
+    return KMC_EXIT_OK;
+}
+
+/* ---- actions ------------------------------------------------------------------------------ */
+
+static int kmc_do_list(kmc_run_t *run)
+{
+    kp_ListMirrorsRequest_t req;
+    kp_ListMirrorsResponse_t resp;
+    kmc_list_row_t *rows;
+    size_t n;
+    int rc;
+
+    kp_msg_init(&kp_ListMirrorsRequest_desc, &req);
+    rc = kmc_conn_check_api(&run->cn, &kp_ListMirrorsRequest_desc, run->err, sizeof(run->err));
+    if (rc == KMC_EXIT_OK)
+        rc = kmc_call(run, &kp_ListMirrorsRequest_desc, &req, &kp_ListMirrorsResponse_desc, &resp,
+                      &resp.ErrorCode, 0);
+    if (rc != KMC_EXIT_OK) {
+        kmc_error("%s", run->err);
+        return rc;
+    }
+    if (resp.ErrorCode != 0) {
+        kmc_report(run, "ListMirrors", resp.ErrorCode, resp.ErrorMessage);
+        return KMC_EXIT_FAILED;
+    }
+    n = resp.Mirrors.cnt > 0 ? (size_t)resp.Mirrors.cnt : 0;
+    rows = kp_arena_calloc(&run->cn.ar, n ? n : 1, sizeof(*rows));
+    if (rows == NULL) {
+        kmc_error("out of memory");
+        return KMC_EXIT_PROTOCOL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const kp_ListMirrorsResponse_ListedMirror_t *m = &resp.Mirrors.v[i];
+        rows[i].mirror = kmc_conn_str(&run->cn, m->MirrorName);
+        if (rows[i].mirror == NULL)
+            rows[i].mirror = "";
+        rows[i].topic_count = m->TopicCount;
+        rows[i].source_cluster_id = kmc_conn_str(&run->cn, m->SourceClusterId);
+        rows[i].source_bootstrap = kmc_conn_str(&run->cn, m->SourceBootstrap);
+    }
+    /* Sorted by name: stable output for scripts and people alike. */
+    for (size_t i = 1; i < n; i++)
+        for (size_t k = i; k > 0 && strcmp(rows[k - 1].mirror, rows[k].mirror) > 0; k--) {
+            kmc_list_row_t t = rows[k];
+            rows[k] = rows[k - 1];
+            rows[k - 1] = t;
+        }
+    if (run->a.json)
+        kmc_fmt_list_json(stdout, rows, n);
+    else if (n == 0)
+        printf("No mirrors. Create one with --create --mirror NAME --mirror-config FILE.\n");
+    else
+        kmc_fmt_list_text(stdout, rows, n);
+    return KMC_EXIT_OK;
+}
+
+static int kmc_do_describe(kmc_run_t *run)
+{
+    kmc_mirror_desc_t *md = NULL;
+    size_t n = 0;
+    int rc = kmc_describe_rows(run, run->a.mirror, true, &md, &n);
+    bool found = run->a.mirror == NULL;
+
+    if (rc != KMC_EXIT_OK)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        if (run->a.mirror != NULL && strcmp(md[i].mirror, run->a.mirror) == 0)
+            found = true;
+        if (md[i].error_code != 0)
+            rc = KMC_EXIT_FAILED;
+    }
+    if (run->a.json)
+        kmc_fmt_describe_json(stdout, md, n);
+    else if (n == 0 && run->a.mirror == NULL)
+        printf("No mirrors. Create one with --create --mirror NAME --mirror-config FILE.\n");
+    else if (n > 0)
+        kmc_fmt_describe_text(stdout, md, n);
+    for (size_t i = 0; i < n; i++) {
+        if (md[i].error_code == 0)
+            continue;
+        char sm[1024], sn[300];
+        const char *em = md[i].error_message;
+        kmc_error("mirror %s: %s%s%s", kmc_safe(md[i].mirror, strlen(md[i].mirror), sn, sizeof(sn)),
+                  kp_errcode_name(md[i].error_code), em ? ": " : "",
+                  em ? kmc_safe(em, strlen(em), sm, sizeof(sm)) : "");
+        if (md[i].error_code == KP_ERR_UNKNOWN_CLUSTER_MIRROR)
+            kmc_error("hint: mirror %s not found: list mirrors with --list", md[i].mirror);
+    }
+    if (!found) {
+        kmc_error("mirror %s not found: list mirrors with --list", run->a.mirror);
+        rc = KMC_EXIT_FAILED;
+    }
+    return rc;
+}
+
+static int kmc_do_create(kmc_run_t *run)
+{
+    kmc_props_t props = {0};
+    kmc_mirror_conf_t mc;
+    kp_CreateMirrorRequest_t req;
+    kp_CreateMirrorResponse_t resp;
+    kp_CreateMirrorRequest_ClusterMirrorConfig_t *cfg = NULL;
+    int rc;
+
+    /* Validated before connecting (kmc_main_prepare); loaded again here to build the request. */
+    if (kmc_props_load(&props, run->a.mirror_config, run->err, sizeof(run->err)) != 0 ||
+        kmc_mirror_conf_check(&props, run->a.mirror_config, &mc, NULL, run->err,
+                              sizeof(run->err)) != 0) {
+        kmc_error("%s", run->err);
+        kmc_props_free(&props);
+        return KMC_EXIT_USAGE;
+    }
+    kp_msg_init(&kp_CreateMirrorRequest_desc, &req);
+    req.MirrorName = kp_str(run->a.mirror);
+    cfg = calloc(mc.n ? mc.n : 1, sizeof(*cfg));
+    if (cfg == NULL) {
+        kmc_error("out of memory");
+        rc = KMC_EXIT_USAGE;
+        goto out;
+    }
+    for (size_t i = 0; i < mc.n; i++) {
+        kp_CreateMirrorRequest_ClusterMirrorConfig_init(&cfg[i]);
+        cfg[i].Name = kp_str(mc.v[i].name);
+        cfg[i].Value = kp_str(mc.v[i].value);
+    }
+    req.Config.cnt = (int32_t)mc.n;
+    req.Config.v = cfg;
+    rc = kmc_conn_check_api(&run->cn, &kp_CreateMirrorRequest_desc, run->err, sizeof(run->err));
+    if (rc == KMC_EXIT_OK)
+        rc = kmc_call(run, &kp_CreateMirrorRequest_desc, &req, &kp_CreateMirrorResponse_desc, &resp,
+                      &resp.ErrorCode, 0);
+    if (rc != KMC_EXIT_OK) {
+        kmc_error("%s", run->err);
+        goto out;
+    }
+    if (run->a.json) {
+        char *msg = kmc_conn_str(&run->cn, resp.ErrorMessage);
+        kmc_fmt_results_json(stdout, "create", run->a.mirror, resp.ErrorCode, msg, NULL, 0);
+    }
+    if (resp.ErrorCode != 0) {
+        kmc_report(run, "CreateMirror", resp.ErrorCode, resp.ErrorMessage);
+        rc = KMC_EXIT_FAILED;
+        goto out;
+    }
+    if (!run->a.json) {
+        printf("Created mirror %s (source bootstrap.servers=%s).\n", run->a.mirror,
+               mc.bootstrap ? mc.bootstrap : "?");
+        printf("Next: kafka-mirrors --bootstrap-server %s --start --mirror %s --topic 'REGEX'\n",
+               run->a.bootstrap, run->a.mirror);
+    }
+out:
+    free(cfg);
+    kmc_mirror_conf_free(&mc);
+    kmc_props_free(&props);
+    return rc;
+}
+
+static int kmc_do_delete(kmc_run_t *run)
+{
+    kp_DeleteMirrorRequest_t req;
+    kp_DeleteMirrorResponse_t resp;
+    int rc;
+
+    kp_msg_init(&kp_DeleteMirrorRequest_desc, &req);
+    req.MirrorName = kp_str(run->a.mirror);
+    rc = kmc_conn_check_api(&run->cn, &kp_DeleteMirrorRequest_desc, run->err, sizeof(run->err));
+    if (rc == KMC_EXIT_OK)
+        rc = kmc_call(run, &kp_DeleteMirrorRequest_desc, &req, &kp_DeleteMirrorResponse_desc, &resp,
+                      &resp.ErrorCode, 0);
+    if (rc != KMC_EXIT_OK) {
+        kmc_error("%s", run->err);
+        return rc;
+    }
+    if (run->a.json)
+        kmc_fmt_results_json(stdout, "delete", run->a.mirror, resp.ErrorCode,
+                             kmc_conn_str(&run->cn, resp.ErrorMessage), NULL, 0);
+    if (resp.ErrorCode != 0) {
+        kmc_report(run, "DeleteMirror", resp.ErrorCode, resp.ErrorMessage);
+        return KMC_EXIT_FAILED;
+    }
+    if (!run->a.json)
+        printf("Deleted mirror %s.\n", run->a.mirror);
+    return KMC_EXIT_OK;
+}
+
+/* Print per-topic results; exit 1 when the request or any topic failed. */
+static int kmc_results(kmc_run_t *run, const char *what, int16_t ec, kp_str_t emsg,
+                       const kmc_topic_result_t *r, size_t n)
+{
+    bool bad = ec != 0;
+
+    for (size_t i = 0; i < n; i++)
+        bad = bad || r[i].error_code != 0;
+    if (run->a.json)
+        kmc_fmt_results_json(stdout, kmc_action_name(run->a.action), run->a.mirror, ec,
+                             kmc_conn_str(&run->cn, emsg), r, n);
+    else if (n > 0)
+        kmc_fmt_results_text(stdout, r, n);
+    if (ec != 0)
+        kmc_report(run, what, ec, emsg);
+    kmc_report_items(run, r, n);
+    return bad ? KMC_EXIT_FAILED : KMC_EXIT_OK;
+}
+
+static int kmc_do_start(kmc_run_t *run)
+{
+    kp_StartMirrorTopicsRequest_t req;
+    kp_StartMirrorTopicsResponse_t resp;
+    kp_str_t inc[KMC_MAX_PATTERNS], exc[KMC_MAX_PATTERNS];
+    kmc_topic_result_t *r;
+    size_t n;
+    int rc;
+
+    kp_msg_init(&kp_StartMirrorTopicsRequest_desc, &req);
+    req.MirrorName = kp_str(run->a.mirror);
+    /* The broker resolves the patterns against the source's topic list (it holds the source
+     * connection settings) and keeps them in topics.include for topics created later. */
+    req.Topics.cnt = 0;
+    for (int i = 0; i < run->a.ntopics; i++)
+        inc[i] = kp_str(run->a.topics[i]);
+    for (int i = 0; i < run->a.nexcludes; i++)
+        exc[i] = kp_str(run->a.excludes[i]);
+    req.IncludePatterns.cnt = run->a.ntopics;
+    req.IncludePatterns.v = inc;
+    req.ExcludePatterns.cnt = run->a.nexcludes;
+    req.ExcludePatterns.v = run->a.nexcludes ? exc : NULL;
+    req.TimeoutMs = run->a.timeout_ms;
+    rc =
+        kmc_conn_check_api(&run->cn, &kp_StartMirrorTopicsRequest_desc, run->err, sizeof(run->err));
+    if (rc == KMC_EXIT_OK)
+        rc = kmc_call(run, &kp_StartMirrorTopicsRequest_desc, &req,
+                      &kp_StartMirrorTopicsResponse_desc, &resp, &resp.ErrorCode,
+                      run->a.timeout_ms + 5000);
+    if (rc != KMC_EXIT_OK) {
+        kmc_error("%s", run->err);
+        return rc;
+    }
+    n = resp.Topics.cnt > 0 ? (size_t)resp.Topics.cnt : 0;
+    r = kp_arena_calloc(&run->cn.ar, n ? n : 1, sizeof(*r));
+    if (r == NULL) {
+        kmc_error("out of memory");
+        return KMC_EXIT_PROTOCOL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        r[i].topic = kmc_conn_str(&run->cn, resp.Topics.v[i].TopicName);
+        r[i].error_code = resp.Topics.v[i].ErrorCode;
+        r[i].error_message = kmc_conn_str(&run->cn, resp.Topics.v[i].ErrorMessage);
+    }
+    rc = kmc_results(run, "StartMirrorTopics", resp.ErrorCode, resp.ErrorMessage, r, n);
+    if (rc == KMC_EXIT_OK && !run->a.json) {
+        if (n == 0)
+            printf("No source topic of mirror %s matches yet. The pattern is kept in "
+                   "topics.include: matching topics are mirrored when they appear.\n",
+                   run->a.mirror);
+        else
+            printf("Follow their progress with --describe --mirror %s.\n", run->a.mirror);
+    }
+    return rc;
+}
+
+/* Names of the topics of @p m matching --topic (all of a mirror's topics for --stop patterns);
+ * with @p failed_only, only topics with a FAILED partition. Sorted, distinct. */
+static size_t kmc_pick_topics(kmc_run_t *run, const kmc_mirror_desc_t *m, bool failed_only,
+                              const char **names)
+{
+    size_t n = 0;
+
+    for (size_t k = 0; k < m->nparts; k++) {
+        const kmc_part_row_t *p = &m->parts[k];
+        if (n > 0 && strcmp(names[n - 1], p->topic) == 0)
+            continue; /* rows are sorted by topic */
+        if (!kmc_re_any(run, p->topic))
+            continue;
+        if (failed_only) {
+            bool any = false;
+            for (size_t j = 0; j < m->nparts; j++)
+                any = any || (strcmp(m->parts[j].topic, p->topic) == 0 &&
+                              strcmp(m->parts[j].state, "FAILED") == 0);
+            if (!any)
+                continue;
+        }
+        names[n++] = p->topic;
+    }
+    return n;
+}
+
+/* stop, pause, resume, recover: resolve --topic against the mirror's topics, then send. */
+static int kmc_do_topics(kmc_run_t *run)
+{
+    kmc_mirror_desc_t *md = NULL, *m = NULL;
+    size_t nm = 0, nt, nres;
+    const char **names;
+    kp_str_t pats[KMC_MAX_PATTERNS];
+    kmc_topic_result_t *r;
+    int16_t ec;
+    kp_str_t emsg;
+    const char *what;
+    int rc;
+
+    rc = kmc_describe_rows(run, run->a.mirror, false, &md, &nm);
+    if (rc != KMC_EXIT_OK)
+        return rc;
+    for (size_t i = 0; i < nm; i++)
+        if (strcmp(md[i].mirror, run->a.mirror) == 0)
+            m = &md[i];
+    if (m == NULL || m->error_code != 0) {
+        int16_t code = m != NULL ? m->error_code : KP_ERR_UNKNOWN_CLUSTER_MIRROR;
+        kmc_report(run, "DescribeMirrors", code,
+                   kp_str(m != NULL ? m->error_message : "no such mirror"));
+        return KMC_EXIT_FAILED;
+    }
+    names = kp_arena_calloc(&run->cn.ar, m->nparts ? m->nparts : 1, sizeof(*names));
+    if (names == NULL) {
+        kmc_error("out of memory");
+        return KMC_EXIT_PROTOCOL;
+    }
+    nt = kmc_pick_topics(run, m, run->a.action == KMC_ACT_RECOVER, names);
+    if (nt == 0 && run->a.action == KMC_ACT_RECOVER) {
+        if (run->a.json)
+            kmc_fmt_results_json(stdout, "recover", run->a.mirror, 0, NULL, NULL, 0);
+        else
+            printf("Nothing to recover: no topic of mirror %s matching the pattern has a FAILED "
+                   "partition.\n",
+                   run->a.mirror);
+        return KMC_EXIT_OK;
+    }
+    if (nt == 0 && run->a.action != KMC_ACT_STOP) {
+        kmc_error("no topic of mirror %s matches %s'%s'%s: see its topics with --describe "
+                  "--mirror %s",
+                  run->a.mirror, run->a.ntopics > 1 ? "any of " : "", run->a.topics[0],
+                  run->a.ntopics > 1 ? ", ..." : "", run->a.mirror);
+        if (run->a.json)
+            kmc_fmt_results_json(stdout, kmc_action_name(run->a.action), run->a.mirror, 0, NULL,
+                                 NULL, 0);
+        return KMC_EXIT_FAILED;
+    }
+
+    if (run->a.action == KMC_ACT_STOP) {
+        kp_StopMirrorTopicsRequest_t req;
+        kp_StopMirrorTopicsResponse_t resp;
+        kp_StopMirrorTopicsRequest_TopicMetadata_t *tm =
+            kp_arena_calloc(&run->cn.ar, nt ? nt : 1, sizeof(*tm));
+        if (tm == NULL) {
+            kmc_error("out of memory");
+            return KMC_EXIT_PROTOCOL;
+        }
+        kp_msg_init(&kp_StopMirrorTopicsRequest_desc, &req);
+        req.MirrorName = kp_str(run->a.mirror);
+        for (size_t i = 0; i < nt; i++) {
+            kp_StopMirrorTopicsRequest_TopicMetadata_init(&tm[i]);
+            tm[i].TopicName = kp_str(names[i]);
+        }
+        req.Topics.cnt = (int32_t)nt;
+        req.Topics.v = tm;
+        /* The patterns also leave topics.include (and join topics.exclude), so automatic
+         * discovery does not start the stopped topics again. */
+        for (int i = 0; i < run->a.ntopics; i++)
+            pats[i] = kp_str(run->a.topics[i]);
+        req.Patterns.cnt = run->a.ntopics;
+        req.Patterns.v = pats;
+        what = "StopMirrorTopics";
+        rc = kmc_conn_check_api(&run->cn, &kp_StopMirrorTopicsRequest_desc, run->err,
+                                sizeof(run->err));
+        if (rc == KMC_EXIT_OK)
+            rc = kmc_call(run, &kp_StopMirrorTopicsRequest_desc, &req,
+                          &kp_StopMirrorTopicsResponse_desc, &resp, &resp.ErrorCode, 0);
+        if (rc != KMC_EXIT_OK) {
+            kmc_error("%s", run->err);
+            return rc;
+        }
+        ec = resp.ErrorCode;
+        emsg = resp.ErrorMessage;
+        nres = resp.Topics.cnt > 0 ? (size_t)resp.Topics.cnt : 0;
+        r = kp_arena_calloc(&run->cn.ar, nres ? nres : 1, sizeof(*r));
+        for (size_t i = 0; r != NULL && i < nres; i++) {
+            r[i].topic = kmc_conn_str(&run->cn, resp.Topics.v[i].Name);
+            r[i].error_code = resp.Topics.v[i].ErrorCode;
+            r[i].error_message = kmc_conn_str(&run->cn, resp.Topics.v[i].ErrorMessage);
+        }
+    } else if (run->a.action == KMC_ACT_PAUSE) {
+        kp_PauseMirrorTopicsRequest_t req;
+        kp_PauseMirrorTopicsResponse_t resp;
+        kp_PauseMirrorTopicsRequest_TopicMetadata_t *tm =
+            kp_arena_calloc(&run->cn.ar, nt, sizeof(*tm));
+        if (tm == NULL) {
+            kmc_error("out of memory");
+            return KMC_EXIT_PROTOCOL;
+        }
+        kp_msg_init(&kp_PauseMirrorTopicsRequest_desc, &req);
+        req.MirrorName = kp_str(run->a.mirror);
+        for (size_t i = 0; i < nt; i++) {
+            kp_PauseMirrorTopicsRequest_TopicMetadata_init(&tm[i]);
+            tm[i].TopicName = kp_str(names[i]);
+        }
+        req.Topics.cnt = (int32_t)nt;
+        req.Topics.v = tm;
+        what = "PauseMirrorTopics";
+        rc = kmc_conn_check_api(&run->cn, &kp_PauseMirrorTopicsRequest_desc, run->err,
+                                sizeof(run->err));
+        if (rc == KMC_EXIT_OK)
+            rc = kmc_call(run, &kp_PauseMirrorTopicsRequest_desc, &req,
+                          &kp_PauseMirrorTopicsResponse_desc, &resp, &resp.ErrorCode, 0);
+        if (rc != KMC_EXIT_OK) {
+            kmc_error("%s", run->err);
+            return rc;
+        }
+        ec = resp.ErrorCode;
+        emsg = resp.ErrorMessage;
+        nres = resp.Topics.cnt > 0 ? (size_t)resp.Topics.cnt : 0;
+        r = kp_arena_calloc(&run->cn.ar, nres ? nres : 1, sizeof(*r));
+        for (size_t i = 0; r != NULL && i < nres; i++) {
+            r[i].topic = kmc_conn_str(&run->cn, resp.Topics.v[i].TopicName);
+            r[i].error_code = resp.Topics.v[i].ErrorCode;
+            r[i].error_message = kmc_conn_str(&run->cn, resp.Topics.v[i].ErrorMessage);
+        }
+    } else {
+        /* --resume, and --recover: a FAILED partition goes back to PREPARING through
+         * ResumeMirrorTopics (resume_mirror_topics.kps; docs/cli.md "Recover"). */
+        kp_ResumeMirrorTopicsRequest_t req;
+        kp_ResumeMirrorTopicsResponse_t resp;
+        kp_ResumeMirrorTopicsRequest_TopicMetadata_t *tm =
+            kp_arena_calloc(&run->cn.ar, nt, sizeof(*tm));
+        if (tm == NULL) {
+            kmc_error("out of memory");
+            return KMC_EXIT_PROTOCOL;
+        }
+        kp_msg_init(&kp_ResumeMirrorTopicsRequest_desc, &req);
+        req.MirrorName = kp_str(run->a.mirror);
+        for (size_t i = 0; i < nt; i++) {
+            kp_ResumeMirrorTopicsRequest_TopicMetadata_init(&tm[i]);
+            tm[i].TopicName = kp_str(names[i]);
+        }
+        req.Topics.cnt = (int32_t)nt;
+        req.Topics.v = tm;
+        what = "ResumeMirrorTopics";
+        rc = kmc_conn_check_api(&run->cn, &kp_ResumeMirrorTopicsRequest_desc, run->err,
+                                sizeof(run->err));
+        if (rc == KMC_EXIT_OK)
+            rc = kmc_call(run, &kp_ResumeMirrorTopicsRequest_desc, &req,
+                          &kp_ResumeMirrorTopicsResponse_desc, &resp, &resp.ErrorCode, 0);
+        if (rc != KMC_EXIT_OK) {
+            kmc_error("%s", run->err);
+            return rc;
+        }
+        ec = resp.ErrorCode;
+        emsg = resp.ErrorMessage;
+        nres = resp.Topics.cnt > 0 ? (size_t)resp.Topics.cnt : 0;
+        r = kp_arena_calloc(&run->cn.ar, nres ? nres : 1, sizeof(*r));
+        for (size_t i = 0; r != NULL && i < nres; i++) {
+            r[i].topic = kmc_conn_str(&run->cn, resp.Topics.v[i].Name);
+            r[i].error_code = resp.Topics.v[i].ErrorCode;
+        }
+    }
+    if (r == NULL) {
+        kmc_error("out of memory");
+        return KMC_EXIT_PROTOCOL;
+    }
+    rc = kmc_results(run, what, ec, emsg, r, nres);
+    if (rc == KMC_EXIT_OK && !run->a.json) {
+        if (run->a.action == KMC_ACT_STOP && nt == 0)
+            printf("No topic of mirror %s matches; the pattern was removed from topics.include "
+                   "and added to topics.exclude.\n",
+                   run->a.mirror);
+        else if (run->a.action == KMC_ACT_STOP)
+            printf("The topics become writable once every partition is STOPPED: watch with "
+                   "--describe --mirror %s.\n",
+                   run->a.mirror);
+    }
+    return rc;
+}
+
+/* ---- main --------------------------------------------------------------------------------- */
+
+/* Everything that can be checked without the cluster. Returns an exit code. */
+static int kmc_main_prepare(kmc_run_t *run, kmc_props_t *cprops, kmc_client_conf_t *cc)
+{
+    const kmc_args_t *a = &run->a;
+
+    for (int i = 0; i < a->ntopics; i++) {
+        run->topic_re[i] = kmc_re_compile("--topic", a->topics[i], run->err, sizeof(run->err));
+        if (run->topic_re[i] == NULL)
+            return KMC_EXIT_USAGE;
+    }
+    for (int i = 0; i < a->nexcludes; i++) {
+        pcre2_code *re = kmc_re_compile("--exclude", a->excludes[i], run->err, sizeof(run->err));
+        if (re == NULL)
+            return KMC_EXIT_USAGE;
+        pcre2_code_free(re);
+    }
+    run->md = pcre2_match_data_create(1, NULL);
+    if (run->md == NULL) {
+        snprintf(run->err, sizeof(run->err), "out of memory");
+        return KMC_EXIT_USAGE;
+    }
+    if (a->action == KMC_ACT_CREATE) {
+        const char *why = kmc_mirror_name_invalid(a->mirror);
+        kmc_props_t props = {0};
+        kmc_mirror_conf_t mc;
+        int rc;
+        if (why != NULL) {
+            snprintf(run->err, sizeof(run->err), "--mirror '%.260s': invalid mirror name: %s",
+                     a->mirror, why);
+            return KMC_EXIT_USAGE;
+        }
+        rc = kmc_props_load(&props, a->mirror_config, run->err, sizeof(run->err));
+        if (rc == 0)
+            rc = kmc_mirror_conf_check(&props, a->mirror_config, &mc, stderr, run->err,
+                                       sizeof(run->err));
+        if (rc == 0)
+            kmc_mirror_conf_free(&mc);
+        kmc_props_free(&props);
+        if (rc != 0)
+            return KMC_EXIT_USAGE;
+    }
+    if (a->command_config != NULL) {
+        if (kmc_props_load(cprops, a->command_config, run->err, sizeof(run->err)) != 0 ||
+            kmc_client_conf_apply(cprops, a->command_config, cc, stderr, run->err,
+                                  sizeof(run->err)) != 0)
+            return KMC_EXIT_USAGE;
+    }
+    return KMC_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    static kmc_run_t run;
+    kmc_props_t cprops = {0};
+    kmc_client_conf_t cc = {0};
+    int rc;
+
+    if (kmc_args_parse(&run.a, argc, argv, run.err, sizeof(run.err)) != 0) {
+        kmc_error("%s", run.err);
+        fputs("Run 'kafka-mirrors --help' for the usage.\n", stderr);
+        return KMC_EXIT_USAGE;
+    }
+    if (run.a.action == KMC_ACT_HELP) {
+        kmc_args_usage(stdout);
+        return KMC_EXIT_OK;
+    }
+    if (run.a.action == KMC_ACT_VERSION) {
+        printf("kafka-mirrors %s (kmirror, build %s)\n", KMC_VERSION, KMC_BUILD_ID);
+        return KMC_EXIT_OK;
+    }
+    rc = kmc_main_prepare(&run, &cprops, &cc);
+    if (rc == KMC_EXIT_OK) {
+        rc = kmc_conn_open(&run.cn, run.a.bootstrap, &cc, run.a.timeout_ms, run.err,
+                           sizeof(run.err));
+        if (rc != KMC_EXIT_OK) {
+            kmc_error("%s", run.err);
+        } else {
+            switch (run.a.action) {
+            case KMC_ACT_CREATE:
+                rc = kmc_do_create(&run);
+                break;
+            case KMC_ACT_START:
+                rc = kmc_do_start(&run);
+                break;
+            case KMC_ACT_STOP:
+            case KMC_ACT_PAUSE:
+            case KMC_ACT_RESUME:
+            case KMC_ACT_RECOVER:
+                rc = kmc_do_topics(&run);
+                break;
+            case KMC_ACT_DELETE:
+                rc = kmc_do_delete(&run);
+                break;
+            case KMC_ACT_LIST:
+                rc = kmc_do_list(&run);
+                break;
+            case KMC_ACT_DESCRIBE:
+                rc = kmc_do_describe(&run);
+                break;
+            default:
+                rc = KMC_EXIT_USAGE;
+                break;
+            }
+        }
+    } else {
+        kmc_error("%s", run.err);
+    }
+    kmc_conn_close(&run.cn);
+    for (int i = 0; i < run.a.ntopics; i++)
+        pcre2_code_free(run.topic_re[i]);
+    pcre2_match_data_free(run.md);
+    kmc_props_free(&cprops);
+    if (fflush(stdout) != 0 && rc == KMC_EXIT_OK)
+        rc = KMC_EXIT_FAILED;
+    return rc;
+}
