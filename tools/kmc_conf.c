@@ -90,6 +90,24 @@ static const kbx_api_t kmc_conf_api = {
     .mem_free = kmc_conf_free,
 };
 
+km_plugin_t *kmc_conf_plugin_new(void)
+{
+    km_plugin_t *cm = calloc(1, sizeof(*cm));
+
+    if (cm != NULL) {
+        cm->ref.magic = KM_PLUGIN_MAGIC;
+        cm->ref.api = &kmc_conf_api;
+    }
+    return cm;
+}
+
+void kmc_conf_plugin_free(km_plugin_t *cm)
+{
+    if (cm != NULL)
+        cm->ref.magic = 0;
+    free(cm);
+}
+
 /* ---- --mirror-config ---------------------------------------------------------------------- */
 
 int kmc_mirror_conf_check(const kmc_props_t *p, const char *path, kmc_mirror_conf_t *out,
@@ -102,21 +120,19 @@ int kmc_mirror_conf_check(const kmc_props_t *p, const char *path, kmc_mirror_con
     int rc = -1;
 
     memset(out, 0, sizeof(*out));
-    cm = calloc(1, sizeof(*cm));
+    cm = kmc_conf_plugin_new();
     conf = calloc(1, scope->struct_size);
     out->v = calloc(p->n ? p->n : 1, sizeof(*out->v));
     if (cm == NULL || conf == NULL || out->v == NULL) {
-        free(cm);
+        kmc_conf_plugin_free(cm);
         free(conf);
         kmc_mirror_conf_free(out);
         return kmc_conf_fail(errstr, errstr_size, "out of memory");
     }
-    cm->ref.magic = KM_PLUGIN_MAGIC;
-    cm->ref.api = &kmc_conf_api;
     if (km_config_init(cm, scope, conf, err, sizeof(err)) != KM_OK) {
         kmc_conf_fail(errstr, errstr_size, "internal error in the mirror config table: %s", err);
         free(conf);
-        free(cm);
+        kmc_conf_plugin_free(cm);
         kmc_mirror_conf_free(out);
         return -1;
     }
@@ -175,7 +191,7 @@ int kmc_mirror_conf_check(const kmc_props_t *p, const char *path, kmc_mirror_con
 out:
     km_config_free(cm, scope, conf);
     free(conf);
-    free(cm);
+    kmc_conf_plugin_free(cm);
     if (rc != 0)
         kmc_mirror_conf_free(out);
     return rc;

@@ -15,6 +15,16 @@
 
 #include "kmc_props.h"
 
+typedef struct km_plugin km_plugin_t;
+
+/**
+ * A minimal plugin instance whose host table has only the memory functions (malloc/free), for
+ * the plugin modules the CLI links (the config engine, km_pattern). NULL when out of memory.
+ * Free with kmc_conf_plugin_free(). @thread any
+ */
+km_plugin_t *kmc_conf_plugin_new(void);
+void kmc_conf_plugin_free(km_plugin_t *cm);
+
 /** Longest mirror name (Kafka's topic-name limit). */
 #define KMC_MIRROR_NAME_MAX 249
 

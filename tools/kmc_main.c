@@ -11,9 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include "kmc_args.h"
 #include "kmc_conf.h"
 #include "kmc_fmt.h"
@@ -21,6 +18,7 @@
 #include "kmc_rpc.h"
 #include "kp_errcode.h"
 #include "kp_msgs.h"
+#include "util/km_pattern.h"
 
 #define KMC_ERRLEN 2048
 
@@ -28,8 +26,8 @@
 typedef struct kmc_run {
     kmc_args_t a;
     kmc_conn_t cn;
-    pcre2_code *topic_re[KMC_MAX_PATTERNS];
-    pcre2_match_data *md;
+    km_plugin_t *cm; /* for km_pattern (the broker's own pattern rules) */
+    km_pattern_t *topic_re[KMC_MAX_PATTERNS];
     char err[KMC_ERRLEN];
 } kmc_run_t;
 
@@ -48,31 +46,34 @@ static void kmc_error(const char *fmt, ...)
 
 /* ---- regular expressions ------------------------------------------------------------------ */
 
-/* Compile @p re anchored at both ends (it must match the whole topic name), as the broker does
- * (docs/design.md M9). */
-static pcre2_code *kmc_re_compile(const char *opt, const char *re, char *errstr, size_t n)
+/* Compile @p re with the plugin's own pattern rules (km_pattern: anchored at both ends, so it
+ * must match the whole topic name; the same limits), as the broker will (docs/design.md M9). */
+static km_pattern_t *kmc_re_compile(kmc_run_t *run, const char *opt, const char *re)
 {
-    int ec;
-    PCRE2_SIZE off;
-    pcre2_code *code = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED,
-                                     PCRE2_ANCHORED | PCRE2_ENDANCHORED, &ec, &off, NULL);
+    km_pattern_t *p = NULL;
+    char why[256];
+    km_err_t err = km_pattern_compile(run->cm, re, strlen(re), &p, why, sizeof(why));
 
-    if (code == NULL) {
-        PCRE2_UCHAR msg[160];
-        if (pcre2_get_error_message(ec, msg, sizeof(msg)) < 0)
-            snprintf((char *)msg, sizeof(msg), "error %d", ec);
-        snprintf(errstr, n, "%s '%.200s': not a valid regular expression at offset %zu: %s", opt,
-                 re, (size_t)off, (const char *)msg);
+    if (err != KM_OK) {
+        snprintf(run->err, sizeof(run->err), "%s '%.200s': %s", opt, re,
+                 err == KM_ERR_NOMEM ? "out of memory" : why);
+        return NULL;
     }
-    return code;
+    return p;
 }
 
+/* Does @p name match any --topic? A pattern too expensive for the name (a PCRE2 limit) counts
+ * as no match, with a warning: the broker would refuse it too. */
 static bool kmc_re_any(kmc_run_t *run, const char *name)
 {
-    for (int i = 0; i < run->a.ntopics; i++)
-        if (pcre2_match(run->topic_re[i], (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, run->md,
-                        NULL) >= 0)
+    for (int i = 0; i < run->a.ntopics; i++) {
+        bool m = false;
+        if (km_pattern_match(run->topic_re[i], name, strlen(name), &m) != KM_OK)
+            kmc_error("warning: --topic '%s' is too expensive to match against '%s'",
+                      run->a.topics[i], name);
+        else if (m)
             return true;
+    }
     return false;
 }
 
@@ -402,7 +403,7 @@ static int kmc_do_list(kmc_run_t *run)
 static int kmc_do_describe(kmc_run_t *run)
 {
     kmc_mirror_desc_t *md = NULL;
-    size_t n = 0;
+    size_t n = 0, nerr = 0;
     int rc = kmc_describe_rows(run, run->a.mirror, true, &md, &n);
     bool found = run->a.mirror == NULL;
 
@@ -411,14 +412,16 @@ static int kmc_do_describe(kmc_run_t *run)
     for (size_t i = 0; i < n; i++) {
         if (run->a.mirror != NULL && strcmp(md[i].mirror, run->a.mirror) == 0)
             found = true;
-        if (md[i].error_code != 0)
+        if (md[i].error_code != 0) {
             rc = KMC_EXIT_FAILED;
+            nerr++;
+        }
     }
     if (run->a.json)
         kmc_fmt_describe_json(stdout, md, n);
     else if (n == 0 && run->a.mirror == NULL)
         printf("No mirrors. Create one with --create --mirror NAME --mirror-config FILE.\n");
-    else if (n > 0)
+    else if (n > nerr)
         kmc_fmt_describe_text(stdout, md, n);
     for (size_t i = 0; i < n; i++) {
         if (md[i].error_code == 0)
@@ -821,21 +824,21 @@ static int kmc_main_prepare(kmc_run_t *run, kmc_props_t *cprops, kmc_client_conf
 {
     const kmc_args_t *a = &run->a;
 
+    run->cm = kmc_conf_plugin_new();
+    if (run->cm == NULL) {
+        snprintf(run->err, sizeof(run->err), "out of memory");
+        return KMC_EXIT_USAGE;
+    }
     for (int i = 0; i < a->ntopics; i++) {
-        run->topic_re[i] = kmc_re_compile("--topic", a->topics[i], run->err, sizeof(run->err));
+        run->topic_re[i] = kmc_re_compile(run, "--topic", a->topics[i]);
         if (run->topic_re[i] == NULL)
             return KMC_EXIT_USAGE;
     }
     for (int i = 0; i < a->nexcludes; i++) {
-        pcre2_code *re = kmc_re_compile("--exclude", a->excludes[i], run->err, sizeof(run->err));
+        km_pattern_t *re = kmc_re_compile(run, "--exclude", a->excludes[i]);
         if (re == NULL)
             return KMC_EXIT_USAGE;
-        pcre2_code_free(re);
-    }
-    run->md = pcre2_match_data_create(1, NULL);
-    if (run->md == NULL) {
-        snprintf(run->err, sizeof(run->err), "out of memory");
-        return KMC_EXIT_USAGE;
+        km_pattern_free(re);
     }
     if (a->action == KMC_ACT_CREATE) {
         const char *why = kmc_mirror_name_invalid(a->mirror);
@@ -925,8 +928,8 @@ int main(int argc, char **argv)
     }
     kmc_conn_close(&run.cn);
     for (int i = 0; i < run.a.ntopics; i++)
-        pcre2_code_free(run.topic_re[i]);
-    pcre2_match_data_free(run.md);
+        km_pattern_free(run.topic_re[i]);
+    kmc_conf_plugin_free(run.cm);
     kmc_props_free(&cprops);
     if (fflush(stdout) != 0 && rc == KMC_EXIT_OK)
         rc = KMC_EXIT_FAILED;

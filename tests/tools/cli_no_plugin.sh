@@ -40,7 +40,7 @@ run() {
 DEAD=127.0.0.1:1
 run 2 "no action" "no arguments" --
 run 2 "--add needs --topic" "missing --topic" -- --bootstrap-server $DEAD --add --mirror m
-run 2 "--topic '(a': not a valid regular expression" "bad regex" -- \
+run 2 "--topic '(a': invalid regular expression at offset 2" "bad regex" -- \
   --bootstrap-server $DEAD --start --mirror m --topic '(a'
 printf 'fetch.max.bytes=2097152\n' >"$W/nobootstrap.properties"
 run 2 "bootstrap.servers: required but not set" "mirror config without bootstrap.servers" -- \
