@@ -8,6 +8,7 @@
 #include "coord/km_coord.h"
 #include "core/km_config.h"
 #include "core/km_plugin_types.h"
+#include "rpc/km_rpc.h"
 #include "util/km_log.h"
 #include "util/km_mem.h"
 
@@ -200,6 +201,9 @@ int32_t km_plugin_init(const kbx_api_t *api, kbx_host_t *host, void **plugin_ctx
     err = km_plugin_listen(cm, errbuf, errbuf_size);
     if (err != KM_OK)
         goto stop_coord;
+    err = km_rpc_start(cm, &cm->rpc, errbuf, errbuf_size);
+    if (err != KM_OK)
+        goto unlisten;
 
     km_log_info(cm,
                 "kmirror %s (%s) started on broker %d of cluster %s, kbx host %u.%u, plugin "
@@ -212,6 +216,8 @@ int32_t km_plugin_init(const kbx_api_t *api, kbx_host_t *host, void **plugin_ctx
     *plugin_ctx = cm;
     return 0;
 
+unlisten:
+    km_plugin_unlisten(cm);
 stop_coord:
     km_coord_stop(&cm->coord);
     km_coord_destroy(&cm->coord);
@@ -235,13 +241,16 @@ void km_plugin_fini(void *plugin_ctx)
     KM_CHECK_PLUGIN(cm);
     api = cm->ref.api;
     host = cm->ref.host;
-    /* 1. stop accepting new work: no RPC handlers are registered yet. */
+    /* 1. stop accepting new work: the RPC handlers go; the source admin client stops and the
+     *    host operations the handlers started call back (the loop answers their requests). */
+    km_rpc_stop(&cm->rpc);
     /* 2. + 3. the loop drains the queued ops, closes the queue and exits; join it. */
     km_coord_stop(&cm->coord);
     /* 4. listeners: callbacks arriving until now found the queue closed and dropped. */
     km_plugin_unlisten(cm);
     /* 5. free everything. */
     km_coord_destroy(&cm->coord);
+    km_rpc_destroy(&cm->rpc);
     km_catalog_destroy(&cm->catalog);
     km_log_info(cm, "kmirror stopped");
     km_config_free(cm, &km_config_broker_scope, &cm->conf);

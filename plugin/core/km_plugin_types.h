@@ -8,6 +8,7 @@
 #include "catalog/km_catalog_types.h"
 #include "coord/km_coord_types.h"
 #include "core/km_config_types.h"
+#include "rpc/km_rpc_types.h"
 #include "util/km_types.h"
 
 struct km_plugin {
@@ -17,6 +18,7 @@ struct km_plugin {
     km_broker_config_t conf; /**< broker mirror.* settings, read at init */
     km_coord_t coord;        /**< the coordinator loop */
     km_catalog_t catalog;    /**< mirrors, topics, local leadership (owned by the loop) */
+    km_rpc_t rpc;            /**< admin RPC handlers and the source admin client */
     kbx_listener_t *md_listener;
     kbx_listener_t *lead_listener;
 };

@@ -1,0 +1,621 @@
+#define KM_LOG_COMPONENT "kmirror.rpc"
+#include "rpc/km_rpc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "coord/km_coord.h"
+#include "core/km_plugin_types.h"
+#include "kp_errcode.h"
+#include "kp_msg.h"
+#include "rpc/km_rpc_int.h"
+#include "rpc/km_srcadm.h"
+#include "util/km_log.h"
+#include "util/km_mem.h"
+
+#define KM_RPC_MAGIC 0x4b4d5250u /* "KMRP" */
+
+/* Every mirror response starts with these three fields (checked below), so one helper can
+ * build the top-level error answer of any of them. */
+typedef struct km_rpc_resp_head {
+    int32_t ThrottleTimeMs;
+    int16_t ErrorCode;
+    kp_str_t ErrorMessage;
+} km_rpc_resp_head_t;
+
+#define KM_RPC_HEAD_CHECK(T)                                                                       \
+    _Static_assert(offsetof(T, ThrottleTimeMs) == offsetof(km_rpc_resp_head_t, ThrottleTimeMs) &&  \
+                       offsetof(T, ErrorCode) == offsetof(km_rpc_resp_head_t, ErrorCode) &&        \
+                       offsetof(T, ErrorMessage) == offsetof(km_rpc_resp_head_t, ErrorMessage),    \
+                   #T " does not start with the common response head")
+KM_RPC_HEAD_CHECK(kp_CreateMirrorResponse_t);
+KM_RPC_HEAD_CHECK(kp_ListMirrorsResponse_t);
+KM_RPC_HEAD_CHECK(kp_DescribeMirrorsResponse_t);
+KM_RPC_HEAD_CHECK(kp_DeleteMirrorResponse_t);
+KM_RPC_HEAD_CHECK(kp_StartMirrorTopicsResponse_t);
+KM_RPC_HEAD_CHECK(kp_StopMirrorTopicsResponse_t);
+KM_RPC_HEAD_CHECK(kp_PauseMirrorTopicsResponse_t);
+KM_RPC_HEAD_CHECK(kp_ResumeMirrorTopicsResponse_t);
+
+/* Kafka's ACL numbering. */
+#define KM_RPC_RESOURCE_CLUSTER 4
+
+/* ---- requests ---------------------------------------------------------------------------- */
+
+static km_rpc_t *km_rpc_of(km_plugin_t *cm)
+{
+    return &cm->rpc;
+}
+
+void km_rpc_req_hold(km_rpc_req_t *req)
+{
+    km_rpc_t *rpc = km_rpc_of(req->cm);
+
+    pthread_mutex_lock(&rpc->lock);
+    req->refs++;
+    pthread_mutex_unlock(&rpc->lock);
+}
+
+static void km_rpc_req_free(km_rpc_req_t *req)
+{
+    km_plugin_t *cm = req->cm;
+
+    if (req->st_free != NULL)
+        req->st_free(req);
+    kp_arena_free(&req->ar);
+    km_free(cm, req->body);
+    km_free(cm, req->principal);
+    km_free(cm, req->client_host);
+    req->magic = 0;
+    km_free(cm, req);
+}
+
+void km_rpc_req_release(km_rpc_req_t *req)
+{
+    km_rpc_t *rpc = km_rpc_of(req->cm);
+    int left;
+
+    pthread_mutex_lock(&rpc->lock);
+    left = --req->refs;
+    pthread_mutex_unlock(&rpc->lock);
+    if (left == 0)
+        km_rpc_req_free(req);
+}
+
+bool km_rpc_req_done(km_rpc_req_t *req)
+{
+    km_rpc_t *rpc = km_rpc_of(req->cm);
+    bool done;
+
+    pthread_mutex_lock(&rpc->lock);
+    done = req->completed || req->cancelled;
+    pthread_mutex_unlock(&rpc->lock);
+    return done;
+}
+
+bool km_rpc_stopping(km_plugin_t *cm)
+{
+    return atomic_load(&cm->rpc.stopping);
+}
+
+static const kp_api_info_t *km_rpc_api(int16_t key)
+{
+    return kp_api_lookup(key);
+}
+
+/* Hand bytes to the host unless the client went away or it was sent already. */
+static void km_rpc_send(km_rpc_req_t *req, const uint8_t *bytes, size_t len)
+{
+    km_plugin_t *cm = req->cm;
+    km_rpc_t *rpc = km_rpc_of(cm);
+    bool drop_ref = false;
+
+    pthread_mutex_lock(&rpc->lock);
+    if (!req->completed && !req->cancelled) {
+        req->completed = true;
+        /* Under the lock: the host's cancel can then never run after we decided to send. */
+        cm->ref.api->complete_response(cm->ref.host, req->token, bytes, len);
+        req->token = NULL;
+        drop_ref = true;
+    }
+    pthread_mutex_unlock(&rpc->lock);
+    if (drop_ref)
+        km_rpc_req_release(req);
+}
+
+void km_rpc_complete(km_rpc_req_t *req, const void *resp)
+{
+    const kp_api_info_t *api = km_rpc_api(req->api_key);
+    kp_writer_t wr;
+
+    if (km_rpc_req_done(req))
+        return;
+    kp_writer_init(&wr);
+    if (api == NULL || kp_msg_encode(api->resp, &wr, resp, req->api_version) != 0 || wr.err) {
+        kp_writer_free(&wr);
+        km_log_error(req->cm, "cannot encode the %s response (v%d)", api != NULL ? api->name : "?",
+                     (int)req->api_version);
+        km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR, "the broker could not encode its answer");
+        return;
+    }
+    km_rpc_send(req, wr.buf, wr.len);
+    kp_writer_free(&wr);
+}
+
+void km_rpc_fail(km_rpc_req_t *req, int16_t error_code, const char *fmt, ...)
+{
+    const kp_api_info_t *api = km_rpc_api(req->api_key);
+    char msg[512];
+    km_rpc_resp_head_t *head;
+    void *resp;
+    kp_writer_t wr;
+    va_list ap;
+
+    if (km_rpc_req_done(req))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    /* A fresh arena: this may run when the request's arena is full. */
+    {
+        kp_arena_t ar;
+        kp_arena_init(&ar, 1u << 20);
+        resp = api != NULL ? kp_arena_calloc(&ar, 1, api->resp->struct_size) : NULL;
+        if (resp == NULL) {
+            kp_arena_free(&ar);
+            km_log_error(req->cm, "cannot build an error answer for API %d", (int)req->api_key);
+            km_rpc_send(req, NULL, 0); /* the host closes on a malformed answer */
+            return;
+        }
+        kp_msg_init(api->resp, resp);
+        head = resp;
+        head->ErrorCode = error_code;
+        head->ErrorMessage.ptr = msg;
+        head->ErrorMessage.len = (int32_t)strlen(msg);
+        kp_writer_init(&wr);
+        kp_msg_encode(api->resp, &wr, resp, req->api_version);
+        kp_arena_free(&ar);
+    }
+    km_log_debug(req->cm, "%s answered %d: %s", api->name, (int)error_code, msg);
+    km_rpc_send(req, wr.err ? NULL : wr.buf, wr.err ? 0 : wr.len);
+    kp_writer_free(&wr);
+}
+
+kp_str_t km_rpc_str(km_rpc_req_t *req, const char *s)
+{
+    kp_str_t k = {NULL, -1};
+    size_t n;
+    char *p;
+
+    if (s == NULL)
+        return k;
+    n = strlen(s);
+    p = kp_arena_alloc(&req->ar, n + 1);
+    if (p == NULL)
+        return k;
+    memcpy(p, s, n + 1);
+    k.ptr = p;
+    k.len = (int32_t)n;
+    return k;
+}
+
+kp_str_t km_rpc_strf(km_rpc_req_t *req, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    return km_rpc_str(req, buf);
+}
+
+char *km_rpc_cstr(km_rpc_req_t *req, kp_str_t s)
+{
+    char *p;
+
+    if (s.len < 0 || s.ptr == NULL)
+        return NULL;
+    p = kp_arena_alloc(&req->ar, (size_t)s.len + 1);
+    if (p == NULL)
+        return NULL;
+    memcpy(p, s.ptr, (size_t)s.len);
+    p[s.len] = '\0';
+    return p;
+}
+
+bool km_rpc_authorized(km_rpc_req_t *req, int32_t operation)
+{
+    km_plugin_t *cm = req->cm;
+
+    return cm->ref.api->authorize(cm->ref.host, req->principal, req->client_host,
+                                  KM_RPC_RESOURCE_CLUSTER, "kafka-cluster",
+                                  operation) == KBX_AUTHZ_ALLOWED;
+}
+
+/* ---- host operations continued on the loop ------------------------------------------------ */
+
+typedef struct km_rpc_call {
+    km_rpc_req_t *req;
+    km_rpc_cont_fn cont;
+    int32_t tag;
+    int32_t status;
+    uint8_t *body;
+    size_t len;
+} km_rpc_call_t;
+
+static void km_rpc_async_end(km_rpc_t *rpc)
+{
+    km_plugin_t *cm = rpc->cm;
+
+    if (atomic_fetch_sub(&rpc->async_inflight, 1) == 1)
+        cm->ref.api->latch_set(cm->ref.host, rpc->idle_latch);
+}
+
+static void km_rpc_call_run(km_plugin_t *cm, void *arg)
+{
+    km_rpc_call_t *call = arg;
+    km_rpc_req_t *req = call->req;
+
+    if (!km_rpc_req_done(req))
+        call->cont(req, call->status, call->body, call->len, call->tag);
+    km_free(cm, call->body);
+    km_free(cm, call);
+    km_rpc_req_release(req);
+}
+
+static void km_rpc_call_drop(km_plugin_t *cm, void *arg)
+{
+    km_rpc_call_t *call = arg;
+    km_rpc_req_t *req = call->req;
+
+    km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR, "the broker is shutting down");
+    km_free(cm, call->body);
+    km_free(cm, call);
+    km_rpc_req_release(req);
+}
+
+static void km_rpc_call_post(km_rpc_call_t *call)
+{
+    km_rpc_req_t *req = call->req;
+    km_plugin_t *cm = req->cm;
+
+    if (km_coord_post(&cm->coord, km_rpc_call_run, km_rpc_call_drop, call) == KM_ERR_NOMEM) {
+        km_log_error(cm, "out of memory continuing a request");
+        km_rpc_call_drop(cm, call);
+    }
+}
+
+/* kbx_response_fn: copy the body and continue on the loop. @thread host */
+static void km_rpc_on_response(void *arg, int32_t status, const uint8_t *body, size_t len)
+{
+    km_rpc_call_t *call = arg;
+    km_plugin_t *cm = call->req->cm;
+
+    call->status = status;
+    if (status == KBX_OK && body != NULL && len > 0) {
+        call->body = km_malloc(cm, len);
+        if (call->body == NULL)
+            call->status = KBX_ERR_NOMEM;
+        else {
+            memcpy(call->body, body, len);
+            call->len = len;
+        }
+    }
+    km_rpc_call_post(call);
+    km_rpc_async_end(&cm->rpc);
+}
+
+static void km_rpc_on_done(void *arg, int32_t status)
+{
+    km_rpc_call_t *call = arg;
+    km_plugin_t *cm = call->req->cm;
+
+    call->status = status;
+    km_rpc_call_post(call);
+    km_rpc_async_end(&cm->rpc);
+}
+
+static km_rpc_call_t *km_rpc_call_new(km_rpc_req_t *req, km_rpc_cont_fn cont, int32_t tag)
+{
+    km_rpc_call_t *call = km_calloc(req->cm, 1, sizeof(*call));
+
+    if (call == NULL)
+        return NULL;
+    call->req = req;
+    call->cont = cont;
+    call->tag = tag;
+    km_rpc_req_hold(req);
+    atomic_fetch_add(&req->cm->rpc.async_inflight, 1);
+    return call;
+}
+
+static void km_rpc_call_abort(km_rpc_call_t *call)
+{
+    km_rpc_req_t *req = call->req;
+    km_plugin_t *cm = req->cm;
+
+    km_free(cm, call);
+    km_rpc_async_end(&cm->rpc);
+    km_rpc_req_release(req);
+}
+
+static int32_t km_rpc_encode(const kp_msg_desc_t *desc, const void *msg, int16_t ver,
+                             kp_writer_t *wr)
+{
+    kp_writer_init(wr);
+    if (kp_msg_encode(desc, wr, msg, ver) != 0 || wr->err) {
+        kp_writer_free(wr);
+        return KBX_ERR_INVALID;
+    }
+    return KBX_OK;
+}
+
+int32_t km_rpc_local_request(km_rpc_req_t *req, int16_t api_key, int16_t api_version,
+                             const void *msg, const kp_msg_desc_t *desc, km_rpc_cont_fn cont,
+                             int32_t tag)
+{
+    return km_rpc_broker_request(req, INT32_MIN, api_key, api_version, msg, desc, cont, tag);
+}
+
+int32_t km_rpc_broker_request(km_rpc_req_t *req, int32_t broker_id, int16_t api_key,
+                              int16_t api_version, const void *msg, const kp_msg_desc_t *desc,
+                              km_rpc_cont_fn cont, int32_t tag)
+{
+    km_plugin_t *cm = req->cm;
+    const kbx_api_t *api = cm->ref.api;
+    km_rpc_call_t *call;
+    kp_writer_t wr;
+    int32_t rc;
+
+    if (km_rpc_stopping(cm))
+        return KBX_ERR_SHUTDOWN;
+    rc = km_rpc_encode(desc, msg, api_version, &wr);
+    if (rc != KBX_OK)
+        return rc;
+    call = km_rpc_call_new(req, cont, tag);
+    if (call == NULL) {
+        kp_writer_free(&wr);
+        return KBX_ERR_NOMEM;
+    }
+    if (broker_id == INT32_MIN)
+        rc = api->local_request(cm->ref.host, api_key, api_version, wr.buf, wr.len,
+                                KM_RPC_OP_TIMEOUT_MS, km_rpc_on_response, call);
+    else
+        rc = api->broker_request(cm->ref.host, broker_id, api_key, api_version, wr.buf, wr.len,
+                                 KM_RPC_OP_TIMEOUT_MS, km_rpc_on_response, call);
+    kp_writer_free(&wr);
+    if (rc != KBX_OK)
+        km_rpc_call_abort(call);
+    return rc;
+}
+
+int32_t km_rpc_controller_write(km_rpc_req_t *req, const kbx_record_t *const *records,
+                                uint32_t count, km_rpc_cont_fn cont, int32_t tag)
+{
+    km_plugin_t *cm = req->cm;
+    km_rpc_call_t *call;
+    int32_t rc;
+
+    if (km_rpc_stopping(cm))
+        return KBX_ERR_SHUTDOWN;
+    call = km_rpc_call_new(req, cont, tag);
+    if (call == NULL)
+        return KBX_ERR_NOMEM;
+    rc = cm->ref.api->controller_write(cm->ref.host, records, count, KM_RPC_OP_TIMEOUT_MS,
+                                       km_rpc_on_done, call);
+    if (rc != KBX_OK)
+        km_rpc_call_abort(call);
+    return rc;
+}
+
+/* ---- the host's callbacks --------------------------------------------------------------- */
+
+static void km_rpc_req_run(km_plugin_t *cm, void *arg)
+{
+    km_rpc_req_t *req = arg;
+    const kp_api_info_t *api = km_rpc_api(req->api_key);
+    kp_reader_t rd;
+
+    KM_CHECK_OBJ(cm, req, KM_RPC_REQ_MAGIC);
+    cm->rpc.requests++;
+    if (km_rpc_req_done(req))
+        goto out;
+    req->rq = api != NULL ? kp_arena_calloc(&req->ar, 1, api->req->struct_size) : NULL;
+    if (req->rq == NULL) {
+        km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR, "out of memory");
+        goto out;
+    }
+    kp_msg_init(api->req, req->rq);
+    kp_reader_init(&rd, req->body, req->body_len);
+    if (kp_msg_decode(api->req, &rd, &req->ar, req->rq, req->api_version) != 0 ||
+        kp_reader_remaining(&rd) != 0) {
+        km_rpc_fail(req, KP_ERR_INVALID_REQUEST, "malformed %s request: %s", api->name,
+                    rd.errstr != NULL ? rd.errstr : "bytes left after the request");
+        goto out;
+    }
+    switch (req->api_key) {
+    case 97:
+        km_rpc_create_mirror(req);
+        break;
+    case 98:
+        km_rpc_list_mirrors(req);
+        break;
+    case 99:
+        km_rpc_describe_mirrors(req);
+        break;
+    case 104:
+        km_rpc_delete_mirror(req);
+        break;
+    case 95:
+        km_rpc_start_topics(req);
+        break;
+    default:
+        km_rpc_change_topics(req);
+        break;
+    }
+out:
+    km_rpc_req_release(req);
+}
+
+static void km_rpc_req_drop(km_plugin_t *cm, void *arg)
+{
+    km_rpc_req_t *req = arg;
+
+    (void)cm;
+    km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR, "the broker is shutting down");
+    km_rpc_req_release(req);
+}
+
+static int32_t km_rpc_handle(void *plugin_ctx, const kbx_rpc_request_t *hreq, kbx_token_t *token,
+                             void **token_ctx)
+{
+    km_plugin_t *cm = plugin_ctx;
+    km_rpc_req_t *req;
+    km_err_t err;
+
+    KM_CHECK_PLUGIN(cm);
+    req = km_calloc(cm, 1, sizeof(*req));
+    if (req == NULL)
+        return KBX_ERR_NOMEM;
+    req->magic = KM_RPC_REQ_MAGIC;
+    req->cm = cm;
+    req->token = token;
+    req->api_key = hreq->api_key;
+    req->api_version = hreq->api_version;
+    kp_arena_init(&req->ar, KM_RPC_ARENA_LIMIT);
+    req->body = km_malloc(cm, hreq->body_len > 0 ? (size_t)hreq->body_len : 1);
+    req->principal = km_strdup(cm, hreq->principal != NULL ? hreq->principal : "User:ANONYMOUS");
+    req->client_host = km_strdup(cm, hreq->client_host != NULL ? hreq->client_host : "");
+    if (req->body == NULL || req->principal == NULL || req->client_host == NULL) {
+        km_rpc_req_free(req);
+        return KBX_ERR_NOMEM;
+    }
+    if (hreq->body_len > 0)
+        memcpy(req->body, hreq->body, (size_t)hreq->body_len);
+    req->body_len = (size_t)hreq->body_len;
+    req->refs = 2; /* the token and the post */
+    *token_ctx = req;
+    err = km_coord_post(&cm->coord, km_rpc_req_run, km_rpc_req_drop, req);
+    if (err == KM_ERR_NOMEM) {
+        km_rpc_req_free(req);
+        return KBX_ERR_NOMEM;
+    }
+    /* KM_ERR_SHUTDOWN: the drop answered already. */
+    return KBX_RPC_PENDING;
+}
+
+static void km_rpc_cancel(void *plugin_ctx, kbx_token_t *token, void *token_ctx)
+{
+    km_plugin_t *cm = plugin_ctx;
+    km_rpc_req_t *req = token_ctx;
+    km_rpc_t *rpc;
+    bool drop_ref = false;
+
+    KM_CHECK_PLUGIN(cm);
+    KM_CHECK_OBJ(cm, req, KM_RPC_REQ_MAGIC);
+    (void)token;
+    rpc = km_rpc_of(cm);
+    pthread_mutex_lock(&rpc->lock);
+    if (!req->completed && !req->cancelled) {
+        req->cancelled = true;
+        req->token = NULL;
+        drop_ref = true;
+    }
+    pthread_mutex_unlock(&rpc->lock);
+    if (drop_ref)
+        km_rpc_req_release(req);
+}
+
+#define KM_RPC_OPS(key)                                                                            \
+    {                                                                                              \
+        .struct_size = sizeof(kbx_rpc_ops_t), .api_key = (key), .min_version = 0,                  \
+        .max_version = 0, .first_flexible_version = 0, .handle = km_rpc_handle,                    \
+        .cancel = km_rpc_cancel,                                                                   \
+    }
+
+static const kbx_rpc_ops_t km_rpc_ops[KM_RPC_NAPIS] = {
+    KM_RPC_OPS(97), KM_RPC_OPS(98),  KM_RPC_OPS(99),  KM_RPC_OPS(95),
+    KM_RPC_OPS(96), KM_RPC_OPS(102), KM_RPC_OPS(103), KM_RPC_OPS(104),
+};
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+km_err_t km_rpc_start(km_plugin_t *cm, km_rpc_t *rpc, char *errstr, size_t errstr_size)
+{
+    const kbx_api_t *api = cm->ref.api;
+    km_err_t err;
+    int32_t rc;
+
+    memset(rpc, 0, sizeof(*rpc));
+    rpc->magic = KM_RPC_MAGIC;
+    rpc->cm = cm;
+    atomic_init(&rpc->stopping, false);
+    atomic_init(&rpc->async_inflight, 0);
+    if (pthread_mutex_init(&rpc->lock, NULL) != 0) {
+        snprintf(errstr, errstr_size, "cannot create the RPC lock");
+        return KM_ERR_HOST;
+    }
+    rpc->lock_ready = true;
+    if (api->latch_create(cm->ref.host, &rpc->idle_latch) != KBX_OK) {
+        snprintf(errstr, errstr_size, "cannot create the RPC latch");
+        err = KM_ERR_NOMEM;
+        goto fail;
+    }
+    err = km_srcadm_start(cm, &rpc->srcadm, errstr, errstr_size);
+    if (err != KM_OK)
+        goto fail;
+    for (size_t i = 0; i < KM_RPC_NAPIS; i++) {
+        rc = api->rpc_register(cm->ref.host, &km_rpc_ops[i], cm, &rpc->regs[i]);
+        if (rc != KBX_OK) {
+            snprintf(errstr, errstr_size, "cannot register the handler of API key %d: %s",
+                     (int)km_rpc_ops[i].api_key,
+                     rc == KBX_ERR_EXISTS ? "another plugin serves it" : "host error");
+            err = rc == KBX_ERR_NOMEM ? KM_ERR_NOMEM : KM_ERR_HOST;
+            goto fail;
+        }
+    }
+    return KM_OK;
+
+fail:
+    km_rpc_stop(rpc);
+    km_rpc_destroy(rpc);
+    return err;
+}
+
+void km_rpc_stop(km_rpc_t *rpc)
+{
+    km_plugin_t *cm = rpc->cm;
+    const kbx_api_t *api;
+
+    if (rpc->magic != KM_RPC_MAGIC || atomic_load(&rpc->stopping))
+        return;
+    api = cm->ref.api;
+    for (size_t i = 0; i < KM_RPC_NAPIS; i++) {
+        if (rpc->regs[i] != NULL)
+            api->rpc_unregister(cm->ref.host, rpc->regs[i]);
+        rpc->regs[i] = NULL;
+    }
+    atomic_store(&rpc->stopping, true);
+    km_srcadm_stop(rpc->srcadm);
+    /* Host operations still out call back (the host ends them at unload); their results go
+     * to the loop, which answers the requests. */
+    while (rpc->idle_latch != NULL && atomic_load(&rpc->async_inflight) > 0)
+        api->latch_wait(cm->ref.host, rpc->idle_latch, 100);
+}
+
+void km_rpc_destroy(km_rpc_t *rpc)
+{
+    km_plugin_t *cm = rpc->cm;
+
+    if (rpc->magic != KM_RPC_MAGIC)
+        return;
+    km_srcadm_destroy(rpc->srcadm);
+    rpc->srcadm = NULL;
+    if (rpc->idle_latch != NULL)
+        cm->ref.api->latch_destroy(cm->ref.host, rpc->idle_latch);
+    rpc->idle_latch = NULL;
+    if (rpc->lock_ready)
+        pthread_mutex_destroy(&rpc->lock);
+    rpc->magic = 0;
+}

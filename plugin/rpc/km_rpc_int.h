@@ -1,0 +1,103 @@
+/*
+ * km_rpc_int.h - shared by the files of plugin/rpc/: the request object and the helpers the
+ * handlers use to complete, fail and continue requests.
+ *
+ * A request (km_rpc_req_t) is created by the host's handle callback, which copies the body and
+ * posts it to the coordinator loop. References: one for the host token (dropped when the
+ * response is sent or the client cancels), one per pending step (the initial post, each host
+ * operation in flight). Everything else about a request happens on the loop.
+ */
+#ifndef KM_RPC_INT_H
+#define KM_RPC_INT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kp_arena.h"
+#include "kp_msgs.h"
+#include "rpc/km_rpc_types.h"
+#include "util/km_types.h"
+
+#define KM_RPC_REQ_MAGIC 0x4b4d5251u /* "KMRQ" */
+/** Memory a decoded request or a built response may take. */
+#define KM_RPC_ARENA_LIMIT (16u << 20)
+/** Default timeout of the host operations a handler starts. */
+#define KM_RPC_OP_TIMEOUT_MS 30000
+
+typedef struct km_rpc_req km_rpc_req_t;
+
+/** A continuation: runs on the loop with the result of a host operation. status is KBX_OK or
+ *  a KBX_ERR_*; body/len the response body (local/broker requests), else NULL/0. */
+typedef void (*km_rpc_cont_fn)(km_rpc_req_t *req, int32_t status, const uint8_t *body, size_t len,
+                               int32_t tag);
+
+struct km_rpc_req {
+    uint32_t magic;
+    km_plugin_t *cm;
+    int refs;       /* under rpc->lock */
+    bool cancelled; /* under rpc->lock: the client went away */
+    bool completed; /* under rpc->lock: the response was handed to the host */
+    kbx_token_t *token;
+    int16_t api_key, api_version;
+    uint8_t *body;
+    size_t body_len;
+    char *principal;
+    char *client_host;
+    kp_arena_t ar; /* decoded request, response under construction */
+    void *rq;      /* the decoded request (in ar) */
+    /* Handler state (loop only). */
+    void *st;
+    void (*st_free)(km_rpc_req_t *req);
+    int pending; /* sub-operations outstanding (fan-outs) */
+};
+
+/** Take a reference (loop or host thread). */
+void km_rpc_req_hold(km_rpc_req_t *req);
+/** Drop a reference; the last one frees the request. */
+void km_rpc_req_release(km_rpc_req_t *req);
+/** True when the response was sent or the client went away: stop working on it. */
+bool km_rpc_req_done(km_rpc_req_t *req);
+
+/** Encode resp (a response struct of req's API) and send it; no-op if already done or
+ *  cancelled. @thread loop */
+void km_rpc_complete(km_rpc_req_t *req, const void *resp);
+/** Answer with only the top-level ErrorCode/ErrorMessage set (msg formatted). @thread loop */
+void km_rpc_fail(km_rpc_req_t *req, int16_t error_code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/** A copy of s in the request's arena as a kp string (NULL s: null string). */
+kp_str_t km_rpc_str(km_rpc_req_t *req, const char *s);
+/** printf into the request's arena. */
+kp_str_t km_rpc_strf(km_rpc_req_t *req, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** A NUL-terminated copy of a kp string in the arena (NULL for null). */
+char *km_rpc_cstr(km_rpc_req_t *req, kp_str_t s);
+
+/** True once fini began: handlers must not start host operations. */
+bool km_rpc_stopping(km_plugin_t *cm);
+
+/**
+ * Host operations whose callbacks continue the request on the loop (tag is passed through).
+ * On a start error the continuation is not called and the KBX_ERR_* is returned.
+ * @thread loop
+ */
+int32_t km_rpc_local_request(km_rpc_req_t *req, int16_t api_key, int16_t api_version,
+                             const void *msg, const kp_msg_desc_t *desc, km_rpc_cont_fn cont,
+                             int32_t tag);
+int32_t km_rpc_broker_request(km_rpc_req_t *req, int32_t broker_id, int16_t api_key,
+                              int16_t api_version, const void *msg, const kp_msg_desc_t *desc,
+                              km_rpc_cont_fn cont, int32_t tag);
+int32_t km_rpc_controller_write(km_rpc_req_t *req, const kbx_record_t *const *records,
+                                uint32_t count, km_rpc_cont_fn cont, int32_t tag);
+
+/** Authorize the request's principal for operation (Kafka AclOperation) on the cluster. */
+bool km_rpc_authorized(km_rpc_req_t *req, int32_t operation);
+
+/* Handlers (loop), one per API: req->rq holds the decoded request. */
+void km_rpc_create_mirror(km_rpc_req_t *req);
+void km_rpc_list_mirrors(km_rpc_req_t *req);
+void km_rpc_delete_mirror(km_rpc_req_t *req);
+void km_rpc_describe_mirrors(km_rpc_req_t *req);
+void km_rpc_start_topics(km_rpc_req_t *req);
+void km_rpc_change_topics(km_rpc_req_t *req); /* Stop, Pause, Resume */
+
+#endif /* KM_RPC_INT_H */
