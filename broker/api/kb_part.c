@@ -1064,6 +1064,7 @@ void kb_part_replica_fetched(kb_part_t *part, int32_t replica_id, int64_t fetch_
     r->last_fetch_leader_leo = leader_leo;
     r->last_fetch_ms = now_ms;
     r->leo = fetch_offset;
+    r->fetches++;
     if (log_start >= 0)
         r->log_start = log_start;
     /* Expansion: an out-of-sync replica that reached the HW and the start of this epoch. */

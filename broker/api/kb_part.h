@@ -76,6 +76,8 @@ typedef struct kb_replica_s {
     int64_t last_fetch_ms;         /**< follower: time of its last fetch, 0 never */
     int64_t last_fetch_leader_leo; /**< leader's LEO at that fetch, -1 none */
     int64_t last_caught_up_ms;     /**< last time it had fetched up to the leader's LEO, 0 never */
+    uint64_t fetches; /**< follower: fetches recorded (kb_part_replica_fetched) since the replica
+                           entry exists; only grows (the kbx ISR-truncation wait counts them) */
 } kb_replica_t;
 
 /** Replication state of a partition (under its mu). */

@@ -1,16 +1,17 @@
 /*
  * kb_kbx_part.c -- kbx partition handles and log operations on kbroker's local partitions
  * (broker/api kb_part.h over the storage engine's kb_log.h), and the two asynchronous cluster
- * operations a single broker can answer itself: wait_isr_truncation and leader_epoch_bump.
+ * operations wait_isr_truncation (the followers' fetches as evidence, below) and
+ * leader_epoch_bump (through the controller on a broker-only node: kb_kbx_ctrl.c).
  *
  * A handle holds (topic id, partition, bound leader epoch) and no reference on the partition:
  * a reference held for long would stall DeleteTopics (kb_part_delete waits for the last one).
  * Each call looks the partition up (kb_meta_part_by_id, a read lock and a reference for the
  * length of the call) and fails with KBX_ERR_FENCED when the leader epoch moved, or
- * KBX_ERR_NOT_FOUND when the topic is gone. This broker leads every local partition, so
- * KBX_ERR_NOT_LEADER never happens here. The epoch check and the operation are not atomic:
- * on a single broker only the plugin itself bumps epochs (leader_epoch_bump), so it cannot race
- * with its own appends unless it does both at once.
+ * KBX_ERR_NOT_FOUND when the topic is gone. wait_isr_truncation needs the leader role
+ * (KBX_ERR_NOT_LEADER); the other calls work on any local replica, as before clusters. The epoch
+ * check and the operation are not atomic: on a single broker only the plugin itself bumps epochs
+ * (leader_epoch_bump), so it cannot race with its own appends unless it does both at once.
  *
  * In a cluster leader_epoch_bump commits on the node that holds the metadata log: the
  * controller (broker,controller) raises the epoch and every broker's listeners follow. A
@@ -304,23 +305,182 @@ static int32_t kb_kbx_partition_set_write_mode(kbx_host_t *host, kbx_partition_t
 
 /* ---- asynchronous operations ----------------------------------------------------------------- */
 
+/*
+ * wait_isr_truncation in a cluster. The evidence that follower F holds nothing at or above
+ * @p offset that differs from the leader's log: after the wait started (the plugin calls it
+ * after its log_truncate(offset)), the leader recorded TWO fetches of F (kb_part_replica_fetched,
+ * counted in kb_replica_t.fetches). A fetch is recorded only when the leader validated its
+ * FetchOffset / LastFetchedEpoch against its own log and found no divergence (a diverging
+ * follower is answered DivergingEpoch and truncates first, unrecorded), and only after the
+ * read that answers it. F sends one fetch at a time, so the second recorded fetch was sent after
+ * the first one's recording, i.e. after the truncation: its position was checked against the
+ * truncated log, and F had applied (and, where needed, truncated after) everything it was sent
+ * before. The rule rests on Kafka's: a leader never rewrites offsets inside one leader epoch,
+ * so the plugin must not append at or above @p offset before the wait completes unless it
+ * bumped the epoch. Members: the image's ISR, or every assigned replica with
+ * KBX_ISR_WAIT_ALL_REPLICAS, re-read at each check (a follower dropped from the ISR is no
+ * longer waited for); this node counts as done. Checks run on the host timer thread every
+ * KB_ISRW_POLL_MS; the leader epoch moving ends the wait with KBX_ERR_FENCED, the partition
+ * led elsewhere with KBX_ERR_NOT_LEADER, the deadline with KBX_ERR_TIMEOUT. A partition whose
+ * replica set is this node alone completes at once.
+ */
+#define KB_ISRW_POLL_MS 20
+
+typedef struct kb_isrw_s {
+    kb_hev_t ev; /**< the completion */
+    kbx_host_t *host;
+    kp_uuid_t id;
+    int32_t partition, epoch, self;
+    bool all;
+    int64_t deadline_ms; /**< -1: none */
+    kbx_timer_t *timer;
+    _Atomic bool armed, finished;
+    int32_t status;
+    size_t nbase;
+    int32_t base_id[KB_META_MAX_REPLICAS];
+    uint64_t base[KB_META_MAX_REPLICAS]; /**< fetches recorded when the wait started */
+    kbx_done_fn done;
+    void *arg;
+} kb_isrw_t;
+
+static void kb_isrw_complete(kb_hq_t *q, kb_hev_t *ev, bool run)
+{
+    kb_isrw_t *w = (kb_isrw_t *)ev;
+    kbx_host_t *host = w->host;
+    (void)q;
+    host->h->table.timer_cancel(host, w->timer);
+    if (run && !atomic_load(&host->dead))
+        w->done(w->arg, w->status);
+    atomic_fetch_sub(&host->n_ops, 1);
+    free(w);
+}
+
+/* The fetches of replica @p id the wait must see beyond: its count at the start (0 when it was
+ * not a replica then). */
+static uint64_t *kb_isrw_base(kb_isrw_t *w, int32_t id)
+{
+    for (size_t i = 0; i < w->nbase; i++)
+        if (w->base_id[i] == id)
+            return &w->base[i];
+    if (w->nbase == KB_META_MAX_REPLICAS)
+        return NULL;
+    w->base_id[w->nbase] = id;
+    w->base[w->nbase] = 0;
+    return &w->base[w->nbase++];
+}
+
+/* 1: every member showed the evidence; 0: not yet; else a KBX_ERR_*. (timer thread) */
+static int32_t kb_isrw_check(kb_isrw_t *w)
+{
+    kb_meta_part_state_t st;
+    kb_part_t *part;
+    int32_t rc = 1, n;
+    const int32_t *ids;
+
+    if (kb_meta_part_by_id(w->host->h->meta, &w->id, w->partition, &part) != KB_META_OK)
+        return KBX_ERR_NOT_FOUND;
+    if (kb_part_epoch(part) != w->epoch)
+        rc = KBX_ERR_FENCED;
+    else if (kb_part_role(part) != KB_PART_LEADER)
+        rc = KBX_ERR_NOT_LEADER;
+    else if (kb_meta_part_state(w->host->h->meta, &w->id, w->partition, &st) != KB_META_OK)
+        rc = KBX_ERR_NOT_FOUND;
+    if (rc == 1) {
+        n = w->all ? st.nreplicas : st.nisr;
+        ids = w->all ? st.replicas : st.isr;
+        for (int32_t i = 0; i < n && rc == 1; i++) {
+            kb_replica_t r;
+            uint64_t *base;
+            if (ids[i] == w->self)
+                continue;
+            if (kb_part_replica_get(part, ids[i], &r) != 0 || !(base = kb_isrw_base(w, ids[i]))) {
+                rc = 0;
+                continue;
+            }
+            if (r.fetches < *base)
+                *base = r.fetches; /* the replica entry was rebuilt: count again */
+            if (r.fetches - *base < 2)
+                rc = 0;
+        }
+    }
+    kb_part_release(part);
+    return rc;
+}
+
+static void kb_isrw_tick(void *arg)
+{
+    kb_isrw_t *w = arg;
+    int32_t rc;
+    if (!atomic_load(&w->armed) || atomic_load(&w->finished))
+        return;
+    rc = kb_isrw_check(w);
+    if (rc == 0 && w->deadline_ms >= 0 && kb_host_now_ms() >= w->deadline_ms)
+        rc = KBX_ERR_TIMEOUT;
+    if (rc == 0)
+        return;
+    w->status = rc == 1 ? KBX_OK : rc;
+    atomic_store(&w->finished, true);
+    kb_hq_push(&w->host->h->ev, &w->ev); /* the completion cancels this timer */
+}
+
 static int32_t kb_kbx_wait_isr_truncation(kbx_host_t *host, kbx_partition_t *p, int64_t offset,
                                           uint32_t flags, int64_t timeout_ms, kbx_done_fn done,
                                           void *arg)
 {
+    kb_meta_part_state_t st;
+    kb_isrw_t *w;
     kb_part_t *part;
     int32_t rc;
 
-    (void)flags;
-    (void)timeout_ms;
-    if (!done || offset < 0)
+    if (!done || offset < 0 || (flags & ~KBX_ISR_WAIT_ALL_REPLICAS))
         return KBX_ERR_INVALID;
     if ((rc = kb_kbx_part_get(host, p, "wait_isr_truncation", &part)) != KBX_OK)
         return rc;
+    if (kb_part_role(part) != KB_PART_LEADER) {
+        kb_part_release(part);
+        return KBX_ERR_NOT_LEADER;
+    }
+    if (kb_meta_part_state(host->h->meta, &p->id, p->partition, &st) != KB_META_OK ||
+        st.nreplicas <= 1) {
+        kb_part_release(part);
+        /* The replica set is this broker alone: its log is the leader's log. The completion
+         * still comes from the event thread, never from inside this call. */
+        return kb_host_post_done(host, done, arg, KBX_OK);
+    }
+    w = calloc(1, sizeof(*w));
+    if (!w) {
+        kb_part_release(part);
+        return KBX_ERR_NOMEM;
+    }
+    w->ev.fn = kb_isrw_complete;
+    w->ev.owner = host;
+    atomic_init(&w->ev.ready, true);
+    w->host = host;
+    w->id = p->id;
+    w->partition = p->partition;
+    w->epoch = p->epoch;
+    w->self = kb_meta_node_id(host->h->meta);
+    w->all = (flags & KBX_ISR_WAIT_ALL_REPLICAS) != 0;
+    w->deadline_ms = timeout_ms < 0 ? -1 : kb_host_now_ms() + timeout_ms;
+    w->done = done;
+    w->arg = arg;
+    for (int32_t i = 0; i < st.nreplicas; i++) {
+        kb_replica_t r;
+        uint64_t *base = kb_isrw_base(w, st.replicas[i]);
+        if (base && st.replicas[i] != w->self && kb_part_replica_get(part, st.replicas[i], &r) == 0)
+            *base = r.fetches;
+    }
     kb_part_release(part);
-    /* The ISR (and the replica set) is this broker alone: its log is the leader's log. The
-     * completion still comes from the event thread, never from inside this call. */
-    return kb_host_post_done(host, done, arg, KBX_OK);
+    atomic_fetch_add(&host->n_ops, 1);
+    rc = host->h->table.timer_start(host, KB_ISRW_POLL_MS, KB_ISRW_POLL_MS, kb_isrw_tick, w,
+                                    &w->timer);
+    if (rc != KBX_OK) {
+        atomic_fetch_sub(&host->n_ops, 1);
+        free(w);
+        return rc;
+    }
+    atomic_store(&w->armed, true); /* the tick ignores itself until w->timer is set */
+    return KBX_OK;
 }
 
 typedef struct kb_bump_ev_s {

@@ -10,6 +10,9 @@
  *   - after kill -9 of the partition's leader (a broker-only node), both survivors report the
  *     new leader (elected by the controller) with a higher leader epoch, the new leader as
  *     ROLE_LEADER; a broker_request to the dead broker fails instead of reaching another one;
+ *   - wait_isr_truncation on a broker-only leader after it truncated its log completes only
+ *     once both followers truncated (their logs end at the offset when it completes), and
+ *     with KBX_ISR_WAIT_ALL_REPLICAS times out while a follower is SIGSTOPped;
  *   - leader_epoch_bump by the plugin of a broker-only leader goes through the controller
  *     (BumpLeaderEpochs): it completes once that broker applied the epoch (listener first, the
  *     handle fenced) and all three plugins report the new epoch;
@@ -34,6 +37,7 @@
 
 #include "kbat.h"
 #include "kbx.h"
+#include "kp_batch.h"
 #include "kp_errcode.h"
 
 #define DEADLINE_MS  20000
@@ -339,6 +343,60 @@ static void cbump(int via, int part, int32_t min, int32_t timeout_ms, int32_t *s
     *ms = v[3];
 }
 
+/* Produce @p n records (one batch) to TOPIC-@p part through node @p via with @p acks: the
+ * Kafka error code, or -100. */
+static int16_t produce(int via, int part, int n, int16_t acks)
+{
+    kp_writer_t wr;
+    int64_t base = -1;
+    int16_t ec = -100;
+    int fd = kbat_connect(g_nodes[via].port);
+    if (fd < 0)
+        return ec;
+    kp_writer_init(&wr);
+    kbat_batch(&wr, KP_CODEC_NONE, n, "kbx", -1, -1, -1, false, false);
+    ec = kbat_produce(fd, 9, TOPIC, part, acks, &wr, &base, NULL);
+    kp_writer_free(&wr);
+    close(fd);
+    return ec;
+}
+
+/* Log end offset of node @p via's replica of TOPIC-@p part, as its plugin reads it (-1). */
+static int32_t leo_of(int via, int part)
+{
+    static const char *const names[] = {"offs_leo"};
+    int32_t v[1] = {-1};
+    char c[64];
+    snprintf(c, sizeof(c), "offs:" TOPIC ":%d", part);
+    if (plugin_cmd(via, c, names, v, 1) != 0)
+        return -1;
+    return v[0];
+}
+
+/* Poll until node @p via's replica of TOPIC-@p part ends at @p leo. */
+static void wait_leo(int via, int part, int32_t leo)
+{
+    int64_t dl = kbat_now_ms() + DEADLINE_MS;
+    int32_t got = -1;
+    while (kbat_now_ms() < dl && (got = leo_of(via, part)) != leo)
+        pace();
+    CHECK(got == leo, "node %d: %s-%d ends at %d, expected %d", via, TOPIC, part, got, leo);
+}
+
+/* log_truncate(@p off) then wait_isr_truncation(@p off, @p flags, @p timeout_ms) by node
+ * @p via's plugin: the status and the milliseconds it took. */
+static void itrunc(int via, int part, int32_t off, int flags, int32_t timeout_ms, int32_t *status,
+                   int32_t *ms)
+{
+    static const char *const names[] = {"itrunc_status", "itrunc_ms"};
+    int32_t v[2] = {-100, -100};
+    char c[96];
+    snprintf(c, sizeof(c), "itrunc:" TOPIC ":%d,%d,%d,%d", part, (int)off, flags, (int)timeout_ms);
+    CHECK(plugin_cmd(via, c, names, v, 2) == 0, "node %d: command %s failed", via, c);
+    *status = v[0];
+    *ms = v[1];
+}
+
 /* Whether node @p id's log has a line containing both @p a and @p b. */
 static bool log_has(int id, const char *a, const char *b)
 {
@@ -409,6 +467,36 @@ int main(int argc, char **argv)
     CHECK(st == KBX_ERR_NOT_FOUND, "node 2 -> unknown broker 9: status %d", st);
     breq(3, 1, &st, &ec, &keys);
     CHECK(st == KBX_OK && ec == 0, "node 3 -> node 1 (controller): status %d error %d", st, ec);
+
+    /* wait_isr_truncation on the leader (node 3): 30 records on all three replicas, the
+     * leader truncates to 10; the wait completes only once both followers truncated too
+     * (their replicas end at 10 the moment it completes, no polling) */
+    for (int b = 0; b < 3; b++)
+        CHECK(produce(3, part, 10, -1) == 0, "produce to %s-%d", TOPIC, part);
+    for (int n = 1; n <= 3; n++)
+        wait_leo(n, part, 30);
+    itrunc(3, part, 10, 0, 5000, &st, &ms);
+    CHECK(st == KBX_OK, "wait_isr_truncation after truncating to 10: status %d", st);
+    CHECK(leo_of(1, part) == 10 && leo_of(2, part) == 10,
+          "followers not truncated when the wait completed: node 1 at %d, node 2 at %d",
+          leo_of(1, part), leo_of(2, part));
+
+    /* a follower stopped (SIGSTOP node 2, shorter than the session timeout): 20 more records
+     * (acks=1) reach node 1 only; after truncating to 20 (batch boundaries) the wait for
+     * ALL_REPLICAS times out; resumed, node 2 catches up and the wait completes */
+    kill(g_nodes[2].pid, SIGSTOP);
+    for (int b = 0; b < 2; b++)
+        CHECK(produce(3, part, 10, 1) == 0, "produce (acks=1) to %s-%d", TOPIC, part);
+    wait_leo(1, part, 30);
+    itrunc(3, part, 20, KBX_ISR_WAIT_ALL_REPLICAS, 600, &st, &ms);
+    CHECK(st == KBX_ERR_TIMEOUT && ms >= 550,
+          "wait for all replicas with node 2 stopped: status %d after %d ms", st, ms);
+    kill(g_nodes[2].pid, SIGCONT);
+    itrunc(3, part, 20, KBX_ISR_WAIT_ALL_REPLICAS, 5000, &st, &ms);
+    CHECK(st == KBX_OK, "wait for all replicas with node 2 back: status %d", st);
+    CHECK(leo_of(1, part) == 20 && leo_of(2, part) == 20,
+          "replicas not truncated when the wait completed: node 1 at %d, node 2 at %d",
+          leo_of(1, part), leo_of(2, part));
 
     /* leader_epoch_bump by the plugin of the broker-only leader (node 3): BumpLeaderEpochs to
      * the controller, completed once node 3 applied the new epoch (its listener saw it, the

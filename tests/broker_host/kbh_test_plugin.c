@@ -918,6 +918,55 @@ static void kbh_cmd_cbump(kbh_t *p, kbh_results_t *R, const char *name, const ch
               NULL, "-");
 }
 
+/* "itrunc:TOPIC:PART,OFFSET,FLAGS,TIMEOUT_MS" (tests/broker_cluster): log_truncate(OFFSET) on
+ * this broker's replica (nothing when OFFSET is at or above its LEO), then wait_isr_truncation
+ * (OFFSET, FLAGS). Values: itrunc_status (the start or completion status), itrunc_ms. */
+static void kbh_cmd_itrunc(kbh_t *p, kbh_results_t *R, const char *name, const char *args)
+{
+    const kbx_api_t *api = p->api;
+    int part = 0, flags = 0, tmo = 5000;
+    long long off = 0;
+    kbx_uuid_t id;
+    kbx_partition_t *h = NULL;
+    int32_t rc;
+    int64_t t0;
+
+    sscanf(args, "%d,%lld,%d,%d", &part, &off, &flags, &tmo);
+    rc = kbh_topic_id(p, name, &id) ? api->partition_acquire(p->host, &id, part, -1, &h)
+                                    : KBX_ERR_NOT_FOUND;
+    t0 = api->clock_monotonic_ns(p->host);
+    if (rc == KBX_OK) {
+        rc = api->log_truncate(p->host, h, off);
+        kbh_op_begin(p);
+        if (rc == KBX_OK)
+            rc = api->wait_isr_truncation(p->host, h, off, (uint32_t)flags, tmo, kbh_done_cb, p);
+        kbh_op_started(p);
+        if (rc == KBX_OK)
+            rc = kbh_op_wait(p);
+        api->partition_release(p->host, h);
+    }
+    kbh_check(R, "itrunc_status", true, rc, NULL, "-");
+    kbh_check(R, "itrunc_ms", true, (int32_t)((api->clock_monotonic_ns(p->host) - t0) / 1000000),
+              NULL, "-");
+}
+
+/* "offs:TOPIC:PART": this broker's replica's log end offset and HW (values offs_leo, offs_hw;
+ * -1 when the partition is not here). Always ok. */
+static void kbh_cmd_offs(kbh_t *p, kbh_results_t *R, const char *name, int32_t part)
+{
+    kbx_uuid_t id;
+    kbx_partition_t *h = NULL;
+    kbx_log_offsets_t o = {.struct_size = sizeof(o), .log_end_offset = -1, .high_watermark = -1};
+    if (kbh_topic_id(p, name, &id) &&
+        p->api->partition_acquire(p->host, &id, part, -1, &h) == KBX_OK) {
+        if (p->api->log_offsets(p->host, h, &o) != KBX_OK)
+            o.log_end_offset = o.high_watermark = -1;
+        p->api->partition_release(p->host, h);
+    }
+    kbh_check(R, "offs_leo", true, (int32_t)o.log_end_offset, NULL, "-");
+    kbh_check(R, "offs_hw", true, (int32_t)o.high_watermark, NULL, "-");
+}
+
 static void kbh_cmd_mode(kbh_t *p, kbh_results_t *R, const char *name, int32_t mode)
 {
     kbx_uuid_t id;
@@ -1366,6 +1415,10 @@ static void kbh_run(kbh_t *p, const char *cmd, kbh_results_t *R)
         kbh_cmd_lgroup(p, R, a);
     else if (!strncmp(cmd, "lead:", 5))
         kbh_cmd_lead(p, R, a, atoi(b));
+    else if (!strncmp(cmd, "itrunc:", 7))
+        kbh_cmd_itrunc(p, R, a, b);
+    else if (!strncmp(cmd, "offs:", 5))
+        kbh_cmd_offs(p, R, a, atoi(b));
     else if (!strncmp(cmd, "cbump:", 6))
         kbh_cmd_cbump(p, R, a, b);
     else if (!strncmp(cmd, "breq:", 5))
