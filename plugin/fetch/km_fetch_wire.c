@@ -1,0 +1,1122 @@
+/*
+ * km_fetch_wire.c - what a fetcher thread sends and how it handles the answers: source Metadata
+ * (leaders, epochs, topic ids), consumer Fetch with incremental sessions (KIP-227),
+ * OffsetsForLeaderEpoch below Fetch v12, ListOffsets for OFFSET_OUT_OF_RANGE, and the append of
+ * fetched batches to the destination log. Everything here runs on the fetcher thread that owns
+ * the partitions (kc_ callbacks run inside its kc_client_poll).
+ */
+#define KM_LOG_COMPONENT "kmirror.fetch"
+#include "fetch/km_fetch_wire.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/km_plugin_types.h"
+#include "kp_errcode.h"
+#include "kp_reader.h"
+#include "util/km_log.h"
+#include "util/km_mem.h"
+
+#define KM_FW_FETCH_MIN_VER  4
+#define KM_FW_FETCH_MAX_VER  18 /* v19 (MirrorLeaderEpoch) is provisional: not sent yet */
+#define KM_FW_MAX_BACKOFF_MS 30000
+
+static int64_t km_fw_now_ns(km_fetcher_t *t)
+{
+    return t->fm->cm->ref.api->clock_monotonic_ns(t->fm->cm->ref.host);
+}
+
+static bool km_fw_fetchable(const km_fetch_part_t *fpart)
+{
+    return fpart->state == KM_FETCH_ST_FETCHING && !fpart->need_ofle && !fpart->rpc_busy &&
+           fpart->oor_step == 0;
+}
+
+static bool km_fw_owned(km_fetcher_t *t, const km_fetch_part_t *fpart)
+{
+    for (const km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next)
+        if (p == fpart)
+            return true;
+    return false;
+}
+
+/* ---- session bookkeeping -------------------------------------------------------------------- */
+
+void km_fetch_wire_leave_session(km_fetcher_t *t, km_fetch_part_t *fpart)
+{
+    km_plugin_t *cm = t->fm->cm;
+    km_fforget_t *f;
+
+    if (!fpart->in_session)
+        return;
+    fpart->in_session = false;
+    if (t->sess_epoch <= 0)
+        return; /* the next request is a full one anyway */
+    if (t->nforget == t->cap_forget) {
+        size_t cap = t->cap_forget ? t->cap_forget * 2 : 8;
+        km_fforget_t *nv = km_realloc(cm, t->forget, cap * sizeof(*nv));
+        if (nv == NULL) {
+            /* Cannot remember it: start a new session instead, which forgets everything. */
+            t->sess_id = 0;
+            t->sess_epoch = 0;
+            return;
+        }
+        t->forget = nv;
+        t->cap_forget = cap;
+    }
+    f = &t->forget[t->nforget];
+    f->topic = km_strdup(cm, fpart->topic);
+    if (f->topic == NULL) {
+        t->sess_id = 0;
+        t->sess_epoch = 0;
+        return;
+    }
+    f->topic_id = fpart->src_topic_id;
+    f->partition = fpart->partition;
+    t->nforget++;
+}
+
+static void km_fw_forget_clear(km_plugin_t *cm, km_fforget_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        km_free(cm, v[i].topic);
+        v[i].topic = NULL;
+    }
+}
+
+void km_fetch_wire_forget_free(km_fetcher_t *t)
+{
+    km_plugin_t *cm = t->fm->cm;
+
+    km_fw_forget_clear(cm, t->forget, t->nforget);
+    km_free(cm, t->forget);
+    t->forget = NULL;
+    t->nforget = t->cap_forget = 0;
+    km_fw_forget_clear(cm, t->forget_sent, t->nforget_sent);
+    km_free(cm, t->forget_sent);
+    t->forget_sent = NULL;
+    t->nforget_sent = 0;
+}
+
+static void km_fw_session_reset(km_fetcher_t *t)
+{
+    km_plugin_t *cm = t->fm->cm;
+
+    t->sess_id = 0;
+    t->sess_epoch = 0;
+    for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next)
+        p->in_session = false;
+    km_fw_forget_clear(cm, t->forget, t->nforget);
+    t->nforget = 0;
+    pthread_mutex_lock(&t->fm->lock);
+    t->fm->counters.session_resets++;
+    pthread_mutex_unlock(&t->fm->lock);
+}
+
+/* ---- partition outcomes --------------------------------------------------------------------- */
+
+static void km_fw_event(km_fetcher_t *t, km_fetch_part_t *fpart, int32_t type, int16_t code,
+                        int32_t cls, const char *msg)
+{
+    km_fetch_event_t ev;
+
+    memset(&ev, 0, sizeof(ev));
+    ev.type = type;
+    ev.error_code = code;
+    ev.error_class = cls;
+    ev.high_watermark = fpart->hw;
+    ev.offset = fpart->fetch_offset;
+    ev.log_end_offset = fpart->fetch_offset;
+    ev.epoch = -1;
+    ev.end_offset = -1;
+    if (msg != NULL)
+        snprintf(ev.message, sizeof(ev.message), "%s", msg);
+    km_fetch_event(t->fm, fpart, &ev);
+}
+
+/* A transient error: back off, then go on (through a metadata lookup when lookup). */
+static void km_fw_transient(km_fetcher_t *t, km_fetch_part_t *fpart, int16_t code, bool lookup,
+                            const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void km_fw_transient(km_fetcher_t *t, km_fetch_part_t *fpart, int16_t code, bool lookup,
+                            const char *fmt, ...)
+{
+    char msg[256];
+    int n;
+    va_list ap;
+    int32_t base = t->fetch_backoff_ms > 0 ? t->fetch_backoff_ms : 1;
+
+    n = snprintf(msg, sizeof(msg), "%s-%d at offset %" PRId64 ": ", fpart->topic,
+                 (int)fpart->partition, fpart->fetch_offset);
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof(msg))
+        vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+    va_end(ap);
+    km_fetch_wire_leave_session(t, fpart);
+    fpart->retries++;
+    fpart->backoff_ms = fpart->backoff_ms <= 0 ? base : fpart->backoff_ms * 2;
+    if (fpart->backoff_ms > KM_FW_MAX_BACKOFF_MS)
+        fpart->backoff_ms = base > KM_FW_MAX_BACKOFF_MS ? base : KM_FW_MAX_BACKOFF_MS;
+    fpart->retry_at_ns = km_fw_now_ns(t) + (int64_t)fpart->backoff_ms * 1000000;
+    fpart->state = KM_FETCH_ST_BACKOFF;
+    fpart->next_state = lookup ? KM_FETCH_ST_LOOKUP : KM_FETCH_ST_FETCHING;
+    if (lookup)
+        fpart->validated = false;
+    km_fetch_status_update(t->fm, fpart, KM_FETCH_ERR_TRANSIENT, code, msg, 0, 0, 0);
+    /* The first error of a streak, then at powers of two: the owner learns without a flood. */
+    if ((fpart->retries & (fpart->retries - 1)) == 0) {
+        km_log_info(t->fm->cm, "%s (retry %d)", msg, (int)fpart->retries);
+        km_fw_event(t, fpart, KM_FETCH_EV_TRANSIENT, code, KM_FETCH_ERR_TRANSIENT, msg);
+    }
+}
+
+/* Something the owner must act on: the partition is held. */
+static void km_fw_hold(km_fetcher_t *t, km_fetch_part_t *fpart, int32_t type, int16_t code,
+                       int32_t epoch, int64_t end_offset, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+
+static void km_fw_hold(km_fetcher_t *t, km_fetch_part_t *fpart, int32_t type, int16_t code,
+                       int32_t epoch, int64_t end_offset, const char *fmt, ...)
+{
+    km_fetch_event_t ev;
+    va_list ap;
+    int32_t cls = type == KM_FETCH_EV_FATAL || type == KM_FETCH_EV_FENCED ? KM_FETCH_ERR_FATAL
+                                                                          : KM_FETCH_ERR_NONE;
+
+    memset(&ev, 0, sizeof(ev));
+    va_start(ap, fmt);
+    vsnprintf(ev.message, sizeof(ev.message), fmt, ap);
+    va_end(ap);
+    km_fetch_wire_leave_session(t, fpart);
+    fpart->state = KM_FETCH_ST_HELD;
+    ev.type = type;
+    ev.error_code = code;
+    ev.error_class = cls;
+    ev.epoch = epoch;
+    ev.end_offset = end_offset;
+    ev.high_watermark = fpart->hw;
+    ev.offset = fpart->fetch_offset;
+    ev.log_end_offset = fpart->fetch_offset;
+    if (type == KM_FETCH_EV_FATAL)
+        km_log_error(t->fm->cm, "%s", ev.message);
+    else
+        km_log_info(t->fm->cm, "%s", ev.message);
+    km_fetch_status_update(t->fm, fpart, cls, code, ev.message, 0, 0, 0);
+    km_fetch_event(t->fm, fpart, &ev);
+}
+
+/* ---- appending --------------------------------------------------------------------------------
+ */
+
+/* Append what a partition's fetched records allow; the data path's core. */
+static void km_fw_records(km_fetcher_t *t, km_fetch_part_t *fpart, const uint8_t *buf, size_t len)
+{
+    km_plugin_t *cm = t->fm->cm;
+    const kbx_api_t *api = cm->ref.api;
+    kbx_append_result_t res = {.struct_size = sizeof(res)};
+    km_fetch_plan_t plan;
+    int32_t rc;
+
+    km_fetch_plan_chunk(buf, len, fpart->fetch_offset, fpart->dst_epoch, &plan);
+    if (plan.end > plan.start) {
+        int64_t at = fpart->fetch_offset;
+        rc = api->log_append(cm->ref.host, fpart->dst, buf + plan.start, plan.end - plan.start,
+                             &res);
+        switch (rc) {
+        case KBX_OK:
+            break;
+        case KBX_ERR_FENCED:
+        case KBX_ERR_NOT_LEADER:
+        case KBX_ERR_NOT_FOUND:
+            km_fw_hold(t, fpart, KM_FETCH_EV_FENCED, -1, -1, -1,
+                       "%s-%d: the destination refused the append at offset %" PRId64
+                       " (%s): not the leader at epoch %d any more",
+                       fpart->topic, (int)fpart->partition, at,
+                       rc == KBX_ERR_FENCED ? "fenced" : "not leader", (int)fpart->dst_epoch);
+            return;
+        case KBX_ERR_IO:
+        case KBX_ERR_NOMEM:
+        case KBX_ERR_TIMEOUT:
+            km_fw_transient(t, fpart, -1, false, "destination append failed (host error %d)",
+                            (int)rc);
+            return;
+        default:
+            km_fw_hold(t, fpart, KM_FETCH_EV_FATAL, -1, -1, -1,
+                       "%s-%d: the destination refused %d fetched batch(es) at offset %" PRId64
+                       " (host error %d: %s)",
+                       fpart->topic, (int)fpart->partition, (int)plan.batches, at, (int)rc,
+                       rc == KBX_ERR_CORRUPT  ? "corrupt batch"
+                       : rc == KBX_ERR_OFFSET ? "offsets out of order"
+                       : rc == KBX_ERR_STATE  ? "the partition is writable"
+                                              : "refused");
+            return;
+        }
+        fpart->fetch_offset =
+            res.log_end_offset > plan.next_offset ? res.log_end_offset : plan.next_offset;
+        fpart->lfe = plan.last_epoch;
+        fpart->retries = 0;
+        fpart->backoff_ms = 0;
+        km_fetch_status_update(t->fm, fpart, KM_FETCH_ERR_NONE, -1, NULL,
+                               (uint64_t)(plan.end - plan.start), (uint64_t)plan.records,
+                               (uint64_t)plan.batches);
+        {
+            km_fetch_event_t ev;
+            memset(&ev, 0, sizeof(ev));
+            ev.type = KM_FETCH_EV_APPENDED;
+            ev.error_code = -1;
+            ev.epoch = plan.last_epoch;
+            ev.end_offset = -1;
+            ev.log_end_offset = fpart->fetch_offset;
+            ev.high_watermark = fpart->hw;
+            ev.offset = at;
+            km_fetch_event(t->fm, fpart, &ev);
+        }
+    } else {
+        km_fetch_status_update(t->fm, fpart, KM_FETCH_ERR_NONE, -1, NULL, 0, 0, 0);
+    }
+    switch (plan.stop) {
+    case KM_FETCH_STOP_EPOCH:
+        km_fw_hold(t, fpart, KM_FETCH_EV_EPOCH_EXCEEDED, -1, plan.stop_epoch, -1,
+                   "%s-%d: the batch at offset %" PRId64 " has leader epoch %d, above the "
+                   "destination leader epoch %d",
+                   fpart->topic, (int)fpart->partition, plan.stop_offset, (int)plan.stop_epoch,
+                   (int)fpart->dst_epoch);
+        break;
+    case KM_FETCH_STOP_CORRUPT:
+    case KM_FETCH_STOP_FORMAT:
+        km_fw_hold(t, fpart, KM_FETCH_EV_FATAL, -1, -1, -1,
+                   "%s-%d: %s in the batch at offset %" PRId64 " fetched from broker %d",
+                   fpart->topic, (int)fpart->partition, plan.stop_reason, plan.stop_offset,
+                   (int)t->broker);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- Metadata ---------------------------------------------------------------------------------
+ */
+
+typedef struct km_fw_md {
+    km_fetcher_t *t;
+    kp_arena_t ar;
+    kp_MetadataRequest_t rq;
+} km_fw_md_t;
+
+static void km_fw_copy_str(char *dst, size_t size, kp_str_t s)
+{
+    size_t n = s.len > 0 ? (size_t)s.len : 0;
+
+    if (n >= size)
+        n = size - 1;
+    if (n > 0)
+        memcpy(dst, s.ptr, n);
+    dst[n] = '\0';
+}
+
+static bool km_fw_str_eq(kp_str_t s, const char *c)
+{
+    size_t n = strlen(c);
+
+    return s.len >= 0 && (size_t)s.len == n && memcmp(s.ptr, c, n) == 0;
+}
+
+static void km_fw_md_lookup_failed(km_fetcher_t *t, const char *why)
+{
+    for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next) {
+        if (p->state != KM_FETCH_ST_LOOKUP)
+            continue;
+        km_fw_transient(t, p, -1, true, "source metadata: %s", why);
+    }
+}
+
+static void km_fw_on_metadata(kc_client_t *kc, int err, int16_t ver, const uint8_t *body,
+                              size_t len, void *opaque)
+{
+    km_fw_md_t *md = opaque;
+    km_fetcher_t *t = md->t;
+    kp_MetadataResponse_t resp;
+    kp_arena_t ar;
+    kp_reader_t rd;
+    km_fetch_part_t *p, *next;
+    (void)kc;
+
+    kp_arena_free(&md->ar);
+    km_free(t->fm->cm, md);
+    if (err == KC_E_DESTROYED)
+        return;
+    t->md_busy = false;
+    if (err != KC_E_OK) {
+        t->md_backoff_until_ns = km_fw_now_ns(t) + (int64_t)t->mirror->retry_backoff_ms * 1000000;
+        km_fw_md_lookup_failed(t, kc_err_str(err));
+        return;
+    }
+    kp_arena_init(&ar, 0);
+    kp_MetadataResponse_init(&resp);
+    kp_reader_init(&rd, body, len);
+    if (kp_MetadataResponse_decode(&rd, &ar, &resp, ver) != 0) {
+        kp_arena_free(&ar);
+        km_fw_md_lookup_failed(t, "undecodable Metadata response");
+        return;
+    }
+    for (int32_t i = 0; i < resp.Brokers.cnt; i++) {
+        const kp_MetadataResponse_MetadataResponseBroker_t *b = &resp.Brokers.v[i];
+        char host[256];
+        if (b->NodeId < 0 || b->Port <= 0 || b->Port > 65535)
+            continue;
+        km_fw_copy_str(host, sizeof(host), b->Host);
+        if (host[0] != '\0')
+            kc_client_node_set(t->kc, b->NodeId, host, b->Port);
+    }
+    for (p = t->parts; p != NULL; p = next) {
+        const kp_MetadataResponse_MetadataResponseTopic_t *tp = NULL;
+        const kp_MetadataResponse_MetadataResponsePartition_t *pp = NULL;
+        char host[256] = "";
+        int32_t port = 0;
+
+        next = p->t_next;
+        if (p->state != KM_FETCH_ST_LOOKUP && p->state != KM_FETCH_ST_FETCHING)
+            continue;
+        for (int32_t i = 0; i < resp.Topics.cnt && tp == NULL; i++)
+            if (km_fw_str_eq(resp.Topics.v[i].Name, p->topic))
+                tp = &resp.Topics.v[i];
+        if (tp == NULL) {
+            if (p->state == KM_FETCH_ST_LOOKUP)
+                km_fw_transient(t, p, -1, true, "source metadata does not list the topic");
+            continue;
+        }
+        if (tp->ErrorCode != 0) {
+            if (p->state == KM_FETCH_ST_LOOKUP ||
+                tp->ErrorCode == KP_ERR_UNKNOWN_TOPIC_OR_PARTITION)
+                km_fw_transient(t, p, tp->ErrorCode, true, "source metadata: topic error %s",
+                                kp_errcode_name(tp->ErrorCode));
+            continue;
+        }
+        if (ver >= 10) {
+            kbx_uuid_t id;
+            bool zero = true;
+            memcpy(id.bytes, tp->TopicId.b, 16);
+            for (int k = 0; k < 16; k++)
+                zero = zero && id.bytes[k] == 0;
+            if (!zero && p->src_id_known && memcmp(&id, &p->src_topic_id, sizeof(id)) != 0) {
+                km_fw_hold(t, p, KM_FETCH_EV_FATAL, KP_ERR_INCONSISTENT_TOPIC_ID, -1, -1,
+                           "%s-%d: the source topic was deleted and re-created (new topic id); "
+                           "the mirrored data up to offset %" PRId64 " is kept read-only",
+                           p->topic, (int)p->partition, p->fetch_offset);
+                continue;
+            }
+            if (!zero && !p->src_id_known) {
+                p->src_topic_id = id;
+                p->src_id_known = true;
+            }
+        }
+        for (int32_t k = 0; k < tp->Partitions.cnt && pp == NULL; k++)
+            if (tp->Partitions.v[k].PartitionIndex == p->partition)
+                pp = &tp->Partitions.v[k];
+        if (pp == NULL) {
+            km_fw_transient(t, p, KP_ERR_UNKNOWN_TOPIC_OR_PARTITION, true,
+                            "the source topic has no partition %d", (int)p->partition);
+            continue;
+        }
+        if ((pp->ErrorCode != 0 && pp->ErrorCode != KP_ERR_REPLICA_NOT_AVAILABLE) ||
+            pp->LeaderId < 0) {
+            km_fw_transient(
+                t, p, pp->ErrorCode, true, "no source leader (%s)",
+                kp_errcode_name(pp->ErrorCode != 0 ? pp->ErrorCode : KP_ERR_LEADER_NOT_AVAILABLE));
+            continue;
+        }
+        if (pp->LeaderId != p->src_leader || pp->LeaderEpoch != p->src_epoch)
+            p->validated = false;
+        p->src_leader = pp->LeaderId;
+        p->src_epoch = pp->LeaderEpoch;
+        for (int32_t i = 0; i < resp.Brokers.cnt; i++) {
+            if (resp.Brokers.v[i].NodeId == pp->LeaderId) {
+                km_fw_copy_str(host, sizeof(host), resp.Brokers.v[i].Host);
+                port = resp.Brokers.v[i].Port;
+            }
+        }
+        if (pp->LeaderId == t->broker) {
+            if (p->state == KM_FETCH_ST_LOOKUP)
+                p->state = KM_FETCH_ST_FETCHING;
+            km_fetch_status_update(t->fm, p, KM_FETCH_ERR_NONE, -1, NULL, 0, 0, 0);
+            continue;
+        }
+        p->state = KM_FETCH_ST_FETCHING; /* on the new thread */
+        km_fetch_status_update(t->fm, p, KM_FETCH_ERR_NONE, -1, NULL, 0, 0, 0);
+        if (!km_fetch_handover(t, p, pp->LeaderId, host[0] != '\0' ? host : NULL, port))
+            p->state = KM_FETCH_ST_LOOKUP; /* retried at the next lookup */
+    }
+    kp_arena_free(&ar);
+}
+
+static void km_fw_send_metadata(km_fetcher_t *t)
+{
+    km_plugin_t *cm = t->fm->cm;
+    km_fw_md_t *md;
+    size_t n = 0, k = 0;
+    int64_t id;
+
+    for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next)
+        n++;
+    if (n == 0)
+        return;
+    md = km_calloc(cm, 1, sizeof(*md));
+    if (md == NULL)
+        return;
+    md->t = t;
+    kp_arena_init(&md->ar, 0);
+    kp_MetadataRequest_init(&md->rq);
+    md->rq.Topics.v = kp_arena_calloc(&md->ar, n, sizeof(*md->rq.Topics.v));
+    if (md->rq.Topics.v == NULL)
+        goto fail;
+    for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next) {
+        bool dup = false;
+        for (size_t i = 0; i < k && !dup; i++)
+            dup = km_fw_str_eq(md->rq.Topics.v[i].Name, p->topic);
+        if (dup)
+            continue;
+        kp_MetadataRequest_MetadataRequestTopic_init(&md->rq.Topics.v[k]);
+        md->rq.Topics.v[k].Name = kp_str(p->topic);
+        k++;
+    }
+    md->rq.Topics.cnt = (int32_t)k;
+    md->rq.AllowAutoTopicCreation = false;
+    id = kc_request_msg(t->kc, KC_NODE_ANY, &kp_MetadataRequest_desc, 12, &md->rq,
+                        t->request_timeout_ms, 0, km_fw_on_metadata, md);
+    if (id < 0)
+        goto fail;
+    t->md_busy = true;
+    pthread_mutex_lock(&t->fm->lock);
+    t->fm->counters.metadata_requests++;
+    pthread_mutex_unlock(&t->fm->lock);
+    return;
+fail:
+    kp_arena_free(&md->ar);
+    km_free(cm, md);
+}
+
+/* ---- ListOffsets (OFFSET_OUT_OF_RANGE) and OffsetsForLeaderEpoch (Fetch < v12) --------------- */
+
+typedef struct km_fw_prq {
+    km_fetcher_t *t;
+    km_fetch_part_t *fpart; /* reference */
+    kp_arena_t ar;
+    union {
+        kp_ListOffsetsRequest_t lo;
+        kp_OffsetForLeaderEpochRequest_t oe;
+    } u;
+    int64_t timestamp;
+} km_fw_prq_t;
+
+static void km_fw_prq_free(km_fw_prq_t *q)
+{
+    km_plugin_t *cm = q->t->fm->cm;
+
+    kp_arena_free(&q->ar);
+    km_fetch_part_unref(q->fpart);
+    km_free(cm, q);
+}
+
+static void km_fw_send_list_offsets(km_fetcher_t *t, km_fetch_part_t *fpart, int64_t ts);
+
+/* The source's earliest or latest offset arrived for a partition out of range. */
+static void km_fw_oor_answer(km_fetcher_t *t, km_fetch_part_t *fpart, int64_t off)
+{
+    km_plugin_t *cm = t->fm->cm;
+    const kbx_api_t *api = cm->ref.api;
+
+    if (fpart->oor_step == 1) {
+        kbx_log_offsets_t lo = {.struct_size = sizeof(lo)};
+        int32_t rc;
+
+        fpart->oor_earliest = off;
+        if (fpart->fetch_offset >= off) {
+            fpart->oor_step = 2;
+            km_fw_send_list_offsets(t, fpart, -1);
+            return;
+        }
+        /* Below the source log start (retention or DeleteRecords went past us): what we lack
+         * is gone at the source too. Restart the local log at the source log start. */
+        rc = api->log_offsets(cm->ref.host, fpart->dst, &lo);
+        if (rc == KBX_OK && lo.log_end_offset > lo.log_start_offset)
+            rc = api->log_truncate(cm->ref.host, fpart->dst, lo.log_start_offset);
+        if (rc == KBX_OK)
+            rc = api->log_set_start(cm->ref.host, fpart->dst, off);
+        fpart->oor_step = 0;
+        if (rc == KBX_ERR_FENCED || rc == KBX_ERR_NOT_LEADER) {
+            km_fw_hold(t, fpart, KM_FETCH_EV_FENCED, -1, -1, -1,
+                       "%s-%d: fenced while moving the log start to %" PRId64, fpart->topic,
+                       (int)fpart->partition, off);
+            return;
+        }
+        if (rc != KBX_OK) {
+            km_fw_transient(t, fpart, KP_ERR_OFFSET_OUT_OF_RANGE, false,
+                            "cannot move the log start to the source's %" PRId64 " (host error %d)",
+                            off, (int)rc);
+            return;
+        }
+        km_log_info(cm,
+                    "%s-%d: offset %" PRId64 " is below the source log start %" PRId64
+                    "; local log restarted there",
+                    fpart->topic, (int)fpart->partition, fpart->fetch_offset, off);
+        fpart->fetch_offset = off;
+        fpart->lfe = -1;
+        fpart->validated = true;
+        fpart->state = KM_FETCH_ST_FETCHING;
+        km_fetch_status_update(t->fm, fpart, KM_FETCH_ERR_NONE, -1, NULL, 0, 0, 0);
+        return;
+    }
+    fpart->oor_step = 0;
+    if (fpart->fetch_offset > off) {
+        /* Above the source log end: the source lost data we mirrored (or it is another log).
+         * Divergence handling decides; never an offset reset. */
+        km_fw_hold(t, fpart, KM_FETCH_EV_DIVERGED, KP_ERR_OFFSET_OUT_OF_RANGE, fpart->lfe, off,
+                   "%s-%d: local log end %" PRId64 " is above the source log end %" PRId64,
+                   fpart->topic, (int)fpart->partition, fpart->fetch_offset, off);
+        return;
+    }
+    km_fw_transient(t, fpart, KP_ERR_OFFSET_OUT_OF_RANGE, false,
+                    "out of range, but within the source log [%" PRId64 ", %" PRId64 "] now",
+                    fpart->oor_earliest, off);
+}
+
+static void km_fw_on_list_offsets(kc_client_t *kc, int err, int16_t ver, const uint8_t *body,
+                                  size_t len, void *opaque)
+{
+    km_fw_prq_t *q = opaque;
+    km_fetcher_t *t = q->t;
+    km_fetch_part_t *fpart = q->fpart;
+    kp_ListOffsetsResponse_t resp;
+    kp_arena_t ar;
+    kp_reader_t rd;
+    const kp_ListOffsetsResponse_ListOffsetsPartitionResponse_t *pr = NULL;
+    (void)kc;
+
+    if (err == KC_E_DESTROYED || !km_fw_owned(t, fpart) || fpart->state != KM_FETCH_ST_FETCHING) {
+        fpart->rpc_busy = false;
+        fpart->oor_step = 0;
+        km_fw_prq_free(q);
+        return;
+    }
+    fpart->rpc_busy = false;
+    kp_arena_init(&ar, 0);
+    if (err == KC_E_OK) {
+        kp_ListOffsetsResponse_init(&resp);
+        kp_reader_init(&rd, body, len);
+        if (kp_ListOffsetsResponse_decode(&rd, &ar, &resp, ver) == 0) {
+            for (int32_t i = 0; i < resp.Topics.cnt && pr == NULL; i++) {
+                if (!km_fw_str_eq(resp.Topics.v[i].Name, fpart->topic))
+                    continue;
+                for (int32_t k = 0; k < resp.Topics.v[i].Partitions.cnt && pr == NULL; k++)
+                    if (resp.Topics.v[i].Partitions.v[k].PartitionIndex == fpart->partition)
+                        pr = &resp.Topics.v[i].Partitions.v[k];
+            }
+        }
+    }
+    if (pr == NULL || pr->ErrorCode != 0 || pr->Offset < 0) {
+        fpart->oor_step = 0;
+        km_fw_transient(t, fpart, pr != NULL ? pr->ErrorCode : -1, true,
+                        "ListOffsets for the out-of-range position failed: %s",
+                        err != KC_E_OK ? kc_err_str(err)
+                        : pr == NULL   ? "no answer for the partition"
+                                       : kp_errcode_name(pr->ErrorCode));
+    } else {
+        km_fw_oor_answer(t, fpart, pr->Offset);
+    }
+    kp_arena_free(&ar);
+    km_fw_prq_free(q);
+}
+
+static void km_fw_send_list_offsets(km_fetcher_t *t, km_fetch_part_t *fpart, int64_t ts)
+{
+    km_plugin_t *cm = t->fm->cm;
+    km_fw_prq_t *q = km_calloc(cm, 1, sizeof(*q));
+    kp_ListOffsetsRequest_ListOffsetsTopic_t *tp;
+    kp_ListOffsetsRequest_ListOffsetsPartition_t *pp;
+    int64_t id;
+
+    if (q == NULL)
+        goto fail;
+    q->t = t;
+    q->fpart = fpart;
+    km_fetch_part_ref(fpart);
+    kp_arena_init(&q->ar, 0);
+    tp = kp_arena_calloc(&q->ar, 1, sizeof(*tp));
+    pp = kp_arena_calloc(&q->ar, 1, sizeof(*pp));
+    if (tp == NULL || pp == NULL) {
+        km_fw_prq_free(q);
+        goto fail;
+    }
+    kp_ListOffsetsRequest_init(&q->u.lo);
+    kp_ListOffsetsRequest_ListOffsetsTopic_init(tp);
+    kp_ListOffsetsRequest_ListOffsetsPartition_init(pp);
+    q->u.lo.ReplicaId = -1;
+    q->u.lo.IsolationLevel = 0;
+    tp->Name = kp_str(fpart->topic);
+    pp->PartitionIndex = fpart->partition;
+    pp->CurrentLeaderEpoch = fpart->src_epoch;
+    pp->Timestamp = ts;
+    tp->Partitions.v = pp;
+    tp->Partitions.cnt = 1;
+    q->u.lo.Topics.v = tp;
+    q->u.lo.Topics.cnt = 1;
+    id = kc_request_msg(t->kc, t->broker, &kp_ListOffsetsRequest_desc, -1, &q->u.lo,
+                        t->request_timeout_ms, 0, km_fw_on_list_offsets, q);
+    if (id < 0) {
+        km_fw_prq_free(q);
+        goto fail;
+    }
+    fpart->rpc_busy = true;
+    pthread_mutex_lock(&t->fm->lock);
+    t->fm->counters.list_offsets_requests++;
+    pthread_mutex_unlock(&t->fm->lock);
+    return;
+fail:
+    fpart->oor_step = 0;
+    km_fw_transient(t, fpart, -1, false, "cannot send ListOffsets");
+}
+
+static void km_fw_on_epoch(kc_client_t *kc, int err, int16_t ver, const uint8_t *body, size_t len,
+                           void *opaque)
+{
+    km_fw_prq_t *q = opaque;
+    km_fetcher_t *t = q->t;
+    km_fetch_part_t *fpart = q->fpart;
+    kp_OffsetForLeaderEpochResponse_t resp;
+    const kp_OffsetForLeaderEpochResponse_EpochEndOffset_t *eo = NULL;
+    kp_arena_t ar;
+    kp_reader_t rd;
+    (void)kc;
+
+    fpart->rpc_busy = false;
+    if (err == KC_E_DESTROYED || !km_fw_owned(t, fpart) || fpart->state != KM_FETCH_ST_FETCHING) {
+        km_fw_prq_free(q);
+        return;
+    }
+    kp_arena_init(&ar, 0);
+    if (err == KC_E_OK) {
+        kp_OffsetForLeaderEpochResponse_init(&resp);
+        kp_reader_init(&rd, body, len);
+        if (kp_OffsetForLeaderEpochResponse_decode(&rd, &ar, &resp, ver) == 0) {
+            for (int32_t i = 0; i < resp.Topics.cnt && eo == NULL; i++) {
+                if (!km_fw_str_eq(resp.Topics.v[i].Topic, fpart->topic))
+                    continue;
+                for (int32_t k = 0; k < resp.Topics.v[i].Partitions.cnt && eo == NULL; k++)
+                    if (resp.Topics.v[i].Partitions.v[k].Partition == fpart->partition)
+                        eo = &resp.Topics.v[i].Partitions.v[k];
+            }
+        }
+    }
+    if (eo == NULL || eo->ErrorCode != 0) {
+        int16_t code = eo != NULL ? eo->ErrorCode : -1;
+        km_fw_transient(t, fpart, code, true, "OffsetsForLeaderEpoch failed: %s",
+                        err != KC_E_OK ? kc_err_str(err)
+                        : eo == NULL   ? "no answer for the partition"
+                                       : kp_errcode_name(code));
+    } else if (eo->EndOffset >= 0 && eo->EndOffset < fpart->fetch_offset) {
+        km_fw_hold(t, fpart, KM_FETCH_EV_DIVERGED, -1, eo->LeaderEpoch, eo->EndOffset,
+                   "%s-%d: diverged from the source: its epoch %d ends at %" PRId64
+                   ", local log end %" PRId64,
+                   fpart->topic, (int)fpart->partition, (int)eo->LeaderEpoch, eo->EndOffset,
+                   fpart->fetch_offset);
+    } else {
+        fpart->need_ofle = false;
+        fpart->validated = true;
+    }
+    kp_arena_free(&ar);
+    km_fw_prq_free(q);
+}
+
+static void km_fw_send_epoch(km_fetcher_t *t, km_fetch_part_t *fpart)
+{
+    km_plugin_t *cm = t->fm->cm;
+    km_fw_prq_t *q = km_calloc(cm, 1, sizeof(*q));
+    kp_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_t *tp;
+    kp_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_t *pp;
+    int64_t id;
+
+    if (q == NULL)
+        return;
+    q->t = t;
+    q->fpart = fpart;
+    km_fetch_part_ref(fpart);
+    kp_arena_init(&q->ar, 0);
+    tp = kp_arena_calloc(&q->ar, 1, sizeof(*tp));
+    pp = kp_arena_calloc(&q->ar, 1, sizeof(*pp));
+    if (tp == NULL || pp == NULL) {
+        km_fw_prq_free(q);
+        return;
+    }
+    kp_OffsetForLeaderEpochRequest_init(&q->u.oe);
+    kp_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_init(tp);
+    kp_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_init(pp);
+    q->u.oe.ReplicaId = -1; /* a consumer (v3+) */
+    tp->Topic = kp_str(fpart->topic);
+    pp->Partition = fpart->partition;
+    pp->CurrentLeaderEpoch = fpart->src_epoch;
+    pp->LeaderEpoch = fpart->lfe;
+    tp->Partitions.v = pp;
+    tp->Partitions.cnt = 1;
+    q->u.oe.Topics.v = tp;
+    q->u.oe.Topics.cnt = 1;
+    id = kc_request_msg(t->kc, t->broker, &kp_OffsetForLeaderEpochRequest_desc, -1, &q->u.oe,
+                        t->request_timeout_ms, 0, km_fw_on_epoch, q);
+    if (id < 0) {
+        km_fw_prq_free(q);
+        return;
+    }
+    fpart->rpc_busy = true;
+    pthread_mutex_lock(&t->fm->lock);
+    t->fm->counters.epoch_requests++;
+    pthread_mutex_unlock(&t->fm->lock);
+}
+
+/* ---- Fetch ------------------------------------------------------------------------------------
+ */
+
+static int km_fw_fetch_encode(kp_writer_t *wr, int16_t ver, void *opaque)
+{
+    km_fetcher_t *t = opaque;
+    km_plugin_t *cm = t->fm->cm;
+    bool ids = ver >= 13, full;
+    size_t n = 0, ntop = 0, nparts = 0;
+    kp_FetchRequest_FetchTopic_t *tv;
+    kp_FetchRequest_FetchPartition_t *pv;
+    kp_FetchRequest_ForgottenTopic_t *fv = NULL;
+
+    t->fetch_ver = ver;
+    if (ver < 7 || (t->sess_epoch > 0 && ids != t->sess_ids))
+        km_fw_session_reset(t);
+    full = t->sess_epoch <= 0;
+    if (full) {
+        km_fw_forget_clear(cm, t->forget, t->nforget);
+        t->nforget = 0;
+    }
+    for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next) {
+        p->incl = false;
+        n++;
+        if (!km_fw_fetchable(p))
+            continue;
+        if (ids && !p->src_id_known)
+            continue; /* learned from the next metadata answer */
+        if (ver < 12 && !p->validated && p->lfe >= 0) {
+            /* No LastFetchedEpoch below v12: check with OffsetsForLeaderEpoch first. */
+            p->need_ofle = true;
+            km_fetch_wire_leave_session(t, p);
+            continue;
+        }
+        if (!full && p->in_session && p->sent_offset == p->fetch_offset &&
+            p->sent_epoch == p->src_epoch && p->sent_lfe == p->lfe)
+            continue; /* unchanged: the session has it */
+        p->incl = true;
+        nparts++;
+    }
+    kp_arena_free(&t->rq_ar);
+    kp_arena_init(&t->rq_ar, 0);
+    tv = kp_arena_calloc(&t->rq_ar, nparts > 0 ? nparts : 1, sizeof(*tv));
+    pv = kp_arena_calloc(&t->rq_ar, nparts > 0 ? nparts : 1, sizeof(*pv));
+    if (t->nforget > 0)
+        fv = kp_arena_calloc(&t->rq_ar, t->nforget, sizeof(*fv));
+    if (tv == NULL || pv == NULL || (t->nforget > 0 && fv == NULL))
+        return -1;
+    kp_FetchRequest_init(&t->rq);
+    /* Group included partitions by topic; the partitions of one topic are consecutive in pv. */
+    {
+        size_t k = 0;
+        for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next) {
+            size_t ti;
+            if (!p->incl)
+                continue;
+            for (ti = 0; ti < ntop; ti++)
+                if (km_fw_str_eq(tv[ti].Topic, p->topic))
+                    break;
+            if (ti < ntop)
+                continue; /* grouped with its topic below */
+            kp_FetchRequest_FetchTopic_init(&tv[ntop]);
+            tv[ntop].Topic = kp_str(p->topic);
+            memcpy(tv[ntop].TopicId.b, p->src_topic_id.bytes, 16);
+            tv[ntop].Partitions.v = &pv[k];
+            tv[ntop].Partitions.cnt = 0;
+            for (km_fetch_part_t *q = p; q != NULL; q = q->t_next) {
+                kp_FetchRequest_FetchPartition_t *fp;
+                if (!q->incl || strcmp(q->topic, p->topic) != 0)
+                    continue;
+                fp = &pv[k++];
+                kp_FetchRequest_FetchPartition_init(fp);
+                fp->Partition = q->partition;
+                fp->CurrentLeaderEpoch = q->src_epoch;
+                fp->FetchOffset = q->fetch_offset;
+                fp->LastFetchedEpoch = q->lfe;
+                fp->LogStartOffset = -1;
+                fp->PartitionMaxBytes = t->fetch_max_bytes;
+                tv[ntop].Partitions.cnt++;
+                q->sent_offset = q->fetch_offset;
+                q->sent_epoch = q->src_epoch;
+                q->sent_lfe = q->lfe;
+                q->in_session = true;
+                if (ver >= 12)
+                    q->validated = true;
+            }
+            ntop++;
+        }
+    }
+    for (size_t i = 0; i < t->nforget; i++) {
+        kp_FetchRequest_ForgottenTopic_init(&fv[i]);
+        fv[i].Topic = kp_str(t->forget[i].topic);
+        memcpy(fv[i].TopicId.b, t->forget[i].topic_id.bytes, 16);
+        fv[i].Partitions.v = &t->forget[i].partition;
+        fv[i].Partitions.cnt = 1;
+    }
+    t->rq.ReplicaId = -1;
+    t->rq.MaxWaitMs = t->fetch_wait_max_ms;
+    t->rq.MinBytes = t->fetch_min_bytes;
+    t->rq.MaxBytes = t->fetch_response_max_bytes;
+    t->rq.IsolationLevel = 0; /* READ_UNCOMMITTED: up to the high watermark */
+    t->rq.SessionId = full ? 0 : t->sess_id;
+    t->rq.SessionEpoch = full ? 0 : t->sess_epoch;
+    t->rq.Topics.v = tv;
+    t->rq.Topics.cnt = (int32_t)ntop;
+    t->rq.ForgottenTopicsData.v = fv;
+    t->rq.ForgottenTopicsData.cnt = (int32_t)t->nforget;
+    t->rq.RackId = kp_str("");
+    t->sess_ids = ids;
+    pthread_mutex_lock(&t->fm->lock);
+    t->fm->counters.fetches++;
+    if (full)
+        t->fm->counters.full_fetches++;
+    else
+        t->fm->counters.incremental_fetches++;
+    t->fm->counters.partitions_sent += nparts;
+    t->fm->counters.forgotten_sent += t->nforget;
+    t->fm->counters.last_session_id = t->rq.SessionId;
+    t->fm->counters.last_session_epoch = t->rq.SessionEpoch;
+    pthread_mutex_unlock(&t->fm->lock);
+    /* The forgotten names must live until this request is encoded; keep them one round. */
+    km_fw_forget_clear(cm, t->forget_sent, t->nforget_sent);
+    km_free(cm, t->forget_sent);
+    t->forget_sent = t->forget;
+    t->nforget_sent = t->nforget;
+    t->forget = NULL;
+    t->nforget = t->cap_forget = 0;
+    (void)n;
+    return kp_FetchRequest_encode(wr, &t->rq, ver);
+}
+
+static km_fetch_part_t *km_fw_find(km_fetcher_t *t,
+                                   const kp_FetchResponse_FetchableTopicResponse_t *tr,
+                                   int32_t partition, int16_t ver)
+{
+    for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next) {
+        if (p->partition != partition)
+            continue;
+        if (ver >= 13 ? memcmp(tr->TopicId.b, p->src_topic_id.bytes, 16) == 0
+                      : km_fw_str_eq(tr->Topic, p->topic))
+            return p;
+    }
+    return NULL;
+}
+
+static void km_fw_partition(km_fetcher_t *t, km_fetch_part_t *p,
+                            const kp_FetchResponse_PartitionData_t *pd, int16_t ver)
+{
+    int16_t code = pd->ErrorCode;
+
+    if (p->state != KM_FETCH_ST_FETCHING || !p->in_session || p->sent_offset != p->fetch_offset)
+        return; /* moved on since the request (paused, reset, truncated) */
+    if (pd->HighWatermark >= 0)
+        p->hw = pd->HighWatermark;
+    if (ver >= 12 && pd->CurrentLeader.LeaderEpoch > p->src_epoch) {
+        p->src_epoch = pd->CurrentLeader.LeaderEpoch;
+        if (pd->CurrentLeader.LeaderId >= 0 && pd->CurrentLeader.LeaderId != t->broker) {
+            p->src_leader = pd->CurrentLeader.LeaderId;
+            km_fw_transient(t, p, KP_ERR_NOT_LEADER_OR_FOLLOWER, true,
+                            "the source leader moved to broker %d (epoch %d)",
+                            (int)pd->CurrentLeader.LeaderId, (int)pd->CurrentLeader.LeaderEpoch);
+            return;
+        }
+    }
+    switch (code) {
+    case 0:
+        break;
+    case KP_ERR_OFFSET_OUT_OF_RANGE:
+        km_fetch_wire_leave_session(t, p);
+        p->oor_step = 1;
+        km_fw_send_list_offsets(t, p, -2);
+        return;
+    case KP_ERR_NOT_LEADER_OR_FOLLOWER:
+    case KP_ERR_FENCED_LEADER_EPOCH:
+    case KP_ERR_UNKNOWN_TOPIC_ID:
+    case KP_ERR_UNKNOWN_TOPIC_OR_PARTITION:
+    case KP_ERR_LEADER_NOT_AVAILABLE:
+    case KP_ERR_UNKNOWN_LEADER_EPOCH:
+    case KP_ERR_INCONSISTENT_TOPIC_ID:
+    case KP_ERR_KAFKA_STORAGE_ERROR:
+    case KP_ERR_REPLICA_NOT_AVAILABLE:
+        km_fw_transient(t, p, code, true, "source broker %d: %s", (int)t->broker,
+                        kp_errcode_name(code));
+        return;
+    default:
+        km_fw_transient(t, p, code, false, "source broker %d: %s", (int)t->broker,
+                        kp_errcode_name(code));
+        return;
+    }
+    if (ver >= 12 && (pd->DivergingEpoch.Epoch >= 0 || pd->DivergingEpoch.EndOffset >= 0)) {
+        km_fw_hold(t, p, KM_FETCH_EV_DIVERGED, -1, pd->DivergingEpoch.Epoch,
+                   pd->DivergingEpoch.EndOffset,
+                   "%s-%d: diverged from the source: its epoch %d ends at %" PRId64
+                   ", local log end %" PRId64 " (last fetched epoch %d)",
+                   p->topic, (int)p->partition, (int)pd->DivergingEpoch.Epoch,
+                   pd->DivergingEpoch.EndOffset, p->fetch_offset, (int)p->lfe);
+        return;
+    }
+    km_fw_records(t, p, pd->Records.ptr, pd->Records.len > 0 ? (size_t)pd->Records.len : 0);
+}
+
+static void km_fw_fetch_failed(km_fetcher_t *t, const char *why)
+{
+    km_fw_session_reset(t);
+    for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next) {
+        if (p->state != KM_FETCH_ST_FETCHING)
+            continue;
+        km_fw_transient(t, p, -1, true, "fetch from source broker %d failed: %s", (int)t->broker,
+                        why);
+    }
+}
+
+static void km_fw_on_fetch(kc_client_t *kc, int err, int16_t ver, const uint8_t *body, size_t len,
+                           void *opaque)
+{
+    km_fetcher_t *t = opaque;
+    kp_FetchResponse_t resp;
+    kp_arena_t ar;
+    kp_reader_t rd;
+    (void)kc;
+
+    if (err == KC_E_DESTROYED)
+        return;
+    t->fetch_busy = false;
+    if (err != KC_E_OK) {
+        t->fetch_backoff_until_ns = km_fw_now_ns(t) + (int64_t)t->fetch_backoff_ms * 1000000;
+        km_fw_fetch_failed(t, kc_err_str(err));
+        return;
+    }
+    kp_arena_init(&ar, 0);
+    kp_FetchResponse_init(&resp);
+    kp_reader_init(&rd, body, len);
+    if (kp_FetchResponse_decode(&rd, &ar, &resp, ver) != 0) {
+        km_log_warn(t->fm->cm, "%s: undecodable Fetch v%d response (%zu bytes)", t->name, (int)ver,
+                    len);
+        km_fw_fetch_failed(t, "undecodable response");
+        kp_arena_free(&ar);
+        return;
+    }
+    if (ver >= 7 && resp.ErrorCode != 0) {
+        if (resp.ErrorCode == KP_ERR_FETCH_SESSION_ID_NOT_FOUND ||
+            resp.ErrorCode == KP_ERR_INVALID_FETCH_SESSION_EPOCH ||
+            resp.ErrorCode == KP_ERR_FETCH_SESSION_TOPIC_ID_ERROR) {
+            km_log_debug(t->fm->cm, "%s: fetch session %d/%d: %s, starting a new one", t->name,
+                         (int)t->sess_id, (int)t->sess_epoch, kp_errcode_name(resp.ErrorCode));
+            km_fw_session_reset(t);
+        } else {
+            t->fetch_backoff_until_ns = km_fw_now_ns(t) + (int64_t)t->fetch_backoff_ms * 1000000;
+            km_fw_fetch_failed(t, kp_errcode_name(resp.ErrorCode));
+        }
+        kp_arena_free(&ar);
+        return;
+    }
+    if (ver >= 7) {
+        if (t->sess_epoch <= 0) {
+            t->sess_id = resp.SessionId;
+            t->sess_epoch = resp.SessionId != 0 ? 1 : 0;
+            if (resp.SessionId == 0) /* sessionless: every request is a full one */
+                for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next)
+                    p->in_session = p->incl;
+        } else {
+            t->sess_epoch = t->sess_epoch == INT32_MAX ? 1 : t->sess_epoch + 1;
+        }
+    }
+    for (int32_t i = 0; i < resp.Responses.cnt; i++) {
+        const kp_FetchResponse_FetchableTopicResponse_t *tr = &resp.Responses.v[i];
+        for (int32_t k = 0; k < tr->Partitions.cnt; k++) {
+            const kp_FetchResponse_PartitionData_t *pd = &tr->Partitions.v[k];
+            km_fetch_part_t *p = km_fw_find(t, tr, pd->PartitionIndex, ver);
+            if (p != NULL)
+                km_fw_partition(t, p, pd, ver);
+        }
+    }
+    kp_arena_free(&ar);
+}
+
+static void km_fw_send_fetch(km_fetcher_t *t)
+{
+    int64_t id = kc_request(t->kc, t->broker, KP_APIKEY_Fetch, KM_FW_FETCH_MIN_VER,
+                            KM_FW_FETCH_MAX_VER, km_fw_fetch_encode,
+                            t->request_timeout_ms + t->fetch_wait_max_ms, 0, km_fw_on_fetch, t);
+
+    if (id > 0)
+        t->fetch_busy = true;
+}
+
+/* ---- the step's work --------------------------------------------------------------------------
+ */
+
+int32_t km_fetch_wire_work(km_fetcher_t *t, int32_t poll_ms)
+{
+    km_fetch_mgr_t *fm = t->fm;
+    int64_t now = km_fw_now_ns(t), next = now + (int64_t)poll_ms * 1000000;
+    bool want_fetch = t->nforget > 0;
+
+    pthread_mutex_lock(&fm->lock);
+    t->fetch_wait_max_ms = t->mirror->fetch_wait_max_ms;
+    t->fetch_backoff_ms = t->mirror->fetch_backoff_ms;
+    t->fetch_min_bytes = t->mirror->fetch_min_bytes;
+    t->fetch_response_max_bytes = t->mirror->fetch_response_max_bytes;
+    t->fetch_max_bytes = t->mirror->fetch_max_bytes;
+    t->request_timeout_ms = t->mirror->request_timeout_ms;
+    pthread_mutex_unlock(&fm->lock);
+
+    for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next) {
+        if (p->state == KM_FETCH_ST_BACKOFF) {
+            if (now >= p->retry_at_ns) {
+                p->state = p->next_state;
+                km_fetch_status_update(fm, p, KM_FETCH_ERR_NONE, -1, NULL, 0, 0, 0);
+            } else if (p->retry_at_ns < next) {
+                next = p->retry_at_ns;
+            }
+        }
+        if (p->state == KM_FETCH_ST_LOOKUP)
+            t->md_wanted = true;
+        if (p->state == KM_FETCH_ST_FETCHING && t->broker < 0)
+            p->state = KM_FETCH_ST_LOOKUP, t->md_wanted = true;
+    }
+    if (t->broker >= 0 && t->parts != NULL && now >= t->md_next_ns)
+        t->md_wanted = true;
+    if (t->md_wanted && !t->md_busy) {
+        if (now >= t->md_backoff_until_ns) {
+            t->md_wanted = false;
+            t->md_next_ns = now + fm->cm->conf.metadata_refresh_interval_ms * 1000000;
+            km_fw_send_metadata(t);
+        } else if (t->md_backoff_until_ns < next) {
+            next = t->md_backoff_until_ns;
+        }
+    }
+    if (t->broker >= 0) {
+        for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next) {
+            if (p->state == KM_FETCH_ST_FETCHING && p->need_ofle && !p->rpc_busy)
+                km_fw_send_epoch(t, p);
+            if (km_fw_fetchable(p))
+                want_fetch = true;
+        }
+        if (want_fetch && !t->fetch_busy) {
+            if (now >= t->fetch_backoff_until_ns)
+                km_fw_send_fetch(t);
+            else if (t->fetch_backoff_until_ns < next)
+                next = t->fetch_backoff_until_ns;
+        }
+    }
+    if (next <= now)
+        return 0;
+    return (int32_t)((next - now + 999999) / 1000000);
+}
