@@ -797,7 +797,8 @@ bool kb_meta_topic_name_valid(const char *name, char *msg, size_t msg_size)
 
 bool kb_meta_topic_is_internal_name(const char *name)
 {
-    return !strcmp(name, KB_TOPIC_CONSUMER_OFFSETS) || !strcmp(name, KB_TOPIC_TRANSACTION_STATE);
+    return !strcmp(name, KB_TOPIC_CONSUMER_OFFSETS) || !strcmp(name, KB_TOPIC_TRANSACTION_STATE) ||
+           !strcmp(name, KB_TOPIC_MIRROR_STATE);
 }
 
 /* '.' and '_' collide in metric names, so Kafka refuses names differing only by them. */
@@ -2717,6 +2718,8 @@ int16_t kb_meta_internal_spec(const kb_config_t *cfg, const char *name, int32_t 
         out->kv[n++] = (kb_kv_t){"segment.bytes", out->seg};
         out->kv[n++] = (kb_kv_t){"min.insync.replicas", out->isr};
         out->kv[n++] = (kb_kv_t){"unclean.leader.election.enable", "false"};
+    } else if (!strcmp(name, KB_TOPIC_MIRROR_STATE)) {
+        return KP_ERR_UNKNOWN_TOPIC_OR_PARTITION; /* the mirror plugin creates it */
     } else {
         return KP_ERR_INVALID_REQUEST;
     }

@@ -51,6 +51,8 @@ typedef struct kb_meta_s kb_meta_t;
 
 #define KB_TOPIC_CONSUMER_OFFSETS  "__consumer_offsets"
 #define KB_TOPIC_TRANSACTION_STATE "__transaction_state"
+/* The mirror plugin's state: internal, but created by the plugin (never by kbroker itself). */
+#define KB_TOPIC_MIRROR_STATE "__mirror_state"
 /** The metadata log's topic (partition 0, in metadata.log.dir; never a client topic). */
 #define KB_TOPIC_CLUSTER_METADATA "__cluster_metadata"
 

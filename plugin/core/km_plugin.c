@@ -9,6 +9,7 @@
 #include "core/km_config.h"
 #include "core/km_plugin_types.h"
 #include "rpc/km_rpc.h"
+#include "state/km_state.h"
 #include "util/km_log.h"
 #include "util/km_mem.h"
 
@@ -110,6 +111,7 @@ static void km_plugin_on_metadata(void *plugin_ctx, const kbx_metadata_delta_t *
     KM_CHECK_PLUGIN(cm);
     km_coord_enqueue_metadata(&cm->coord, delta);
     km_catalog_enqueue_delta(&cm->catalog, delta);
+    km_state_on_metadata(cm, delta);
 }
 
 static void km_plugin_on_leadership(void *plugin_ctx, const kbx_leadership_change_t *const *changes,
@@ -120,6 +122,7 @@ static void km_plugin_on_leadership(void *plugin_ctx, const kbx_leadership_chang
     KM_CHECK_PLUGIN(cm);
     km_coord_enqueue_leadership(&cm->coord, changes, count);
     km_catalog_enqueue_leadership(&cm->catalog, changes, count);
+    km_state_on_leadership(cm, changes, count);
 }
 
 static const kbx_metadata_ops_t km_plugin_metadata_ops = {
@@ -198,9 +201,12 @@ int32_t km_plugin_init(const kbx_api_t *api, kbx_host_t *host, void **plugin_ctx
     err = km_coord_start(cm, &cm->coord, errbuf, errbuf_size);
     if (err != KM_OK)
         goto free_conf;
-    err = km_plugin_listen(cm, errbuf, errbuf_size);
+    err = km_state_start(cm, errbuf, errbuf_size);
     if (err != KM_OK)
         goto stop_coord;
+    err = km_plugin_listen(cm, errbuf, errbuf_size);
+    if (err != KM_OK)
+        goto stop_state;
     err = km_rpc_start(cm, &cm->rpc, errbuf, errbuf_size);
     if (err != KM_OK)
         goto unlisten;
@@ -218,8 +224,11 @@ int32_t km_plugin_init(const kbx_api_t *api, kbx_host_t *host, void **plugin_ctx
 
 unlisten:
     km_plugin_unlisten(cm);
+stop_state:
+    km_state_stop(cm);
 stop_coord:
     km_coord_stop(&cm->coord);
+    km_state_destroy(cm);
     km_coord_destroy(&cm->coord);
     km_catalog_destroy(&cm->catalog);
 free_conf:
@@ -244,11 +253,15 @@ void km_plugin_fini(void *plugin_ctx)
     /* 1. stop accepting new work: the RPC handlers go; the source admin client stops and the
      *    host operations the handlers started call back (the loop answers their requests). */
     km_rpc_stop(&cm->rpc);
+    /*    the state coordinator likewise: its handlers go, waiting work fails, its host
+     *    requests call back. */
+    km_state_stop(cm);
     /* 2. + 3. the loop drains the queued ops, closes the queue and exits; join it. */
     km_coord_stop(&cm->coord);
     /* 4. listeners: callbacks arriving until now found the queue closed and dropped. */
     km_plugin_unlisten(cm);
     /* 5. free everything. */
+    km_state_destroy(cm);
     km_coord_destroy(&cm->coord);
     km_rpc_destroy(&cm->rpc);
     km_catalog_destroy(&cm->catalog);

@@ -9,6 +9,7 @@
 #include "coord/km_coord_types.h"
 #include "core/km_config_types.h"
 #include "rpc/km_rpc_types.h"
+#include "state/km_state_types.h"
 #include "util/km_types.h"
 
 struct km_plugin {
@@ -19,6 +20,7 @@ struct km_plugin {
     km_coord_t coord;        /**< the coordinator loop */
     km_catalog_t catalog;    /**< mirrors, topics, local leadership (owned by the loop) */
     km_rpc_t rpc;            /**< admin RPC handlers and the source admin client */
+    km_state_t state;        /**< MirrorCoordinator: __mirror_state shards (state/) */
     kbx_listener_t *md_listener;
     kbx_listener_t *lead_listener;
 };
