@@ -37,6 +37,7 @@ static void kmc_error(const char *fmt, ...)
 {
     va_list ap;
 
+    fflush(stdout); /* what was printed so far comes first, also when both go to one file */
     fputs("kafka-mirrors: ", stderr);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
