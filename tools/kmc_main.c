@@ -563,7 +563,7 @@ static int kmc_do_start(kmc_run_t *run)
     kp_msg_init(&kp_StartMirrorTopicsRequest_desc, &req);
     req.MirrorName = kp_str(run->a.mirror);
     /* The broker resolves the patterns against the source's topic list (it holds the source
-     * connection settings) and keeps them in topics.include for topics created later. */
+     * connection settings; design M14). */
     req.Topics.cnt = 0;
     for (int i = 0; i < run->a.ntopics; i++)
         inc[i] = kp_str(run->a.topics[i]);
@@ -598,8 +598,8 @@ static int kmc_do_start(kmc_run_t *run)
     rc = kmc_results(run, "StartMirrorTopics", resp.ErrorCode, resp.ErrorMessage, r, n);
     if (rc == KMC_EXIT_OK && !run->a.json) {
         if (n == 0)
-            printf("No source topic of mirror %s matches yet. The pattern is kept in "
-                   "topics.include: matching topics are mirrored when they appear.\n",
+            printf("No topic of the source of mirror %s matches the pattern now; nothing was "
+                   "started.\n",
                    run->a.mirror);
         else
             printf("Follow their progress with --describe --mirror %s.\n", run->a.mirror);
@@ -701,8 +701,8 @@ static int kmc_do_topics(kmc_run_t *run)
         }
         req.Topics.cnt = (int32_t)nt;
         req.Topics.v = tm;
-        /* The patterns also leave topics.include (and join topics.exclude), so automatic
-         * discovery does not start the stopped topics again. */
+        /* The patterns too: the broker selects the mirror's topics by them as well, and with
+         * automatic discovery they leave topics.include (design M11). */
         for (int i = 0; i < run->a.ntopics; i++)
             pats[i] = kp_str(run->a.topics[i]);
         req.Patterns.cnt = run->a.ntopics;
@@ -807,8 +807,7 @@ static int kmc_do_topics(kmc_run_t *run)
     rc = kmc_results(run, what, ec, emsg, r, nres);
     if (rc == KMC_EXIT_OK && !run->a.json) {
         if (run->a.action == KMC_ACT_STOP && nt == 0)
-            printf("No topic of mirror %s matches; the pattern was removed from topics.include "
-                   "and added to topics.exclude.\n",
+            printf("No topic of mirror %s matches the pattern; nothing was stopped.\n",
                    run->a.mirror);
         else if (run->a.action == KMC_ACT_STOP)
             printf("The topics become writable once every partition is STOPPED: watch with "

@@ -9,7 +9,6 @@
 #
 # Partition states (MIRRORING, STOPPED, ...) come from other modules; this test checks the
 # admin path and what the CLI makes of the answers. Waits poll a condition with a deadline.
-# Exit 77 (ctest: skipped) while the plugin does not serve the mirror APIs yet.
 set -euo pipefail
 KM=${1:?kafka-mirrors path}
 KB=${2:?kbroker path}
@@ -84,14 +83,6 @@ until_ok() {
   done
   echo "ok: $what"
 }
-
-# The plugin serves the mirror APIs? (Until plugin/rpc lands it does not: skipped, not passed.)
-rc=0
-timeout 60 "$KM" --bootstrap-server "$D" --list >"$W/out" 2>"$W/err" || rc=$?
-if [ "$rc" = 3 ] && grep -q "does not support the mirror APIs" "$W/err"; then
-  echo "SKIP: kmirror.so does not serve the mirror APIs yet: $(cat "$W/err")"
-  exit 77
-fi
 
 for t in orders audit; do
   seq 1 20 | timeout 30 kcat -b "$S" -P -t "$t" ||

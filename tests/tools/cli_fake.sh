@@ -149,7 +149,7 @@ stderr_has "add already mirrored" "hint: TOPIC_ALREADY_IN_CLUSTER_MIRROR: the to
 
 km 0 "start matching nothing yet" --start --mirror m2 --topic 'later.*' --timeout-ms 4000
 stdout_is "start nothing" <<'EOF'
-No source topic of mirror m2 matches yet. The pattern is kept in topics.include: matching topics are mirrored when they appear.
+No topic of the source of mirror m2 matches the pattern now; nothing was started.
 EOF
 sent_has "start nothing" '"IncludePatterns":["later.*"],"ExcludePatterns":[],"TimeoutMs":4000}'
 
@@ -225,9 +225,9 @@ stdout_is "describe --json stopped" <<'EOF'
 {"mirrors":[{"mirror":"m1","sourceBootstrap":"src-a:9092,src-b:9092","sourceClusterId":"SRC-CLUSTER","errorCode":0,"errorName":null,"errorMessage":null,"partitions":[{"topic":"payments","partition":0,"state":"STOPPED","sourceOffset":null,"destinationOffset":5,"lag":null,"lastMirroredEpoch":7,"lastMirroredOffset":5,"retryAttempt":0,"retryable":true,"errorMessage":null}]}]}
 EOF
 
-km 0 "stop with no matching topic: only the patterns change" --stop --mirror m2 --topic 'zzz'
+km 0 "stop with no matching topic: the patterns are still sent" --stop --mirror m2 --topic 'zzz'
 stdout_is "stop nothing" <<'EOF'
-No topic of mirror m2 matches; the pattern was removed from topics.include and added to topics.exclude.
+No topic of mirror m2 matches the pattern; nothing was stopped.
 EOF
 sent_has "stop nothing" 'StopMirrorTopicsRequest {"MirrorName":"m2","Topics":[],"Patterns":["zzz"],"StateOffset":-1}'
 
