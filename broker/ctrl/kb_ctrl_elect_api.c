@@ -25,8 +25,9 @@
 #include "kp_errcode.h"
 #include "kp_msgs.h"
 
-#define KB_CTRL_ELECTOR_MAGIC 0x6b656c65u /* "kele" */
-#define KB_CTRL_ELECT_RETRIES 3
+#define KB_CTRL_ELECTOR_MAGIC        0x6b656c65u /* "kele" */
+#define KB_CTRL_ELECT_RETRIES        3
+#define KB_CTRL_ELECT_MAX_INTERVAL_S 1000000000LL
 
 struct kb_ctrl_elector_s {
     uint32_t magic;
@@ -416,15 +417,20 @@ int kb_ctrl_elector_tick(kb_ctrl_elector_t *el, int64_t now_ms)
     size_t nt = 0;
     int changed = 0;
     bool more = false;
+    int64_t interval_ms;
     char msg[512];
 
     if (!el || !el->usable)
         return 0;
+    /* at most ~31 years: the key's range ends at INT64_MAX seconds */
+    interval_ms = el->cfg->leader_imbalance_check_interval_seconds < KB_CTRL_ELECT_MAX_INTERVAL_S
+                      ? el->cfg->leader_imbalance_check_interval_seconds * 1000
+                      : KB_CTRL_ELECT_MAX_INTERVAL_S * 1000;
     if (el->next_check_ms < 0)
-        el->next_check_ms = now_ms + el->cfg->leader_imbalance_check_interval_seconds * 1000;
+        el->next_check_ms = now_ms + interval_ms;
     if (now_ms < el->next_check_ms)
         return 0;
-    el->next_check_ms = now_ms + el->cfg->leader_imbalance_check_interval_seconds * 1000;
+    el->next_check_ms = now_ms + interval_ms;
     if (kb_meta_topics(el->meta, &topics, &nt) != 0)
         return 0;
     for (size_t i = 0; i < nt && !more; i++) {

@@ -4,7 +4,8 @@
 Node 1 is broker,controller, nodes 2 and 3 broker-only (ElectLeaders reaches the controller in an
 Envelope). The controller first runs with auto.leader.rebalance.enable=false:
   1. ElectLeaders PREFERRED on partitions led by their preferred replica: ELECTION_NOT_NEEDED
-     (Java AdminClient, explicit partitions); with null partitions the answer names none;
+     (Java AdminClient, explicit partitions; raw v1 requests to both broker-only nodes, which
+     forward them); with null partitions the answer names none;
   2. kill -9 of a preferred leader and its restart leave leadership unbalanced; kafka-python's
      elect_leaders(PREFERRED) moves it back, and every broker's Metadata agrees;
   3. the same with the Java AdminClient's electLeaders(PREFERRED, null);
@@ -13,7 +14,8 @@ Envelope). The controller first runs with auto.leader.rebalance.enable=false:
      reset to it, and the controller logs a warning; UNCLEAN again is ELECTION_NOT_NEEDED.
 Then the controller restarts with auto.leader.rebalance.enable=true and
 leader.imbalance.check.interval.seconds=1:
-  5. leadership returns to every preferred replica without a request;
+  5. while it is down, a broker-only node answers NOT_CONTROLLER; once it is back, leadership
+     returns to every preferred replica without a request;
   6. another such offline partition gets its live out-of-sync replica once
      unclean.leader.election.enable=true is set on the topic (IncrementalAlterConfigs).
 Conditions are polled with deadlines; the only fixed waits are the "stays offline" holds.
@@ -23,6 +25,7 @@ import os
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -116,6 +119,45 @@ def java_elect(node, kind, *parts):
     say("java electLeaders(%s, %s) via node %d: rc %d %s" % (kind, list(parts) or "null", node, rc,
                                                             lines))
     return rc, lines
+
+
+def raw_elect(n, kind, topic, parts):
+    """ElectLeaders v1 straight to node n (no client picks the node: a broker-only node must
+    forward it): (top-level error, [(topic, partition, error)]) or None on a network error."""
+    name = topic.encode()
+    body = struct.pack(">bih", kind, 1, len(name)) + name + struct.pack(">i", len(parts))
+    body += b"".join(struct.pack(">i", k) for k in parts) + struct.pack(">i", 10000)
+    req = struct.pack(">hhih", 43, 1, 7, 5) + b"elect" + body
+    try:
+        with socket.create_connection(("127.0.0.1", PORTS[n]), timeout=10) as c:
+            c.sendall(struct.pack(">i", len(req)) + req)
+            buf = b""
+            while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+                chunk = c.recv(65536)
+                if not chunk:
+                    return None
+                buf += chunk
+    except OSError:
+        return None
+    pos = 8  # size, correlation id
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from(fmt, buf, pos)
+        pos += struct.calcsize(fmt)
+        return v[0]
+    take(">i")  # throttle
+    top = take(">h")
+    out = []
+    for _ in range(take(">i")):
+        tl = take(">h")
+        t = buf[pos:pos + tl].decode()
+        pos += tl
+        for _ in range(take(">i")):
+            k, err, ml = take(">i"), take(">h"), take(">h")
+            pos += max(ml, 0)
+            out.append((t, k, err))
+    return top, out
 
 
 ADMINS = {}
@@ -254,6 +296,11 @@ try:
           "PREFERRED on preferred leaders: ELECTION_NOT_NEEDED each")
     rc, lines = java_elect(2, "preferred")
     check(rc == 0 and lines == [], "PREFERRED on every partition of a balanced cluster names none")
+    for n in (2, 3):  # broker-only nodes forward it to the controller (Envelope)
+        got = raw_elect(n, 0, "el", [0, 1])
+        say("ElectLeaders v1 (PREFERRED, el-0, el-1) straight to node %d:" % n, got)
+        check(got == (0, [("el", 0, 84), ("el", 1, 84)]),
+              "ElectLeaders v1 through node %d: ELECTION_NOT_NEEDED each: %s" % (n, got))
     rc, lines = java_elect(2, "preferred", "nosuch:0", "el:7")
     check(lines == ["elect el 7 error=UNKNOWN_TOPIC_OR_PARTITION",
                     "elect nosuch 0 error=UNKNOWN_TOPIC_OR_PARTITION"], "unknown partitions")
@@ -319,6 +366,10 @@ try:
     # ---- 5. automatic rebalancing (controller restarted with a 1 s check interval) ----------
     kill(1)
     drop_admin(1)
+    # the controller is down: a broker-only node answers NOT_CONTROLLER (41), top level and per
+    # partition (forwarding fails fast once its channel noticed)
+    poll(lambda: raw_elect(2, 0, "el", [0]) == (41, [("el", 0, 41)]),
+         "ElectLeaders through node 2 with the controller down: NOT_CONTROLLER")
     start(1, "leader.imbalance.check.interval.seconds=1\n")
     for t in TOPICS:
         agree(t, lambda v: balanced(v) and full(v),
