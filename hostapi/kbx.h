@@ -41,6 +41,10 @@
  *        responses, metadata and leadership listeners, partition log operations for mirrored
  *        partitions, ISR-truncation wait, leader-epoch bump, controller record writes, local and
  *        inter-broker request channels, authorization.
+ *   1.1  log_open_txns() lists a replica's ongoing transactions (producer id and epoch, first
+ *        offset, coordinator epoch) for the ABORT markers of a mirror failover;
+ *        kbx_log_offsets_t.last_pid_reset_offset (offset of the newest MIRROR_PID_RESET batch)
+ *        so a failover that resumes after a crash appends the reset exactly once.
  */
 #ifndef KBX_H
 #define KBX_H
@@ -54,7 +58,7 @@ extern "C" {
 #endif
 
 #define KBX_ABI_MAJOR 1
-#define KBX_ABI_MINOR 0
+#define KBX_ABI_MINOR 1
 
 /* ---------------------------------------------------------------------------------------------
  * Error codes (int32_t, negative). KBX_ERR_MAP(X) lists them with a description, for tables.
@@ -365,6 +369,9 @@ typedef struct kbx_log_offsets {
     int64_t log_end_offset;
     int32_t latest_cached_epoch; /**< newest epoch in the epoch cache, -1 if empty */
     int32_t _pad0;
+    /** 1.1: offset of the newest MIRROR_PID_RESET control batch in the log, -1 if none. A 1.0
+     *  host does not write it: callers check KBX_API_HAS(api, log_open_txns) first. */
+    int64_t last_pid_reset_offset;
 } kbx_log_offsets_t;
 
 /** Result of log_append()/log_append_control(). */
@@ -386,6 +393,21 @@ typedef struct kbx_control_batch {
     int32_t leader_epoch; /**< partition leader epoch stamped into the batch */
     int64_t timestamp_ms; /**< -1: the host's wall clock */
 } kbx_control_batch_t;
+
+/** One ongoing (open) transaction of a local replica, passed to a kbx_open_txn_fn (1.1). */
+typedef struct kbx_open_txn {
+    uint32_t struct_size;
+    int16_t producer_epoch; /**< the producer's current epoch */
+    int16_t _pad0;
+    int64_t producer_id;
+    int64_t first_offset;      /**< offset of the transaction's first batch in this log */
+    int32_t coordinator_epoch; /**< of the producer's last transaction marker, -1 if none */
+    int32_t _pad1;
+} kbx_open_txn_t;
+
+/** Called once per open transaction by log_open_txns(); txn is borrowed until return.
+ *  @thread the caller of log_open_txns(). */
+typedef void (*kbx_open_txn_fn)(void *arg, const kbx_open_txn_t *txn);
 
 /* ---------------------------------------------------------------------------------------------
  * The host API table. Append-only; the host fills every 1.0 member.
@@ -629,10 +651,22 @@ typedef struct kbx_api {
      *  borrowed. @thread any; may take a short lock. */
     int32_t (*authorize)(kbx_host_t *host, const char *principal, const char *client_host,
                          int32_t resource_type, const char *resource_name, int32_t operation);
+
+    /* --- 1.1 -------------------------------------------------------------------------------- */
+
+    /** Call fn(arg, txn) for every transaction of the local replica that is still open (a
+     *  transactional batch with no COMMIT/ABORT marker or MIRROR_PID_RESET after it), in no
+     *  particular order, after the host released its own locks. Works on followers too.
+     *  Returns the number of transactions or a negative KBX_ERR_*. @thread any.
+     *  Errors: KBX_ERR_FENCED, KBX_ERR_NOT_FOUND, KBX_ERR_NOMEM, KBX_ERR_INVALID. */
+    int32_t (*log_open_txns)(kbx_host_t *host, kbx_partition_t *part, kbx_open_txn_fn fn,
+                             void *arg);
 } kbx_api_t;
 
 /** Size of kbx_api_t in ABI 1.0 (everything up to authorize). */
 #define KBX_API_SIZE_1_0 (offsetof(kbx_api_t, authorize) + sizeof(void (*)(void)))
+/** Size of kbx_api_t in ABI 1.1 (everything up to log_open_txns). */
+#define KBX_API_SIZE_1_1 (offsetof(kbx_api_t, log_open_txns) + sizeof(void (*)(void)))
 
 /** True when api provides member: it lies inside api->struct_size and is not NULL. */
 #define KBX_API_HAS(api, member)                                                                   \

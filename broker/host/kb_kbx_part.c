@@ -147,6 +147,7 @@ static int32_t kb_kbx_log_offsets(kbx_host_t *host, kbx_partition_t *p, kbx_log_
     full.high_watermark = kb_log_hw(part->log);
     full.log_end_offset = kb_log_leo(part->log);
     full.latest_cached_epoch = kb_log_latest_epoch(part->log);
+    full.last_pid_reset_offset = kb_log_last_pid_reset(part->log);
     kb_part_release(part);
     memcpy(out, &full, out->struct_size < sizeof(full) ? out->struct_size : sizeof(full));
     return KBX_OK;
@@ -240,6 +241,41 @@ static int32_t kb_kbx_log_truncate(kbx_host_t *host, kbx_partition_t *p, int64_t
         rc = kb_kbx_sto_err(kb_log_truncate_to(part->log, offset));
     kb_part_release(part);
     return rc;
+}
+
+/* kbx 1.1: the open transactions from the producer state (as DescribeProducers reads it); fn
+ * runs after the partition reference is dropped, with no lock held. */
+static int32_t kb_kbx_log_open_txns(kbx_host_t *host, kbx_partition_t *p, kbx_open_txn_fn fn,
+                                    void *arg)
+{
+    kb_producer_info_t *ps = NULL;
+    kbx_open_txn_t t;
+    kb_part_t *part;
+    size_t cnt = 0, i;
+    int32_t rc, n = 0;
+
+    if (!fn)
+        return KBX_ERR_INVALID;
+    if ((rc = kb_kbx_part_get(host, p, "log_open_txns", &part)) != KBX_OK)
+        return rc;
+    rc = kb_log_producers(part->log, &ps, &cnt) != 0 ? KBX_ERR_NOMEM : KBX_OK;
+    kb_part_release(part);
+    if (rc != KBX_OK)
+        return rc;
+    for (i = 0; i < cnt; i++) {
+        if (ps[i].txn_first_offset < 0)
+            continue;
+        memset(&t, 0, sizeof(t));
+        t.struct_size = sizeof(t);
+        t.producer_id = ps[i].producer_id;
+        t.producer_epoch = ps[i].producer_epoch;
+        t.first_offset = ps[i].txn_first_offset;
+        t.coordinator_epoch = ps[i].coordinator_epoch;
+        fn(arg, &t);
+        n++;
+    }
+    free(ps);
+    return n;
 }
 
 static int32_t kb_kbx_log_epoch_end_offset(kbx_host_t *host, kbx_partition_t *p, int32_t epoch,
@@ -591,6 +627,7 @@ void kb_kbx_part_fill(kbx_api_t *t)
     t->log_append_control = kb_kbx_log_append_control;
     t->log_truncate = kb_kbx_log_truncate;
     t->log_epoch_end_offset = kb_kbx_log_epoch_end_offset;
+    t->log_open_txns = kb_kbx_log_open_txns;
     t->log_set_start = kb_kbx_log_set_start;
     t->partition_set_write_mode = kb_kbx_partition_set_write_mode;
     t->wait_isr_truncation = kb_kbx_wait_isr_truncation;

@@ -580,7 +580,9 @@ static void test_kbx(const char *plugin)
         return;
     }
     kp_arena_init(&ar, 0);
-    CHECK(log_contains("plugin kbh_test 0.1.0 (build test, kbx ABI 1.0, host 1.0) loaded"),
+    /* the kbx version grows with minors: match the fixed parts */
+    CHECK(log_contains("plugin kbh_test 0.1.0 (build test, kbx ABI 1.") &&
+              log_contains(", host 1.") && log_contains(") loaded"),
           "no load line");
     CHECK(advertised(b.port, 98, &min, &max) == 0 && min == 0 && max == 0,
           "ApiVersions does not advertise the plugin's API 98 v0 (%d..%d)", min, max);
@@ -804,8 +806,8 @@ static void test_smoke(const char *kmirror, const char *bad)
         return;
     }
     CHECK(log_contains("plugin refused, kbroker continues without it") &&
-              log_contains("was built for kbx ABI 2.0, this broker provides 1.0 (the major "
-                           "versions must be equal)"),
+              log_contains("was built for kbx ABI 2.0, this broker provides 1.") &&
+              log_contains("(the major versions must be equal)"),
           "no clear refusal line for the incompatible plugin");
     CHECK(!log_contains("kbh_bad_plugin init must not run"), "the bad plugin's init ran");
     CHECK(advertised(b.port, 18, &min, &max) == 0, "the broker does not serve after a refusal");

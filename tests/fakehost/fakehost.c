@@ -127,6 +127,7 @@ typedef struct fh_epoch {
 typedef struct fh_txn {
     int64_t pid;
     int64_t first;
+    int16_t pepoch;
 } fh_txn_t;
 
 typedef struct fh_log {
@@ -1552,6 +1553,15 @@ static void fh_offsets_of(const fh_log_t *log, kbx_log_offsets_t *o)
     o->high_watermark = fh_hw(log);
     o->log_end_offset = log->leo;
     o->latest_cached_epoch = log->nepochs != 0 ? log->epochs[log->nepochs - 1].epoch : -1;
+    o->last_pid_reset_offset = -1;
+    for (i = log->nbatches; i-- > 0;) {
+        const uint8_t *b = log->data + log->batches[i].pos;
+        if ((fh_rd_be(b + 21, 2) & 0x20) != 0 &&
+            fh_control_type(b, log->batches[i].len) == KBX_CONTROL_MIRROR_PID_RESET) {
+            o->last_pid_reset_offset = log->batches[i].base;
+            break;
+        }
+    }
 }
 
 static int32_t fh_log_offsets(kbx_host_t *fh, kbx_partition_t *p, kbx_log_offsets_t *out)
@@ -1624,6 +1634,7 @@ static void fh_log_store(fh_log_t *log, const uint8_t *b, size_t len)
             FH_GROW(log->txns, log->ntxns, log->cap_txns);
             log->txns[log->ntxns].pid = pid;
             log->txns[log->ntxns].first = base;
+            log->txns[log->ntxns].pepoch = (int16_t)fh_rd_be(b + 51, 2);
             log->ntxns++;
         }
     }
@@ -1771,6 +1782,28 @@ static int32_t fh_log_truncate(kbx_host_t *fh, kbx_partition_t *p, int64_t offse
     if (log->hw_pin > offset)
         log->hw_pin = offset;
     return KBX_OK;
+}
+
+static int32_t fh_log_open_txns(kbx_host_t *fh, kbx_partition_t *p, kbx_open_txn_fn fn, void *arg)
+{
+    kbx_open_txn_t t;
+    size_t i;
+    int32_t err;
+
+    if (fn == NULL)
+        return KBX_ERR_INVALID;
+    if ((err = fh_part_check(fh, p, false)) != KBX_OK)
+        return err;
+    for (i = 0; i < p->log->ntxns; i++) {
+        memset(&t, 0, sizeof(t));
+        t.struct_size = sizeof(t);
+        t.producer_id = p->log->txns[i].pid;
+        t.producer_epoch = p->log->txns[i].pepoch;
+        t.first_offset = p->log->txns[i].first;
+        t.coordinator_epoch = -1; /* the fake keeps no markers' coordinator epochs */
+        fn(arg, &t);
+    }
+    return (int32_t)p->log->ntxns;
 }
 
 static int32_t fh_log_epoch_end_offset(kbx_host_t *fh, kbx_partition_t *p, int32_t epoch,
@@ -2031,6 +2064,7 @@ static const kbx_api_t fh_api_template = {
     .local_request = fh_local_request,
     .broker_request = fh_broker_request,
     .authorize = fh_authorize,
+    .log_open_txns = fh_log_open_txns,
 };
 
 /* ------------------------------------------------------------------------------------------ */

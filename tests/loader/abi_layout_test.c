@@ -115,7 +115,16 @@ KBX_AT(kbx_log_offsets_t, high_watermark, 24);
 KBX_AT(kbx_log_offsets_t, log_end_offset, 32);
 KBX_AT(kbx_log_offsets_t, latest_cached_epoch, 40);
 KBX_AT(kbx_log_offsets_t, _pad0, 44);
-KBX_SIZE(kbx_log_offsets_t, 48);
+KBX_AT(kbx_log_offsets_t, last_pid_reset_offset, 48); /* 1.1 */
+KBX_SIZE(kbx_log_offsets_t, 56);
+
+KBX_AT(kbx_open_txn_t, producer_epoch, 4); /* 1.1 */
+KBX_AT(kbx_open_txn_t, _pad0, 6);
+KBX_AT(kbx_open_txn_t, producer_id, 8);
+KBX_AT(kbx_open_txn_t, first_offset, 16);
+KBX_AT(kbx_open_txn_t, coordinator_epoch, 24);
+KBX_AT(kbx_open_txn_t, _pad1, 28);
+KBX_SIZE(kbx_open_txn_t, 32);
 
 KBX_AT(kbx_append_result_t, batch_count, 4);
 KBX_AT(kbx_append_result_t, first_offset, 8);
@@ -191,8 +200,10 @@ KBX_FN(controller_write, 40);
 KBX_FN(local_request, 41);
 KBX_FN(broker_request, 42);
 KBX_FN(authorize, 43);
-KBX_SIZE(kbx_api_t, 8 + 8 * 44);
+KBX_FN(log_open_txns, 44); /* 1.1 */
+KBX_SIZE(kbx_api_t, 8 + 8 * 45);
 _Static_assert(KBX_API_SIZE_1_0 == 8 + 8 * 44, "1.0 table size");
+_Static_assert(KBX_API_SIZE_1_1 == 8 + 8 * 45, "1.1 table size");
 
 /* --- runtime checks of the helpers ------------------------------------------------------- */
 
