@@ -217,7 +217,7 @@ bool km_mpart_transition_valid(int from, int to)
         allowed = KM_MP_BIT(KM_MPART_PAUSING);
         break;
     case KM_MPART_STOPPING:
-        /* UNKNOWN too (docs/design.md M11): a partition with no state whose topic is stopped
+        /* UNKNOWN too (docs/design.md M24): a partition with no state whose topic is stopped
          * must still end writable. */
         allowed = KM_MP_BIT(KM_MPART_UNKNOWN) | KM_MP_BIT(KM_MPART_PREPARING) |
                   KM_MP_BIT(KM_MPART_EPOCH_FENCING) | KM_MP_BIT(KM_MPART_MIRRORING) |
