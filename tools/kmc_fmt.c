@@ -209,7 +209,7 @@ void kmc_fmt_describe_text(FILE *out, const kmc_mirror_desc_t *m, size_t n)
     kmc_table_print(out, &t);
 }
 
-void kmc_fmt_describe_json(FILE *out, const kmc_mirror_desc_t *m, size_t n)
+void kmc_fmt_describe_json(FILE *out, const kmc_mirror_desc_t *m, size_t n, const char *warning)
 {
     fputs("{\"mirrors\":[", out);
     for (size_t i = 0; i < n; i++) {
@@ -247,7 +247,9 @@ void kmc_fmt_describe_json(FILE *out, const kmc_mirror_desc_t *m, size_t n)
         }
         fputs("]}", out);
     }
-    fputs("]}\n", out);
+    fputs("],\"warning\":", out);
+    kmc_fmt_json_str(out, warning);
+    fputs("}\n", out);
 }
 
 /* ---- mutating actions --------------------------------------------------------------------- */

@@ -66,8 +66,9 @@ void kmc_fmt_list_json(FILE *out, const kmc_list_row_t *rows, size_t n);
  * row of dashes; mirrors with a per-mirror error are left out (the caller reports them).
  */
 void kmc_fmt_describe_text(FILE *out, const kmc_mirror_desc_t *m, size_t n);
-/** --describe --json (every mirror, errors included; see docs/cli.md for the fields). */
-void kmc_fmt_describe_json(FILE *out, const kmc_mirror_desc_t *m, size_t n);
+/** --describe --json (every mirror, errors included; see docs/cli.md for the fields).
+ *  @p warning: the broker's note on an incomplete answer (NULL: none). */
+void kmc_fmt_describe_json(FILE *out, const kmc_mirror_desc_t *m, size_t n, const char *warning);
 
 /** Results of start/stop/pause/resume/recover: columns TOPIC RESULT. */
 void kmc_fmt_results_text(FILE *out, const kmc_topic_result_t *r, size_t n);

@@ -233,6 +233,17 @@ static int kmc_call(kmc_run_t *run, const kp_msg_desc_t *reqd, const void *req,
     }
 }
 
+/* An answer without error that still lacks part of the cluster (DescribeMirrors fan-out). */
+static void kmc_warn_partial(const char *warning)
+{
+    char sm[1024];
+
+    kmc_error("warning: the answer is incomplete: %s",
+              kmc_safe(warning, strlen(warning), sm, sizeof(sm)));
+    kmc_error("hint: a broker of the cluster did not report its partitions; check that every "
+              "broker is up and run the command again");
+}
+
 /* ---- DescribeMirrors into rows -------------------------------------------------------------- */
 
 static int kmc_part_cmp(const void *x, const void *y)
@@ -260,10 +271,12 @@ static bool kmc_is_failed(const kmc_part_row_t *p)
 /*
  * Describe @p mirror (NULL: all) into @p *out (sorted by mirror, topic, partition; strings in
  * the connection's arena). Partitions are filtered by --topic when @p filter and by --failed.
- * Returns an exit code; a top-level error is reported here.
+ * Returns an exit code; a top-level error is reported here. @p *warning: the broker's message
+ * when it answered without error but incompletely (a broker of the cluster did not report its
+ * partitions), else NULL.
  */
 static int kmc_describe_rows(kmc_run_t *run, const char *mirror, bool filter,
-                             kmc_mirror_desc_t **out, size_t *nout)
+                             kmc_mirror_desc_t **out, size_t *nout, const char **warning)
 {
     kp_DescribeMirrorsRequest_t req;
     kp_DescribeMirrorsResponse_t resp;
@@ -290,6 +303,7 @@ static int kmc_describe_rows(kmc_run_t *run, const char *mirror, bool filter,
         kmc_report(run, "DescribeMirrors", resp.ErrorCode, resp.ErrorMessage);
         return KMC_EXIT_FAILED;
     }
+    *warning = resp.ErrorMessage.len > 0 ? kmc_conn_str(&run->cn, resp.ErrorMessage) : NULL;
     *nout = resp.Mirrors.cnt > 0 ? (size_t)resp.Mirrors.cnt : 0;
     md = kp_arena_calloc(&run->cn.ar, *nout ? *nout : 1, sizeof(*md));
     if (md == NULL) {
@@ -405,7 +419,8 @@ static int kmc_do_describe(kmc_run_t *run)
 {
     kmc_mirror_desc_t *md = NULL;
     size_t n = 0, nerr = 0;
-    int rc = kmc_describe_rows(run, run->a.mirror, true, &md, &n);
+    const char *warning = NULL;
+    int rc = kmc_describe_rows(run, run->a.mirror, true, &md, &n, &warning);
     bool found = run->a.mirror == NULL;
 
     if (rc != KMC_EXIT_OK)
@@ -419,7 +434,7 @@ static int kmc_do_describe(kmc_run_t *run)
         }
     }
     if (run->a.json)
-        kmc_fmt_describe_json(stdout, md, n);
+        kmc_fmt_describe_json(stdout, md, n, warning);
     else if (n == 0 && run->a.mirror == NULL)
         printf("No mirrors. Create one with --create --mirror NAME --mirror-config FILE.\n");
     else if (n > nerr)
@@ -437,6 +452,10 @@ static int kmc_do_describe(kmc_run_t *run)
     }
     if (!found) {
         kmc_error("mirror %s not found: list mirrors with --list", run->a.mirror);
+        rc = KMC_EXIT_FAILED;
+    }
+    if (warning != NULL) {
+        kmc_warn_partial(warning);
         rc = KMC_EXIT_FAILED;
     }
     return rc;
@@ -637,6 +656,7 @@ static size_t kmc_pick_topics(kmc_run_t *run, const kmc_mirror_desc_t *m, bool f
 static int kmc_do_topics(kmc_run_t *run)
 {
     kmc_mirror_desc_t *md = NULL, *m = NULL;
+    const char *warning = NULL;
     size_t nm = 0, nt, nres;
     const char **names;
     kp_str_t pats[KMC_MAX_PATTERNS];
@@ -646,9 +666,15 @@ static int kmc_do_topics(kmc_run_t *run)
     const char *what;
     int rc;
 
-    rc = kmc_describe_rows(run, run->a.mirror, false, &md, &nm);
+    rc = kmc_describe_rows(run, run->a.mirror, false, &md, &nm, &warning);
     if (rc != KMC_EXIT_OK)
         return rc;
+    if (warning != NULL) {
+        /* Topics whose partitions are all on the silent broker are missing from the list. */
+        kmc_warn_partial(warning);
+        kmc_error("the topics matching --topic may be incomplete; nothing was sent");
+        return KMC_EXIT_FAILED;
+    }
     for (size_t i = 0; i < nm; i++)
         if (strcmp(md[i].mirror, run->a.mirror) == 0)
             m = &md[i];

@@ -222,7 +222,7 @@ sent_has "stop" 'StopMirrorTopicsRequest {"MirrorName":"m1","Topics":[{"TopicNam
 
 km 0 "describe --json after stop" --describe --mirror m1 --topic payments --json
 stdout_is "describe --json stopped" <<'EOF'
-{"mirrors":[{"mirror":"m1","sourceBootstrap":"src-a:9092,src-b:9092","sourceClusterId":"SRC-CLUSTER","errorCode":0,"errorName":null,"errorMessage":null,"partitions":[{"topic":"payments","partition":0,"state":"STOPPED","sourceOffset":null,"destinationOffset":5,"lag":null,"lastMirroredEpoch":7,"lastMirroredOffset":5,"retryAttempt":0,"retryable":true,"errorMessage":null}]}]}
+{"mirrors":[{"mirror":"m1","sourceBootstrap":"src-a:9092,src-b:9092","sourceClusterId":"SRC-CLUSTER","errorCode":0,"errorName":null,"errorMessage":null,"partitions":[{"topic":"payments","partition":0,"state":"STOPPED","sourceOffset":null,"destinationOffset":5,"lag":null,"lastMirroredEpoch":7,"lastMirroredOffset":5,"retryAttempt":0,"retryable":true,"errorMessage":null}]}],"warning":null}
 EOF
 
 km 0 "stop with no matching topic: the patterns are still sent" --stop --mirror m2 --topic 'zzz'
@@ -260,6 +260,19 @@ start_fb "$LOG" --not-controller 1000
 km 1 "NOT_CONTROLLER until the timeout" --pause --mirror m1 --topic orders --timeout-ms 1500
 stderr_has "not controller" "PauseMirrorTopics failed: NOT_CONTROLLER"
 stderr_has "not controller" "hint: a transient condition of the cluster"
+
+# ---- an incomplete DescribeMirrors (a broker of the cluster did not answer the fan-out) -------
+LOG=$W/requests4.log
+start_fb "$LOG" --partial "partial answer: broker 3 could not be asked"
+km 1 "describe, incomplete answer: the table, a warning, exit 1" --describe --mirror m2
+stdout_is "describe partial" <<'EOF'
+MIRROR  TOPIC  PARTITION  STATE  SOURCE-OFFSET  DEST-OFFSET  LAG  LAST-EPOCH  LAST-OFFSET  ERROR
+m2      -      -          -      -              -            -    -           -            -
+EOF
+stderr_has "describe partial" "warning: the answer is incomplete: partial answer: broker 3 could not be asked"
+km 1 "pause on an incomplete topic list: nothing sent" --pause --mirror m1 --topic '.*'
+stderr_has "pause partial" "the topics matching --topic may be incomplete; nothing was sent"
+sent_count "pause partial" PauseMirrorTopicsRequest 0
 
 if [ "$fails" -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
 echo "all ok"

@@ -4,11 +4,12 @@
  * exactly (tests/tools/cli_fake.sh). It is not the plugin: its rules are the few the CLI's
  * behaviour depends on, written down here.
  *
- *   kmc_fakebroker --log FILE [--not-controller N]
+ *   kmc_fakebroker --log FILE [--not-controller N] [--partial MESSAGE]
  *
  * Prints "PORT <n>" on stdout once listening on 127.0.0.1 (ephemeral port), then serves until
  * killed. Every request is appended to FILE as "<ApiName> <request as JSON>". The first N
  * mutating requests are answered NOT_CONTROLLER (nothing applied), to exercise the CLI's retry.
+ * --partial: DescribeMirrors answers carry MESSAGE with ErrorCode NONE (a fan-out leg missing).
  *
  * Initial model: mirror m1 (source src-a:9092,src-b:9092, cluster id SRC-CLUSTER) with topics
  * orders (p0 MIRRORING 1500/1450, p1 MIRRORING 800/800, p2 FAILED retry 3), audit (p0 PAUSED)
@@ -60,6 +61,7 @@ typedef struct fb_mirror {
 static fb_mirror_t fb_m[FB_MAXM];
 static FILE *fb_log;
 static int fb_not_controller;
+static const char *fb_partial; /* DescribeMirrors: ErrorMessage with ErrorCode NONE */
 static km_plugin_t *fb_cm;
 static const char *const fb_source_topics[] = {"orders", "audit",     "payments",
                                                "clicks", "clicks-eu", "__consumer_offsets"};
@@ -279,6 +281,8 @@ static void fb_describe(kp_arena_t *ar, const kp_DescribeMirrorsRequest_t *rq,
         }
     }
     rs->Mirrors.cnt = n;
+    if (fb_partial != NULL)
+        rs->ErrorMessage = kp_str(fb_partial);
 }
 
 static void fb_start(kp_arena_t *ar, const kp_StartMirrorTopicsRequest_t *rq,
@@ -642,6 +646,8 @@ int main(int argc, char **argv)
             fb_log = fopen(argv[++i], "a");
         else if (strcmp(argv[i], "--not-controller") == 0 && i + 1 < argc)
             fb_not_controller = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--partial") == 0 && i + 1 < argc)
+            fb_partial = argv[++i];
     }
     if (fb_log == NULL) {
         fprintf(stderr, "usage: kmc_fakebroker --log FILE [--not-controller N]\n");

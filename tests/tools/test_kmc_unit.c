@@ -452,7 +452,7 @@ static void test_fmt_describe(void)
                     "-           -            -\n");
     free(out);
 
-    kmc_fmt_describe_json(cap_open(&cap), m, 3);
+    kmc_fmt_describe_json(cap_open(&cap), m, 3, NULL);
     out = cap_close(&cap);
     expect_str(out,
                "{\"mirrors\":["
@@ -478,7 +478,15 @@ static void test_fmt_describe(void)
                "\"errorCode\":0,\"errorName\":null,\"errorMessage\":null,\"partitions\":[]},"
                "{\"mirror\":\"zz\",\"sourceBootstrap\":null,\"sourceClusterId\":null,"
                "\"errorCode\":137,\"errorName\":\"UNKNOWN_CLUSTER_MIRROR\",\"errorMessage\":"
-               "\"no mirror zz\",\"partitions\":[]}]}\n");
+               "\"no mirror zz\",\"partitions\":[]}],\"warning\":null}\n");
+    free(out);
+
+    kmc_fmt_describe_json(cap_open(&cap), m + 1, 1, "partial answer: broker 2 could not be asked");
+    out = cap_close(&cap);
+    expect_str(out, "{\"mirrors\":[{\"mirror\":\"m2\",\"sourceBootstrap\":null,"
+                    "\"sourceClusterId\":null,\"errorCode\":0,\"errorName\":null,"
+                    "\"errorMessage\":null,\"partitions\":[]}],\"warning\":\"partial answer: "
+                    "broker 2 could not be asked\"}\n");
     free(out);
 }
 
