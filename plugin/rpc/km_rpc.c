@@ -242,6 +242,7 @@ typedef struct km_rpc_call {
     int32_t status;
     uint8_t *body;
     size_t len;
+    kbx_timer_t *timer; /* km_rpc_after: cancelled (freed) on the loop */
 } km_rpc_call_t;
 
 static void km_rpc_async_end(km_rpc_t *rpc)
@@ -257,6 +258,8 @@ static void km_rpc_call_run(km_plugin_t *cm, void *arg)
     km_rpc_call_t *call = arg;
     km_rpc_req_t *req = call->req;
 
+    if (call->timer != NULL)
+        cm->ref.api->timer_cancel(cm->ref.host, call->timer);
     if (!km_rpc_req_done(req))
         call->cont(req, call->status, call->body, call->len, call->tag);
     km_free(cm, call->body);
@@ -269,6 +272,8 @@ static void km_rpc_call_drop(km_plugin_t *cm, void *arg)
     km_rpc_call_t *call = arg;
     km_rpc_req_t *req = call->req;
 
+    if (call->timer != NULL)
+        cm->ref.api->timer_cancel(cm->ref.host, call->timer);
     km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR, "the broker is shutting down");
     km_free(cm, call->body);
     km_free(cm, call);
@@ -314,6 +319,11 @@ static void km_rpc_on_done(void *arg, int32_t status)
     call->status = status;
     km_rpc_call_post(call);
     km_rpc_async_end(&cm->rpc);
+}
+
+static void km_rpc_on_timer(void *arg)
+{
+    km_rpc_on_done(arg, KBX_OK);
 }
 
 static km_rpc_call_t *km_rpc_call_new(km_rpc_req_t *req, km_rpc_cont_fn cont, int32_t tag)
@@ -404,6 +414,23 @@ int32_t km_rpc_controller_write(km_rpc_req_t *req, const kbx_record_t *const *re
         return KBX_ERR_NOMEM;
     rc = cm->ref.api->controller_write(cm->ref.host, records, count, KM_RPC_OP_TIMEOUT_MS,
                                        km_rpc_on_done, call);
+    if (rc != KBX_OK)
+        km_rpc_call_abort(call);
+    return rc;
+}
+
+int32_t km_rpc_after(km_rpc_req_t *req, int64_t delay_ms, km_rpc_cont_fn cont, int32_t tag)
+{
+    km_plugin_t *cm = req->cm;
+    km_rpc_call_t *call;
+    int32_t rc;
+
+    if (km_rpc_stopping(cm))
+        return KBX_ERR_SHUTDOWN;
+    call = km_rpc_call_new(req, cont, tag);
+    if (call == NULL)
+        return KBX_ERR_NOMEM;
+    rc = cm->ref.api->timer_start(cm->ref.host, delay_ms, 0, km_rpc_on_timer, call, &call->timer);
     if (rc != KBX_OK)
         km_rpc_call_abort(call);
     return rc;

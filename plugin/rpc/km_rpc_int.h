@@ -89,6 +89,9 @@ int32_t km_rpc_broker_request(km_rpc_req_t *req, int32_t broker_id, int16_t api_
 int32_t km_rpc_controller_write(km_rpc_req_t *req, const kbx_record_t *const *records,
                                 uint32_t count, km_rpc_cont_fn cont, int32_t tag);
 
+/** Continue with cont(req, KBX_OK, NULL, 0, tag) on the loop after delay_ms (a host timer). */
+int32_t km_rpc_after(km_rpc_req_t *req, int64_t delay_ms, km_rpc_cont_fn cont, int32_t tag);
+
 /** Authorize the request's principal for operation (Kafka AclOperation) on the cluster. */
 bool km_rpc_authorized(km_rpc_req_t *req, int32_t operation);
 

@@ -362,15 +362,15 @@ void km_rpc_create_mirror(km_rpc_req_t *req)
         if (st->keys[st->n - 1] == NULL || (value != NULL && st->values[st->n - 1] == NULL))
             goto nomem;
     }
-    if (km_config_check(&km_config_mirror_scope, &st->conf, err, sizeof(err)) != KM_OK) {
-        km_rpc_fail(req, KP_ERR_INVALID_CONFIG, "%s", err);
-        return;
-    }
     if (strcmp(st->conf.security_protocol, "PLAINTEXT") != 0) {
         km_rpc_fail(req, KP_ERR_INVALID_CONFIG,
                     "security.protocol=%s is not supported yet: the source connection supports "
                     "PLAINTEXT only (TLS and SASL are later work)",
                     st->conf.security_protocol);
+        return;
+    }
+    if (km_config_check(&km_config_mirror_scope, &st->conf, err, sizeof(err)) != KM_OK) {
+        km_rpc_fail(req, KP_ERR_INVALID_CONFIG, "%s", err);
         return;
     }
     km_rpc_req_hold(req); /* for the source query */

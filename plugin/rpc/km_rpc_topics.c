@@ -39,6 +39,7 @@ typedef struct km_item {
 } km_item_t;
 
 typedef struct km_topics_st {
+    int64_t wait_deadline_ns; /* read-your-writes wait for the catalog */
     char *mirror;
     km_item_t *items;
     size_t n, cap;
@@ -247,12 +248,70 @@ nomem:
     km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR, "out of memory");
 }
 
-static void km_topics_answer(km_rpc_req_t *req)
+static void km_topics_answer_now(km_rpc_req_t *req)
 {
     if (req->api_key == 95)
         km_start_answer(req);
     else
         km_change_answer(req);
+}
+
+/* Does the catalog show every change that succeeded? */
+static bool km_topics_visible(km_rpc_req_t *req)
+{
+    km_topics_st_t *st = req->st;
+    km_plugin_t *cm = req->cm;
+
+    for (size_t i = 0; i < st->n; i++) {
+        const km_item_t *it = &st->items[i];
+        const km_cat_topic_t *t;
+        char base[256];
+        km_desired_t d;
+
+        if (it->act == KM_ACT_NONE || it->ec != 0 || it->value == NULL)
+            continue;
+        t = km_catalog_topic_find(&cm->catalog, it->name);
+        if (!km_catalog_parse_mirror_name(it->value, base, sizeof(base), &d) || t == NULL ||
+            t->mirror == NULL || strcmp(t->mirror, base) != 0 || t->desired != d)
+            return false;
+    }
+    return true;
+}
+
+static void km_topics_recheck(km_rpc_req_t *req, int32_t status, const uint8_t *body, size_t len,
+                              int32_t tag);
+
+/* Answer once the metadata listener has brought the changes into the catalog, so that the
+ * client's next request (through this broker) sees them; bounded by a deadline, after which
+ * the answer goes anyway (the changes are committed). */
+static void km_topics_answer(km_rpc_req_t *req)
+{
+    km_topics_st_t *st = req->st;
+    km_plugin_t *cm = req->cm;
+    int64_t now = cm->ref.api->clock_monotonic_ns(cm->ref.host);
+
+    if (st->wait_deadline_ns == 0)
+        st->wait_deadline_ns = now + (int64_t)5000 * 1000000;
+    if (km_topics_visible(req) || now >= st->wait_deadline_ns ||
+        km_rpc_after(req, 10, km_topics_recheck, 0) != KBX_OK) {
+        if (!km_topics_visible(req))
+            km_log_warn(cm,
+                        "%s on mirror %s: answering before this broker's metadata shows "
+                        "the changes",
+                        req->api_key == 95 ? "StartMirrorTopics" : "a topic state change",
+                        st->mirror);
+        km_topics_answer_now(req);
+    }
+}
+
+static void km_topics_recheck(km_rpc_req_t *req, int32_t status, const uint8_t *body, size_t len,
+                              int32_t tag)
+{
+    (void)status;
+    (void)body;
+    (void)len;
+    (void)tag;
+    km_topics_answer(req);
 }
 
 /* ================================ host requests ========================================= */
@@ -461,6 +520,7 @@ static void km_start_plan(km_rpc_req_t *req)
         t = km_catalog_topic_find(&cm->catalog, it->name);
         if (t == NULL || t->partition_count == 0) {
             it->act = KM_ACT_CREATE;
+            it->value = st->mirror;
             continue;
         }
         if (memcmp(&t->id, &it->id, sizeof(it->id)) != 0) {

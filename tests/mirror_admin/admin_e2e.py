@@ -416,6 +416,9 @@ check(ec == NONE, "start with a regex (%s: %s)" % (ec, msg))
 check(res.get("orders-eu", (None,))[0] == NONE and res.get("orders-us", (None,))[0] == NONE,
       "orders-eu and orders-us started: %s" % res)
 check("payments" not in res, "payments not selected")
+# Read-your-writes: the answer comes once this broker's catalog shows the new topics.
+ec, _, mirrors = list_mirrors()
+check(mirrors.get("m1", (0, 0, 0, 0))[3] == 2, "ListMirrors counts 2 topics right after the start")
 check(res.get("orders-clash", (None,))[0] == INCONSISTENT_TOPIC_ID,
       "existing topic with another id refused: %s" % (res.get("orders-clash"),))
 
@@ -434,9 +437,6 @@ check("payments" not in dst_topics, "payments not created")
 ec, msg = produce(DST, "orders-eu")
 check(ec in (READ_ONLY_TOPIC, NOT_ENOUGH_REPLICAS), "produce to a mirror topic refused (%s: %s)"
       % (ec, msg))
-
-ec, _, mirrors = list_mirrors()
-check(mirrors.get("m1", (0, 0, 0, 0))[3] == 2, "ListMirrors counts 2 topics")
 
 # Pause / resume / stop change the suffix; the catalog (ListMirrors, Describe) follows.
 ec, msg, res = change_topics(102, "m1", ["orders-eu", "payments"])
