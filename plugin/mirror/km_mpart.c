@@ -42,6 +42,7 @@ enum {
     KM_MP_M_DIVERGE_TRUNCATE,
     KM_MP_PA_DRAIN,
     KM_MP_PA_DONE,
+    KM_MP_S_PREDRAIN,
     KM_MP_S_DRAIN,
     KM_MP_S_LME,
     KM_MP_S_BUMP,
@@ -67,6 +68,7 @@ static const char *const km_mpart_step_names[] = {
     [KM_MP_M_DIVERGE_TRUNCATE] = "mirroring.diverged.truncate",
     [KM_MP_PA_DRAIN] = "pausing.drain",
     [KM_MP_PA_DONE] = "paused",
+    [KM_MP_S_PREDRAIN] = "stopping.drain",
     [KM_MP_S_DRAIN] = "stopping.drain",
     [KM_MP_S_LME] = "stopping.record_lme",
     [KM_MP_S_BUMP] = "stopping.bump",
@@ -538,11 +540,6 @@ static km_err_t km_mpart_go(km_mpart_t *mp, int to)
     km_mpart_rec_t w;
 
     km_mpart_next_rec(mp, to, &w);
-    if (to == KM_MPART_STOPPING && mp->rec.state != KM_MPART_STOPPING) {
-        /* A new failover records its own LME (step 2). */
-        w.lme_epoch = -1;
-        w.lme_offset = -1;
-    }
     if ((to == KM_MPART_PREPARING || to == KM_MPART_MIRRORING) && mp->source_cid[0] != '\0')
         km_mpart_copy_str(w.source_cluster_id, sizeof(w.source_cluster_id), mp->source_cid);
     return km_mpart_transition(mp, &w, false);
@@ -590,6 +587,46 @@ static int km_mpart_target(const km_mpart_t *mp)
     }
 }
 
+static void km_mpart_start_remove(km_mpart_t *mp, int step);
+
+/* Step 1 of a failover, run before STOPPING is persisted so that the STOPPING record carries
+ * this failover's LME (step 2): remove the fetcher and drain. Idempotent; nothing is
+ * persisted, so a crash here leaves the previous state, which decides STOPPING again. */
+static void km_mpart_predrain(km_mpart_t *mp)
+{
+    if (mp->busy && mp->step == KM_MP_S_PREDRAIN)
+        return;
+    mp->wake_at_ms = -1;
+    km_mpart_write_mode(mp, KBX_WRITE_PENDING);
+    km_mpart_start_remove(mp, KM_MP_S_PREDRAIN);
+}
+
+/* Drained before STOPPING: record the LME in the STOPPING transition itself. */
+static void km_mpart_stop_with_lme(km_mpart_t *mp)
+{
+    kbx_log_offsets_t o;
+    km_mpart_rec_t w;
+
+    if (km_mpart_crash(mp, "stopping.drained"))
+        return;
+    mp->step = KM_MP_START;
+    if (km_mpart_target(mp) != KM_MPART_STOPPING) {
+        /* The stop was taken back meanwhile: the state's action starts over. */
+        km_mpart_kick(mp);
+        return;
+    }
+    if (km_mpart_offsets(mp, &o) != KBX_OK) {
+        km_mpart_retry_later(mp);
+        return;
+    }
+    km_mpart_next_rec(mp, KM_MPART_STOPPING, &w);
+    w.lme_epoch = o.latest_cached_epoch;
+    w.lme_offset = o.log_end_offset;
+    km_log_info(mp->mgr->cm, "%s-%d of mirror %s: last mirrored epoch %d, offset %lld", mp->topic,
+                (int)mp->id.partition, mp->mirror, (int)w.lme_epoch, (long long)w.lme_offset);
+    km_mpart_transition(mp, &w, true);
+}
+
 static void km_mpart_kick(km_mpart_t *mp)
 {
     int to;
@@ -597,6 +634,10 @@ static void km_mpart_kick(km_mpart_t *mp)
     if (mp->frozen || !mp->loaded || mp->writing)
         return;
     to = km_mpart_target(mp);
+    if (to == KM_MPART_STOPPING && mp->rec.state != KM_MPART_STOPPING) {
+        km_mpart_predrain(mp);
+        return;
+    }
     if (to != mp->rec.state) {
         km_mpart_go(mp, to);
         return;
@@ -605,18 +646,6 @@ static void km_mpart_kick(km_mpart_t *mp)
 }
 
 /* ---- PREPARING ------------------------------------------------------------------------------ */
-
-/* True if this PREPARING starts from STOPPED / never mirrored (LME lookup and truncation); a
- * partition that was mirroring the same source cluster resumes from its log end. */
-static bool km_mpart_prep_truncates(const km_mpart_t *mp)
-{
-    const km_mpart_rec_t *r = &mp->rec;
-
-    if (!km_mpart_is_mirroring_state(r->previous_state))
-        return true;
-    return r->source_cluster_id[0] != '\0' && mp->source_cid[0] != '\0' &&
-           strcmp(r->source_cluster_id, mp->source_cid) != 0;
-}
 
 static void km_mpart_prep_truncate(km_mpart_t *mp)
 {
@@ -680,15 +709,9 @@ static void km_mpart_run_preparing(km_mpart_t *mp)
 
     switch (mp->step) {
     case KM_MP_START:
+        /* PREPARING is entered only from STOPPED, never mirrored, or a failure while
+         * preparing: a partition that was mirroring resumes in MIRRORING from its log end. */
         km_mpart_write_mode(mp, KBX_WRITE_READ_ONLY);
-        if (!km_mpart_prep_truncates(mp)) {
-            km_log_info(mp->mgr->cm,
-                        "%s-%d of mirror %s: resumes from its log end (was %s of this source)",
-                        mp->topic, (int)mp->id.partition, mp->mirror,
-                        km_mpart_state_name(mp->rec.previous_state));
-            km_mpart_go(mp, KM_MPART_MIRRORING);
-            return;
-        }
         mp->have_lme = false;
         mp->step = KM_MP_P_LOOKUP;
         /* fallthrough */
@@ -934,6 +957,8 @@ static void km_mpart_run_stopping(km_mpart_t *mp)
         km_mpart_start_remove(mp, KM_MP_S_DRAIN);
         return;
     case KM_MP_S_LME:
+        /* Normally recorded by the STOPPING transition; a record without one (another
+         * writer) gets it now. */
         if (mp->rec.lme_offset < 0) {
             if (km_mpart_offsets(mp, &o) != KBX_OK) {
                 km_mpart_retry_later(mp);
@@ -1092,15 +1117,13 @@ static int km_mpart_retry_target(const km_mpart_t *mp)
     return KM_MPART_PREPARING;
 }
 
-static void km_mpart_retry_failed(km_mpart_t *mp, bool operator)
+static void km_mpart_retry_failed(km_mpart_t *mp, bool by_operator)
 {
     km_mpart_rec_t w;
-    int to = operator? KM_MPART_PREPARING : km_mpart_retry_target(mp);
+    int to = km_mpart_retry_target(mp);
 
     km_mpart_next_rec(mp, to, &w);
-    /* The state it failed in decides whether PREPARING truncates (km_mpart_prep_truncates). */
-    w.previous_state = mp->rec.previous_state;
-    if (operator) {
+    if (by_operator) {
         w.retry_attempt = 0;
         w.non_retryable = false;
         w.error[0] = '\0';
@@ -1108,9 +1131,8 @@ static void km_mpart_retry_failed(km_mpart_t *mp, bool operator)
     if (mp->source_cid[0] != '\0')
         km_mpart_copy_str(w.source_cluster_id, sizeof(w.source_cluster_id), mp->source_cid);
     km_log_info(mp->mgr->cm, "%s-%d of mirror %s: FAILED -> %s (%s, attempt %d)", mp->topic,
-                (int)mp->id.partition, mp->mirror,
-                km_mpart_state_name(to), operator? "operator" : "automatic retry",
-                (int)mp->rec.retry_attempt);
+                (int)mp->id.partition, mp->mirror, km_mpart_state_name(to),
+                by_operator ? "operator" : "automatic retry", (int)mp->rec.retry_attempt);
     km_mpart_transition(mp, &w, false);
 }
 
@@ -1476,7 +1498,7 @@ void km_mpart_state_loaded(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int3
 }
 
 void km_mpart_state_written(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int32_t partition,
-                            uint64_t token, km_err_t err)
+                            uint64_t token, km_err_t err, int32_t state_epoch)
 {
     km_mpart_t *mp = km_mpart_find(mgr, topic_id, partition);
     bool same;
@@ -1495,6 +1517,8 @@ void km_mpart_state_written(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int
     }
     same = mp->wrec.state == mp->rec.state;
     mp->rec = mp->wrec;
+    if (state_epoch >= 0)
+        mp->rec.state_epoch = state_epoch;
     km_mpart_new_gen(mp);
     if (!same) {
         mp->step = KM_MP_START;
@@ -1524,9 +1548,10 @@ void km_mpart_fetch_removed(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int
     case KM_MP_PA_DRAIN:
         mp->step = KM_MP_PA_DONE;
         break;
+    case KM_MP_S_PREDRAIN:
+        km_mpart_stop_with_lme(mp);
+        return;
     case KM_MP_S_DRAIN:
-        if (km_mpart_crash(mp, "stopping.drained"))
-            return;
         mp->step = KM_MP_S_LME;
         break;
     case KM_MP_FA_DRAIN:
@@ -1632,8 +1657,9 @@ void km_mpart_mgr_tick(km_mpart_mgr_t *mgr)
                     continue;
                 }
                 if (mp->step == KM_MP_F_DRAIN || mp->step == KM_MP_S_DRAIN ||
-                    mp->step == KM_MP_PA_DRAIN || mp->step == KM_MP_FA_DRAIN ||
-                    mp->step == KM_MP_P_ISR || mp->step == KM_MP_M_DIVERGE_DRAIN)
+                    mp->step == KM_MP_S_PREDRAIN || mp->step == KM_MP_PA_DRAIN ||
+                    mp->step == KM_MP_FA_DRAIN || mp->step == KM_MP_P_ISR ||
+                    mp->step == KM_MP_M_DIVERGE_DRAIN)
                     mp->step = KM_MP_START;
             }
             if (!mp->loaded && !mp->busy && !mp->writing) {

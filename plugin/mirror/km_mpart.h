@@ -96,9 +96,10 @@ typedef struct km_mpart_fstatus {
 typedef struct km_mpart_ops {
     /** Read the persisted state of id. Completes with km_mpart_state_loaded(). */
     km_err_t (*state_read)(void *ctx, const km_mpart_id_t *id, uint64_t token);
-    /** Persist rec (the PARTITION_STATE record, fenced by rec->leader_epoch and
-     *  rec->state_epoch - 1), plus the LAST_MIRROR_EPOCH record (rec->lme_*) when write_lme.
-     *  Completes with km_mpart_state_written(). */
+    /** Persist rec (the PARTITION_STATE record, fenced by rec->leader_epoch and by
+     *  rec->state_epoch - 1, the state epoch the machine last saw), plus the LAST_MIRROR_EPOCH
+     *  record (rec->lme_*) when write_lme. A store may count state epochs only on state
+     *  changes: it reports the resulting epoch. Completes with km_mpart_state_written(). */
     km_err_t (*state_write)(void *ctx, const km_mpart_id_t *id, const km_mpart_rec_t *rec,
                             bool write_lme, uint64_t token);
     /** Start fetching into the local log at fetch_offset (its log end) with leader_epoch. A
@@ -201,10 +202,11 @@ void km_mpart_set_desired(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int32
 void km_mpart_state_loaded(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int32_t partition,
                            uint64_t token, km_err_t err, const km_mpart_rec_t *rec);
 
-/** Completion of ops->state_write. On an error (fenced included) the state is read again
+/** Completion of ops->state_write: state_epoch is the stored state epoch after the write
+ *  (-1: the one the machine asked for). On an error (fenced included) the state is read again
  *  after the retry delay and the decision is made anew. */
 void km_mpart_state_written(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int32_t partition,
-                            uint64_t token, km_err_t err);
+                            uint64_t token, km_err_t err, int32_t state_epoch);
 
 /** Completion of ops->fetch_remove. */
 void km_mpart_fetch_removed(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int32_t partition,
@@ -240,9 +242,9 @@ void km_mpart_fetch_event(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int32
 void km_mpart_mgr_tick(km_mpart_mgr_t *mgr);
 
 /**
- * Operator action (the admin RPC layer): send a FAILED partition back to PREPARING, with its
- * retry count reset. A partition that failed while mirroring resumes from its log end; one
- * that failed while preparing prepares again.
+ * Operator action (the admin RPC layer, ResumeMirrorTopics --recover): send a FAILED partition
+ * back with its retry count and error cleared: to MIRRORING (from its log end) when it failed
+ * in a mirroring state, else to PREPARING.
  * @return KM_OK; KM_ERR_INVALID (unknown partition, or not FAILED: errbuf says why)
  */
 km_err_t km_mpart_operator_retry(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int32_t partition,

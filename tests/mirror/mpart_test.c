@@ -174,23 +174,33 @@ static bool tw_deliver_one(void)
     }
     if (tw.write_pending) {
         km_err_t err = KM_OK;
+        int32_t epoch = -1;
         tw.write_pending = false;
-        /* The coordinator's fencing: state epoch + 1, leader epoch not older. */
+        /* The coordinator's rules (plugin/state): fenced when the stored state epoch is newer
+         * than the one the writer saw or the stored leader epoch newer than the writer's; the
+         * state epoch grows by one on a state change only. */
         if (tw.fail_writes > 0) {
             tw.fail_writes--;
             err = KM_ERR_HOST;
-        } else if (tw.has_rec && (tw.write_rec.state_epoch != tw.store.state_epoch + 1 ||
+        } else if (tw.has_rec && (tw.store.state_epoch > tw.write_rec.state_epoch - 1 ||
                                   tw.write_rec.leader_epoch < tw.store.leader_epoch)) {
             err = KM_ERR_INVALID;
         } else {
+            if (!tw.has_rec)
+                epoch = 1;
+            else if (tw.store.state != tw.write_rec.state)
+                epoch = tw.store.state_epoch + 1;
+            else
+                epoch = tw.store.state_epoch;
             tw.store = tw.write_rec;
+            tw.store.state_epoch = epoch;
             tw.has_rec = true;
             tw.writes++;
             tw.lme_writes += tw.write_lme;
             if (tw.nhist < TW_MAX_HIST)
                 tw.hist[tw.nhist++] = tw.write_rec.state;
         }
-        km_mpart_state_written(tw.mgr, &tw.tid, 0, tw.write_tok, err);
+        km_mpart_state_written(tw.mgr, &tw.tid, 0, tw.write_tok, err, epoch);
         return true;
     }
     if (tw.remove_pending) {
@@ -675,11 +685,12 @@ static void mp_test_transient_fatal(void)
     tw_advance(3600 * 1000);
     CU_ASSERT_EQUAL(tw_state(), KM_MPART_FAILED); /* never retried automatically */
 
-    /* the operator sends it back to PREPARING; it failed while mirroring: resumes */
+    /* the operator sends it back; it failed while mirroring: MIRRORING from its log end */
     CU_ASSERT_EQUAL(km_mpart_operator_retry(tw.mgr, &tw.tid, 0, err, sizeof(err)), KM_OK);
     tw_settle();
     CU_ASSERT_EQUAL(tw_state(), KM_MPART_MIRRORING);
-    CU_ASSERT_EQUAL(tw.hist[tw.nhist - 2], KM_MPART_PREPARING);
+    CU_ASSERT_EQUAL(tw.hist[tw.nhist - 2], KM_MPART_FAILED);
+    CU_ASSERT_EQUAL(tw.add_offset, 0);
     CU_ASSERT_EQUAL(tw.store.retry_attempt, 0);
     CU_ASSERT_FALSE(tw.store.non_retryable);
     CU_ASSERT_STRING_EQUAL(tw.store.error, "");
@@ -688,6 +699,27 @@ static void mp_test_transient_fatal(void)
     CU_ASSERT_EQUAL(km_mpart_operator_retry(tw.mgr, &tw.tid, 0, err, sizeof(err)), KM_ERR_INVALID);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "is MIRRORING, not FAILED"));
     CU_ASSERT_EQUAL(km_mpart_operator_retry(tw.mgr, &tw.tid, 3, err, sizeof(err)), KM_ERR_INVALID);
+    tw_end();
+
+    /* failed while preparing (not retryable): the operator sends it back to PREPARING */
+    tw_begin(9);
+    tw_history();
+    tw_store(KM_MPART_FAILED, KM_MPART_PREPARING);
+    tw.store.non_retryable = true;
+    snprintf(tw.store.error, sizeof(tw.store.error), "t-0: a mirror loop");
+    tw.lme_epoch = 3;
+    tw_lead(KM_MPART_WANT_RUNNING);
+    CU_ASSERT_EQUAL(tw_state(), KM_MPART_FAILED);
+    CU_ASSERT_EQUAL(tw_desc().next_retry_ms, -1);
+    CU_ASSERT_EQUAL(tw.lookups, 0);
+    CU_ASSERT_EQUAL(km_mpart_operator_retry(tw.mgr, &tw.tid, 0, err, sizeof(err)), KM_OK);
+    tw_settle();
+    CU_ASSERT_EQUAL(tw.hist[0], KM_MPART_PREPARING);
+    CU_ASSERT_EQUAL(tw_state(), KM_MPART_MIRRORING);
+    CU_ASSERT_EQUAL(tw.lookups, 1);
+    CU_ASSERT_EQUAL(tw_offsets().log_end_offset, 20); /* the LME truncation ran */
+    CU_ASSERT_EQUAL(tw.store.retry_attempt, 0);
+    CU_ASSERT_STRING_EQUAL(tw.store.error, "");
     tw_end();
 }
 
@@ -798,15 +830,16 @@ static void mp_test_stopping(void)
     tw_advance(150);
     mp_stop_check(5, 35);
     CU_ASSERT_EQUAL(tw.hist[0], KM_MPART_STOPPING);
-    CU_ASSERT_EQUAL(tw.hist[1], KM_MPART_STOPPING); /* the LME record */
-    CU_ASSERT_EQUAL(tw.hist[2], KM_MPART_STOPPED);
-    CU_ASSERT_EQUAL(tw.nhist, 3);
+    CU_ASSERT_EQUAL(tw.hist[1], KM_MPART_STOPPED);
+    CU_ASSERT_EQUAL(tw.nhist, 2);
+    CU_ASSERT_EQUAL(tw.store.state_epoch, 9);
+    CU_ASSERT_EQUAL(tw.lme_writes, 1);
     /* a STOPPED partition led again (restart) stays as it is */
     tw_mgr_free();
     tw_mgr_new(NULL);
     tw_lead(KM_MPART_WANT_STOPPED);
     mp_stop_check(5, 35);
-    CU_ASSERT_EQUAL(tw.nhist, 3);
+    CU_ASSERT_EQUAL(tw.nhist, 2);
     tw_end();
 }
 
@@ -912,14 +945,15 @@ static void mp_test_leadership_lost(void)
     CU_ASSERT_TRUE(tw.remove_pending);
     fakehost_partition_set_leader(tw.fh, &tw.tid, 0, 6, true);
     writes = tw.writes;
-    tw_settle(); /* drained: the LME step finds its handle fenced */
+    tw_settle(); /* drained: recording the LME finds the handle fenced */
     CU_ASSERT_EQUAL(tw.writes, writes);
-    CU_ASSERT_EQUAL(tw_state(), KM_MPART_STOPPING);
+    CU_ASSERT_EQUAL(tw_state(), KM_MPART_MIRRORING); /* STOPPING not persisted yet */
     tw_count_control(&resets, &aborts);
     CU_ASSERT_EQUAL(resets + aborts, 0);
     CU_ASSERT_EQUAL(tw_offsets().log_end_offset, 35);
     tw_advance(2000);
-    CU_ASSERT_EQUAL(tw_state(), KM_MPART_STOPPING);
+    CU_ASSERT_EQUAL(tw_state(), KM_MPART_MIRRORING);
+    CU_ASSERT_EQUAL(tw.writes, writes);
     /* the coordinator tells it the new epoch: the failover resumes and completes */
     tw_lead(KM_MPART_WANT_STOPPED);
     mp_stop_check(5, 35);
