@@ -18,6 +18,7 @@
 #define KMC_O_TOPIC         0x04u
 #define KMC_O_EXCLUDE       0x08u
 #define KMC_O_FAILED        0x10u
+#define KMC_O_WAIT          0x20u
 
 typedef struct kmc_action_def {
     const char *flag;
@@ -30,12 +31,16 @@ typedef struct kmc_action_def {
 static const kmc_action_def_t kmc_actions[] = {
     {"--create", NULL, KMC_ACT_CREATE, KMC_O_MIRROR | KMC_O_MIRROR_CONFIG,
      KMC_O_MIRROR | KMC_O_MIRROR_CONFIG},
-    {"--start", "--add", KMC_ACT_START, KMC_O_MIRROR | KMC_O_TOPIC | KMC_O_EXCLUDE,
+    {"--start", "--add", KMC_ACT_START, KMC_O_MIRROR | KMC_O_TOPIC | KMC_O_EXCLUDE | KMC_O_WAIT,
      KMC_O_MIRROR | KMC_O_TOPIC},
-    {"--stop", "--remove", KMC_ACT_STOP, KMC_O_MIRROR | KMC_O_TOPIC, KMC_O_MIRROR | KMC_O_TOPIC},
-    {"--pause", NULL, KMC_ACT_PAUSE, KMC_O_MIRROR | KMC_O_TOPIC, KMC_O_MIRROR | KMC_O_TOPIC},
-    {"--resume", NULL, KMC_ACT_RESUME, KMC_O_MIRROR | KMC_O_TOPIC, KMC_O_MIRROR | KMC_O_TOPIC},
-    {"--recover", NULL, KMC_ACT_RECOVER, KMC_O_MIRROR | KMC_O_TOPIC, KMC_O_MIRROR | KMC_O_TOPIC},
+    {"--stop", "--remove", KMC_ACT_STOP, KMC_O_MIRROR | KMC_O_TOPIC | KMC_O_WAIT,
+     KMC_O_MIRROR | KMC_O_TOPIC},
+    {"--pause", NULL, KMC_ACT_PAUSE, KMC_O_MIRROR | KMC_O_TOPIC | KMC_O_WAIT,
+     KMC_O_MIRROR | KMC_O_TOPIC},
+    {"--resume", NULL, KMC_ACT_RESUME, KMC_O_MIRROR | KMC_O_TOPIC | KMC_O_WAIT,
+     KMC_O_MIRROR | KMC_O_TOPIC},
+    {"--recover", NULL, KMC_ACT_RECOVER, KMC_O_MIRROR | KMC_O_TOPIC | KMC_O_WAIT,
+     KMC_O_MIRROR | KMC_O_TOPIC},
     {"--delete", NULL, KMC_ACT_DELETE, KMC_O_MIRROR, KMC_O_MIRROR},
     {"--list", NULL, KMC_ACT_LIST, 0, 0},
     {"--describe", NULL, KMC_ACT_DESCRIBE, KMC_O_MIRROR | KMC_O_TOPIC | KMC_O_FAILED, 0},
@@ -49,7 +54,7 @@ static const struct {
 } kmc_option_names[] = {
     {KMC_O_MIRROR, "--mirror"}, {KMC_O_MIRROR_CONFIG, "--mirror-config"},
     {KMC_O_TOPIC, "--topic"},   {KMC_O_EXCLUDE, "--exclude"},
-    {KMC_O_FAILED, "--failed"},
+    {KMC_O_FAILED, "--failed"}, {KMC_O_WAIT, "--wait"},
 };
 
 static int kmc_args_fail(char *errstr, size_t errstr_size, const char *fmt, ...)
@@ -270,6 +275,9 @@ int kmc_args_parse(kmc_args_t *a, int argc, char **argv, char *errstr, size_t er
             a->timeout_set = true;
         } else if (strcmp(arg, "--json") == 0) {
             a->json = true;
+        } else if (strcmp(arg, "--wait") == 0) {
+            a->wait = true;
+            given |= KMC_O_WAIT;
         } else if (strcmp(arg, "--failed") == 0) {
             a->failed = true;
             given |= KMC_O_FAILED;
@@ -321,7 +329,11 @@ void kmc_args_usage(FILE *out)
           "  --json                   machine-readable output (field names in docs/cli.md)\n"
           "  --failed                 --describe only: only partitions that are FAILED or report\n"
           "                           an error\n"
-          "  --timeout-ms N           per request and for connecting (default 30000)\n"
+          "  --wait                   --start/--stop/--pause/--resume/--recover: then wait until\n"
+          "                           every partition of the topics is MIRRORING (STOPPED,\n"
+          "                           PAUSED), up to --timeout-ms; exit 1 if not, or if one fails\n"
+          "                           for good\n"
+          "  --timeout-ms N           per request, for connecting, and for --wait (default 30000)\n"
           "\n"
           "Exit codes: 0 ok; 1 the request or one of its items failed (the Kafka error is\n"
           "printed); 2 usage or configuration-file error; 3 no broker reachable, or the broker\n"

@@ -52,6 +52,7 @@ typedef struct kmc_args {
     int nexcludes;
     bool json;
     bool failed;        /**< --failed (describe: only FAILED partitions and errors) */
+    bool wait;          /**< --wait: until the topics' partitions reach the action's state */
     int32_t timeout_ms; /**< --timeout-ms, or KMC_DEFAULT_TIMEOUT_MS */
     bool timeout_set;
 } kmc_args_t;

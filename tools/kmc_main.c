@@ -570,6 +570,166 @@ static int kmc_results(kmc_run_t *run, const char *what, int16_t ec, kp_str_t em
     return bad ? KMC_EXIT_FAILED : KMC_EXIT_OK;
 }
 
+/* ---- --wait ------------------------------------------------------------------------------- */
+
+/* The state the partitions of the acted-on topics end in. */
+static const char *kmc_wait_target(kmc_action_t act)
+{
+    switch (act) {
+    case KMC_ACT_STOP:
+        return "STOPPED";
+    case KMC_ACT_PAUSE:
+        return "PAUSED";
+    default:
+        return "MIRRORING";
+    }
+}
+
+/* Partitions seen in a state other than FAILED during a wait. */
+typedef struct kmc_seen {
+    char *topic; /* points into the wait's names */
+    int32_t partition;
+} kmc_seen_t;
+
+static bool kmc_seen_has(const kmc_seen_t *s, size_t n, const char *topic, int32_t partition)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i].partition == partition && strcmp(s[i].topic, topic) == 0)
+            return true;
+    return false;
+}
+
+static bool kmc_name_in(const char *name, char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * After a successful mutation: poll DescribeMirrors (every 500 ms, up to --timeout-ms) until
+ * every partition of the topics that succeeded in @p r is in the action's final state. A
+ * partition that turns FAILED for good (RetryAttempt -1) during the wait ends it at once; one
+ * that was FAILED before and stays so (the broker has not acted yet) only runs into the
+ * timeout. Prints the topics' rows at the end (text mode). Returns the exit code.
+ */
+static int kmc_wait(kmc_run_t *run, const kmc_topic_result_t *r, size_t n)
+{
+    const char *target = kmc_wait_target(run->a.action);
+    int64_t deadline = kmc_now_ms() + run->a.timeout_ms;
+    char **names = calloc(n ? n : 1, sizeof(*names));
+    kmc_seen_t *seen = NULL;
+    size_t nn = 0, nseen = 0, seencap = 0;
+    int rc = KMC_EXIT_OK;
+
+    if (names == NULL) {
+        kmc_error("out of memory");
+        return KMC_EXIT_PROTOCOL;
+    }
+    /* Copied: the answers they come from are dropped between polls. */
+    for (size_t i = 0; i < n; i++)
+        if (r[i].error_code == 0 && r[i].topic != NULL && !kmc_name_in(r[i].topic, names, nn))
+            if ((names[nn] = strdup(r[i].topic)) != NULL)
+                nn++;
+    if (nn == 0)
+        goto out;
+    if (!run->a.json)
+        printf("Waiting up to %d ms for every partition of %zu topic%s to be %s.\n",
+               (int)run->a.timeout_ms, nn, nn == 1 ? "" : "s", target);
+    kmc_conn_reset(&run->cn);
+    for (;;) {
+        kmc_mirror_desc_t *md = NULL, *m = NULL, view;
+        const char *warning = NULL, *why = NULL;
+        size_t nm = 0, nparts = 0, ndone = 0;
+        bool timed_out;
+
+        rc = kmc_describe_rows(run, run->a.mirror, false, &md, &nm, &warning);
+        if (rc != KMC_EXIT_OK)
+            goto out;
+        for (size_t i = 0; i < nm; i++)
+            if (strcmp(md[i].mirror, run->a.mirror) == 0)
+                m = &md[i];
+        if (m == NULL || m->error_code != 0) {
+            kmc_error("mirror %s disappeared while waiting", run->a.mirror);
+            rc = KMC_EXIT_FAILED;
+            goto out;
+        }
+        /* The rows of the waited-for topics only (rows are sorted; filter in place). */
+        view = *m;
+        view.nparts = 0;
+        for (size_t k = 0; k < m->nparts; k++)
+            if (kmc_name_in(m->parts[k].topic, names, nn))
+                view.parts[view.nparts++] = m->parts[k];
+        for (size_t k = 0; k < view.nparts; k++) {
+            const kmc_part_row_t *p = &view.parts[k];
+            bool failed = strcmp(p->state, "FAILED") == 0;
+            nparts++;
+            if (strcmp(p->state, target) == 0)
+                ndone++;
+            if (failed && p->retry < 0 && why == NULL &&
+                kmc_seen_has(seen, nseen, p->topic, p->partition))
+                why = p->topic;
+            if (!failed && !kmc_seen_has(seen, nseen, p->topic, p->partition)) {
+                if (nseen == seencap) {
+                    size_t cap = seencap ? seencap * 2 : 64;
+                    kmc_seen_t *ns = realloc(seen, cap * sizeof(*ns));
+                    if (ns == NULL) {
+                        kmc_error("out of memory");
+                        rc = KMC_EXIT_PROTOCOL;
+                        goto out;
+                    }
+                    seen = ns;
+                    seencap = cap;
+                }
+                for (size_t i = 0; i < nn; i++)
+                    if (strcmp(names[i], p->topic) == 0)
+                        seen[nseen].topic = names[i];
+                seen[nseen++].partition = p->partition;
+            }
+        }
+        /* Every topic must show partitions (a new mirror topic appears a moment later). */
+        for (size_t i = 0; i < nn; i++) {
+            bool shown = false;
+            for (size_t k = 0; k < view.nparts && !shown; k++)
+                shown = strcmp(view.parts[k].topic, names[i]) == 0;
+            if (!shown)
+                nparts++; /* counts as not done */
+        }
+        timed_out = kmc_now_ms() >= deadline;
+        if ((warning == NULL && ndone == nparts) || why != NULL || timed_out) {
+            if (!run->a.json && view.nparts > 0)
+                kmc_fmt_describe_text(stdout, &view, 1);
+            if (warning == NULL && ndone == nparts) {
+                if (!run->a.json)
+                    printf("All %zu partitions are %s.\n", nparts, target);
+                rc = KMC_EXIT_OK;
+            } else if (why != NULL) {
+                kmc_error("a partition of topic %s is FAILED and will not be retried (see the "
+                          "table)",
+                          why);
+                kmc_error("hint: fix the cause, then --recover --mirror %s --topic '%s'",
+                          run->a.mirror, why);
+                rc = KMC_EXIT_FAILED;
+            } else {
+                kmc_error("%zu of %zu partitions are %s after %d ms; the change goes on in the "
+                          "broker: follow it with --describe --mirror %s",
+                          ndone, nparts, target, (int)run->a.timeout_ms, run->a.mirror);
+                rc = KMC_EXIT_FAILED;
+            }
+            goto out;
+        }
+        kmc_conn_reset(&run->cn);
+        kmc_conn_wait(&run->cn, 500);
+    }
+out:
+    for (size_t i = 0; i < nn; i++)
+        free(names[i]);
+    free(names);
+    free(seen);
+    return rc;
+}
+
 static int kmc_do_start(kmc_run_t *run)
 {
     kp_StartMirrorTopicsRequest_t req;
@@ -620,9 +780,11 @@ static int kmc_do_start(kmc_run_t *run)
             printf("No topic of the source of mirror %s matches the pattern now; nothing was "
                    "started.\n",
                    run->a.mirror);
-        else
+        else if (!run->a.wait)
             printf("Follow their progress with --describe --mirror %s.\n", run->a.mirror);
     }
+    if (rc == KMC_EXIT_OK && run->a.wait)
+        rc = kmc_wait(run, r, n);
     return rc;
 }
 
@@ -835,11 +997,13 @@ static int kmc_do_topics(kmc_run_t *run)
         if (run->a.action == KMC_ACT_STOP && nt == 0)
             printf("No topic of mirror %s matches the pattern; nothing was stopped.\n",
                    run->a.mirror);
-        else if (run->a.action == KMC_ACT_STOP)
+        else if (run->a.action == KMC_ACT_STOP && !run->a.wait)
             printf("The topics become writable once every partition is STOPPED: watch with "
                    "--describe --mirror %s.\n",
                    run->a.mirror);
     }
+    if (rc == KMC_EXIT_OK && run->a.wait)
+        rc = kmc_wait(run, r, nres);
     return rc;
 }
 

@@ -295,6 +295,17 @@ void kmc_conn_wait(kmc_conn_t *cn, int ms)
         kc_client_poll(cn->c, (int)(until - now));
 }
 
+void kmc_conn_reset(kmc_conn_t *cn)
+{
+    while (cn->bodies != NULL) {
+        kmc_body_t *b = cn->bodies;
+        cn->bodies = b->next;
+        free(b);
+    }
+    kp_arena_free(&cn->ar);
+    kp_arena_init(&cn->ar, KMC_ARENA_LIMIT);
+}
+
 void kmc_conn_close(kmc_conn_t *cn)
 {
     if (cn->c != NULL)

@@ -69,6 +69,10 @@ int kmc_conn_call(kmc_conn_t *cn, const kp_msg_desc_t *req_desc, const void *req
 /** Wait about @p ms while keeping the client's connections serviced (retry backoff). */
 void kmc_conn_wait(kmc_conn_t *cn, int ms);
 
+/** Drop every response body and decoded answer kept so far (strings from kmc_conn_str() and
+ *  decoded messages become invalid); the connection stays. For polling loops. */
+void kmc_conn_reset(kmc_conn_t *cn);
+
 void kmc_conn_close(kmc_conn_t *cn);
 
 /** A NUL-terminated copy of @p s in the connection's arena ("" for a null string; never NULL

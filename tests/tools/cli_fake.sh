@@ -274,5 +274,47 @@ km 1 "pause on an incomplete topic list: nothing sent" --pause --mirror m1 --top
 stderr_has "pause partial" "the topics matching --topic may be incomplete; nothing was sent"
 sent_count "pause partial" PauseMirrorTopicsRequest 0
 
+# ---- --wait: polls DescribeMirrors until the final state (transitions take 2 polls here) ------
+LOG=$W/requests5.log
+start_fb "$LOG" --slow 2
+km 0 "stop --wait: until every partition is STOPPED" --stop --mirror m1 --topic orders --wait
+stdout_is "stop --wait" <<'EOF'
+TOPIC   RESULT
+orders  OK
+Waiting up to 30000 ms for every partition of 1 topic to be STOPPED.
+MIRROR  TOPIC   PARTITION  STATE    SOURCE-OFFSET  DEST-OFFSET  LAG  LAST-EPOCH  LAST-OFFSET  ERROR
+m1      orders  0          STOPPED  1500           1450         50   7           1450         -
+m1      orders  1          STOPPED  800            800          0    7           800          -
+m1      orders  2          STOPPED  10             10           0    7           10           -
+All 3 partitions are STOPPED.
+EOF
+sent_count "stop --wait" DescribeMirrorsRequest 3 # resolve, then two polls
+km 1 "stop --wait: a partition turns FAILED for good" --stop --mirror m1 --topic payments --wait
+stdout_is "stop --wait failed" <<'EOF'
+TOPIC     RESULT
+payments  OK
+Waiting up to 30000 ms for every partition of 1 topic to be STOPPED.
+MIRROR  TOPIC     PARTITION  STATE   SOURCE-OFFSET  DEST-OFFSET  LAG  LAST-EPOCH  LAST-OFFSET  ERROR
+m1      payments  0          FAILED  -              5            -    7           5            [not retryable] cannot write the PID reset
+EOF
+stderr_has "stop --wait failed" "a partition of topic payments is FAILED and will not be retried"
+stderr_has "stop --wait failed" "hint: fix the cause, then --recover --mirror m1 --topic 'payments'"
+km 0 "start --wait: until the new topic's partitions are MIRRORING" \
+  --start --mirror m2 --topic clicks --wait --json
+stdout_is "start --wait --json" <<'EOF'
+{"action":"start","mirror":"m2","errorCode":0,"errorName":null,"errorMessage":null,"topics":[{"topic":"clicks","errorCode":0,"errorName":null,"errorMessage":null}]}
+EOF
+km 0 "describe after start --wait" --describe --mirror m2
+stdout_is "describe after start --wait" <<'EOF'
+MIRROR  TOPIC   PARTITION  STATE      SOURCE-OFFSET  DEST-OFFSET  LAG  LAST-EPOCH  LAST-OFFSET  ERROR
+m2      clicks  0          MIRRORING  -              0            -    -           -            -
+m2      clicks  1          MIRRORING  -              0            -    -           -            -
+EOF
+LOG=$W/requests6.log
+start_fb "$LOG" --slow 1000
+km 1 "pause --wait: not done within --timeout-ms" --pause --mirror m1 --topic orders --wait \
+  --timeout-ms 1500
+stderr_has "pause --wait timeout" "0 of 3 partitions are PAUSED after 1500 ms; the change goes on in the broker: follow it with --describe --mirror m1"
+
 if [ "$fails" -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
 echo "all ok"

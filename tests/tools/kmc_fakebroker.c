@@ -4,12 +4,15 @@
  * exactly (tests/tools/cli_fake.sh). It is not the plugin: its rules are the few the CLI's
  * behaviour depends on, written down here.
  *
- *   kmc_fakebroker --log FILE [--not-controller N] [--partial MESSAGE]
+ *   kmc_fakebroker --log FILE [--not-controller N] [--partial MESSAGE] [--slow N]
  *
  * Prints "PORT <n>" on stdout once listening on 127.0.0.1 (ephemeral port), then serves until
  * killed. Every request is appended to FILE as "<ApiName> <request as JSON>". The first N
  * mutating requests are answered NOT_CONTROLLER (nothing applied), to exercise the CLI's retry.
  * --partial: DescribeMirrors answers carry MESSAGE with ErrorCode NONE (a fan-out leg missing).
+ * --slow N: pause, resume, stop, recover and start go through an intermediate state (PAUSING,
+ * STOPPING, PREPARING) and reach the final one after N more DescribeMirrors requests; stopping
+ * topic payments then ends FAILED, not retryable ("cannot write the PID reset").
  *
  * Initial model: mirror m1 (source src-a:9092,src-b:9092, cluster id SRC-CLUSTER) with topics
  * orders (p0 MIRRORING 1500/1450, p1 MIRRORING 800/800, p2 FAILED retry 3), audit (p0 PAUSED)
@@ -42,7 +45,9 @@ typedef struct fb_part {
     int64_t src, dst, lmo;
     int32_t lme;
     int16_t retry;
-    char error[128]; /* "" = none */
+    char error[128];  /* "" = none */
+    char pending[24]; /* --slow: the state reached when countdown hits 0 */
+    int countdown;
 } fb_part_t;
 
 typedef struct fb_topic {
@@ -62,6 +67,7 @@ static fb_mirror_t fb_m[FB_MAXM];
 static FILE *fb_log;
 static int fb_not_controller;
 static const char *fb_partial; /* DescribeMirrors: ErrorMessage with ErrorCode NONE */
+static int fb_slow;            /* DescribeMirrors requests before a transition completes */
 static km_plugin_t *fb_cm;
 static const char *const fb_source_topics[] = {"orders", "audit",     "payments",
                                                "clicks", "clicks-eu", "__consumer_offsets"};
@@ -78,6 +84,21 @@ static void fb_part_set(fb_part_t *p, const char *state, int64_t src, int64_t ds
     p->retry = retry;
     snprintf(p->error, sizeof(p->error), "%s", err ? err : "");
 }
+
+/* Move @p p to @p final, through @p via for fb_slow DescribeMirrors requests under --slow. */
+static void fb_part_move(fb_part_t *p, const char *via, const char *final)
+{
+    if (fb_slow > 0) {
+        snprintf(p->state, sizeof(p->state), "%s", via);
+        snprintf(p->pending, sizeof(p->pending), "%s", final);
+        p->countdown = fb_slow;
+    } else {
+        snprintf(p->state, sizeof(p->state), "%s", final);
+    }
+}
+
+/* --slow: one DescribeMirrors request passed; complete the transitions that are due. */
+static void fb_tick(void);
 
 static fb_mirror_t *fb_mirror_add(const char *name, const char *bootstrap, const char *cid)
 {
@@ -250,10 +271,28 @@ static void fb_describe_one(kp_arena_t *ar, kp_DescribeMirrorsResponse_Described
     }
 }
 
+static void fb_tick(void)
+{
+    for (int i = 0; i < FB_MAXM; i++)
+        for (int k = 0; fb_m[i].used && k < fb_m[i].ntopics; k++)
+            for (int j = 0; j < fb_m[i].t[k].nparts; j++) {
+                fb_part_t *p = &fb_m[i].t[k].p[j];
+                if (p->countdown == 0 || --p->countdown > 0)
+                    continue;
+                snprintf(p->state, sizeof(p->state), "%s", p->pending);
+                if (strcmp(p->pending, "FAILED") == 0) {
+                    p->retry = -1;
+                    snprintf(p->error, sizeof(p->error), "cannot write the PID reset");
+                }
+            }
+}
+
 static void fb_describe(kp_arena_t *ar, const kp_DescribeMirrorsRequest_t *rq,
                         kp_DescribeMirrorsResponse_t *rs)
 {
     int n = 0;
+
+    fb_tick();
 
     rs->Mirrors.v =
         kp_arena_calloc(ar, FB_MAXM + (size_t)(rq->MirrorNames.cnt > 0 ? rq->MirrorNames.cnt : 0),
@@ -330,7 +369,9 @@ static void fb_start(kp_arena_t *ar, const kp_StartMirrorTopicsRequest_t *rq,
             tr->ErrorMessage = fb_keep(ar, "topic %s is already mirrored", name);
             continue;
         }
-        fb_topic_add(m, name, 2);
+        fb_topic_t *nt = fb_topic_add(m, name, 2);
+        for (int p = 0; p < nt->nparts; p++)
+            fb_part_move(&nt->p[p], "PREPARING", fb_slow > 0 ? "MIRRORING" : "PREPARING");
     }
     rs->Topics.cnt = n;
     for (size_t i = 0; i < ninc; i++)
@@ -352,19 +393,21 @@ static int16_t fb_topic_op(fb_mirror_t *m, kp_str_t name, char op, kp_arena_t *a
     for (int i = 0; i < t->nparts; i++) {
         fb_part_t *p = &t->p[i];
         if (op == 'p' && strcmp(p->state, "MIRRORING") == 0) {
-            snprintf(p->state, sizeof(p->state), "PAUSED");
+            fb_part_move(p, "PAUSING", "PAUSED");
             changed = true;
         } else if (op == 'r' && strcmp(p->state, "PAUSED") == 0) {
-            snprintf(p->state, sizeof(p->state), "MIRRORING");
+            fb_part_move(p, "PAUSED", "MIRRORING");
             changed = true;
         } else if (op == 'r' && strcmp(p->state, "FAILED") == 0) {
             fb_part_set(p, "PREPARING", p->src, p->dst, 0, NULL);
+            fb_part_move(p, "PREPARING", fb_slow > 0 ? "MIRRORING" : "PREPARING");
             changed = true;
         } else if (op == 's') {
-            snprintf(p->state, sizeof(p->state), "STOPPED");
             p->lme = 7;
             p->lmo = p->dst;
             p->error[0] = '\0';
+            fb_part_move(p, "STOPPING",
+                         fb_slow > 0 && strcmp(t->name, "payments") == 0 ? "FAILED" : "STOPPED");
             changed = true;
         }
     }
@@ -648,6 +691,8 @@ int main(int argc, char **argv)
             fb_not_controller = atoi(argv[++i]);
         else if (strcmp(argv[i], "--partial") == 0 && i + 1 < argc)
             fb_partial = argv[++i];
+        else if (strcmp(argv[i], "--slow") == 0 && i + 1 < argc)
+            fb_slow = atoi(argv[++i]);
     }
     if (fb_log == NULL) {
         fprintf(stderr, "usage: kmc_fakebroker --log FILE [--not-controller N]\n");

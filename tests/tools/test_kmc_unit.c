@@ -110,6 +110,10 @@ static void test_args_actions(void)
                           "--topic", "x", "--failed", "--json"),
                     0);
     CU_ASSERT(a.failed);
+    CU_ASSERT_EQUAL(PARSE(&a, err, "--bootstrap-server", "h:1", "--stop", "--mirror", "m",
+                          "--topic", ".*", "--wait"),
+                    0);
+    CU_ASSERT(a.wait);
     CU_ASSERT_EQUAL(
         PARSE(&a, err, "--bootstrap-server", "h:1", "--list", "--command-config", "c.properties"),
         0);
@@ -154,6 +158,8 @@ static void test_args_errors(void)
         err, "--topic cannot be used with --delete");
     expect_usage(PARSE(&a, err, "--bootstrap-server", "h:1", "--list", "--failed"), err,
                  "--failed cannot be used with --list");
+    expect_usage(PARSE(&a, err, "--bootstrap-server", "h:1", "--describe", "--wait"), err,
+                 "--wait cannot be used with --describe");
     expect_usage(
         PARSE(&a, err, "--bootstrap-server", "h:1", "--create", "--mirror", "m", "--mirror-config"),
         err, "--mirror-config needs a value");
