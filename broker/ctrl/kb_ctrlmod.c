@@ -1734,8 +1734,11 @@ static kb_api_result_t kb_ctrl_h_forward(void *opaque, kb_req_t *req, kb_resp_t 
     pthread_mutex_lock(&ctl->mu);
     down = ctl->reported_down || ctl->last_ok_ms < 0;
     pthread_mutex_unlock(&ctl->mu);
-    /* The controller is unreachable: fail fast (this node's handler answers NOT_CONTROLLER). */
-    if (down || kb_apisvc_privileged(ctx))
+    /* The controller is unreachable: fail fast (this node's handler answers NOT_CONTROLLER).
+     * The broker's own requests (a plugin's kbx local_request, KB_PRINCIPAL_INTERNAL) are
+     * forwarded like a client's; the Envelope carries the internal principal, which the
+     * controller's handlers treat as privileged there too. */
+    if (down)
         return local(local_opaque, req, respp);
     fw = calloc(1, sizeof(*fw));
     if (!fw)

@@ -112,7 +112,8 @@ enum {
     KM_STATE_CALL_PRODUCE,
     KM_STATE_CALL_META,
     KM_STATE_CALL_CREATE,
-    KM_STATE_CALL_REMOTE
+    KM_STATE_CALL_REMOTE,
+    KM_STATE_CALL_BROKERS
 };
 
 /* A host request in flight; its response is copied and posted to the loop. */
@@ -1348,20 +1349,75 @@ static void km_state_ensure_done_pops(km_state_t *st, int16_t err, const char *m
     }
 }
 
+static void km_state_create_send(km_state_t *st, int32_t rf);
+
+/* Count the cluster's brokers with a Metadata request (no topics): the replication factor -1
+ * means min(3, brokers), and the metadata listener may report only this broker. */
 static void km_state_create_topic(km_state_t *st)
+{
+    kp_MetadataRequest_t rq;
+    km_state_call_t *call;
+    kp_writer_t wr;
+    int32_t rc;
+
+    if (st->ensure_busy)
+        return;
+    if (st->cm->conf.state_topic_replication_factor > 0) {
+        km_state_create_send(st, st->cm->conf.state_topic_replication_factor);
+        return;
+    }
+    call = km_state_call_new(st, KM_STATE_CALL_BROKERS, -1, 0);
+    if (call == NULL) {
+        km_state_ensure_done_pops(st, KP_ERR_COORDINATOR_NOT_AVAILABLE, "out of memory");
+        return;
+    }
+    kp_MetadataRequest_init(&rq);
+    rq.Topics.cnt = 0;
+    rq.AllowAutoTopicCreation = false;
+    kp_writer_init(&wr);
+    kp_MetadataRequest_encode(&wr, &rq, KM_STATE_META_VERSION);
+    rc = km_state_call_send(st, call, -1, KP_APIKEY_Metadata, KM_STATE_META_VERSION, &wr,
+                            KM_STATE_META_TIMEOUT_MS);
+    kp_writer_free(&wr);
+    if (rc != KBX_OK) {
+        km_state_call_free(st, call);
+        km_state_ensure_done_pops(st, KP_ERR_COORDINATOR_NOT_AVAILABLE,
+                                  "cannot send Metadata to count the brokers");
+        return;
+    }
+    st->ensure_busy = true;
+}
+
+static void km_state_brokers_done(km_state_t *st, km_state_call_t *call)
+{
+    int32_t n = (int32_t)st->nbrokers;
+
+    st->ensure_busy = false;
+    if (call->status == KBX_OK) {
+        kp_MetadataResponse_t resp;
+        kp_reader_t rd;
+        kp_arena_t ar;
+
+        kp_arena_init(&ar, KM_STATE_RPC_ARENA_MAX);
+        kp_reader_init(&rd, call->body, call->len);
+        if (kp_MetadataResponse_decode(&rd, &ar, &resp, KM_STATE_META_VERSION) == 0 &&
+            resp.Brokers.cnt > n)
+            n = resp.Brokers.cnt;
+        kp_arena_free(&ar);
+    }
+    km_state_create_send(st, n <= 0 ? 1 : (n < 3 ? n : 3));
+}
+
+static void km_state_create_send(km_state_t *st, int32_t rf)
 {
     km_plugin_t *cm = st->cm;
     kp_CreateTopicsRequest_t rq;
     kp_CreateTopicsRequest_CreatableTopic_t t;
     kp_CreateTopicsRequest_CreatableTopicConfig_t c;
     km_state_call_t *call;
-    int32_t rf = cm->conf.state_topic_replication_factor, rc;
     kp_writer_t wr;
+    int32_t rc;
 
-    if (st->ensure_busy)
-        return;
-    if (rf < 0)
-        rf = st->nbrokers == 0 ? 1 : (st->nbrokers < 3 ? (int32_t)st->nbrokers : 3);
     call = km_state_call_new(st, KM_STATE_CALL_CREATE, -1, 0);
     if (call == NULL) {
         km_state_ensure_done_pops(st, KP_ERR_COORDINATOR_NOT_AVAILABLE, "out of memory");
@@ -1658,6 +1714,9 @@ static void km_state_call_run(km_plugin_t *cm, void *arg)
         break;
     case KM_STATE_CALL_REMOTE:
         km_state_remote_done(st, call);
+        break;
+    case KM_STATE_CALL_BROKERS:
+        km_state_brokers_done(st, call);
         break;
     }
     km_state_call_free(st, call);
@@ -2003,6 +2062,15 @@ static km_state_pop_t *km_state_rpc_pop(km_state_t *st, km_state_rpc_t *rpc, int
     }
     memcpy(name, topic.ptr, (size_t)topic.len);
     name[topic.len] = '\0';
+    if (!st->topic_seen) {
+        /* No mirror state anywhere yet: the first write creates the topic (retriable). */
+        if (kind == KM_STATE_POP_WRITE)
+            km_state_create_topic(st);
+        *err = KP_ERR_COORDINATOR_NOT_AVAILABLE;
+        *msg = kind == KM_STATE_POP_WRITE ? "creating __mirror_state"
+                                          : "__mirror_state does not exist (yet)";
+        return NULL;
+    }
     t = km_state_topic_find(st, name);
     if (t == NULL) {
         *err = KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;

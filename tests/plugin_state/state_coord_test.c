@@ -371,8 +371,9 @@ struct ts_env {
     fakehost_t *fh;
     void *ctx;
     km_plugin_t *cm;
-    ts_env_t *peer;    /* the broker broker_request reaches */
-    int32_t md_leader; /* what Metadata answers for __mirror_state partitions */
+    ts_env_t *peer;     /* the broker broker_request reaches */
+    int32_t md_leader;  /* what Metadata answers for __mirror_state partitions */
+    int32_t md_brokers; /* how many brokers Metadata lists */
     int produces, fetches, metadatas, creates, remotes;
     int32_t create_partitions, create_rf;
     bool create_compact;
@@ -512,6 +513,17 @@ static int32_t ts_serve_metadata(ts_env_t *env, uint8_t **resp, size_t *resp_len
     kp_MetadataResponse_MetadataResponseTopic_init(&t);
     rs.Topics.cnt = 1;
     rs.Topics.v = &t;
+    kp_MetadataResponse_MetadataResponseBroker_t br[8];
+
+    rs.Brokers.cnt = env->md_brokers;
+    rs.Brokers.v = br;
+    for (i = 0; i < env->md_brokers && i < 8; i++) {
+        kp_MetadataResponse_MetadataResponseBroker_init(&br[i]);
+        br[i].NodeId = i + 1;
+        br[i].Host = kp_str("127.0.0.1");
+        br[i].Port = 9092 + i;
+        br[i].Rack = KP_STR_NULL;
+    }
     t.Name = kp_str("__mirror_state");
     t.Partitions.cnt = n;
     t.Partitions.v = p;
@@ -1249,7 +1261,31 @@ static void ts_test_two_brokers(void)
     ts_env_stop(&b);
 }
 
+/* No __mirror_state yet: the first WriteMirrorStates creates it (retriable answer meanwhile). */
+static void ts_test_lazy_create(void)
+{
+    ts_env_t env;
+
+    ts_env_start(&env, 1, "7");
+    fakehost_config_set(env.fh, "mirror.state.topic.replication.factor", "-1");
+    ts_env_init(&env);
+    fakehost_run_until_idle(env.fh);
+    ts_publish_orders(&env); /* the listener names one broker, Metadata four */
+    env.md_brokers = 4;
+    CU_ASSERT_EQUAL(ts_read(&env, "m1", 0, NULL), KP_ERR_COORDINATOR_NOT_AVAILABLE);
+    CU_ASSERT_EQUAL(env.creates, 0); /* a read does not create it */
+    CU_ASSERT_EQUAL(ts_write(&env, "m1", 0, KP_PSTATE_PREPARING, -1, -1, NULL),
+                    KP_ERR_COORDINATOR_NOT_AVAILABLE);
+    CU_ASSERT_EQUAL(env.creates, 1);
+    CU_ASSERT_EQUAL(env.create_partitions, 7);
+    CU_ASSERT_EQUAL(env.create_rf, 3); /* -1: min(3, four brokers) */
+    CU_ASSERT_TRUE(env.create_compact);
+    CU_ASSERT_TRUE(fakehost_log_contains(env.fh, "creating __mirror_state: 7 partitions"));
+    ts_env_stop(&env);
+}
+
 static CU_TestInfo ts_tests[] = {
+    {"first write creates __mirror_state", ts_test_lazy_create},
     {"transition table", ts_test_transitions},
     {"write rules: fencing, transitions, LME, failure details", ts_test_apply_rules},
     {"table replay: latest wins, tombstones, skipped records", ts_test_replay},
