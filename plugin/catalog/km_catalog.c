@@ -278,6 +278,7 @@ fail:
 void km_catalog_init(km_plugin_t *cm, km_catalog_t *cat)
 {
     memset(cat, 0, sizeof(*cat));
+    atomic_init(&cat->nsubs, 0);
     cat->magic = KM_CATALOG_MAGIC;
     cat->cm = cm;
     cat->metadata_offset = -1;
@@ -314,11 +315,14 @@ void km_catalog_destroy(km_catalog_t *cat)
 
 km_err_t km_catalog_subscribe(km_catalog_t *cat, const km_catalog_ops_t *ops, void *arg)
 {
-    if (cat->nsubs == KM_CATALOG_MAX_SUBS)
+    size_t n = atomic_load_explicit(&cat->nsubs, memory_order_relaxed);
+
+    if (n == KM_CATALOG_MAX_SUBS)
         return KM_ERR_NOMEM;
-    cat->subs[cat->nsubs].ops = ops;
-    cat->subs[cat->nsubs].arg = arg;
-    cat->nsubs++;
+    cat->subs[n].ops = ops;
+    cat->subs[n].arg = arg;
+    /* Release: a loop that sees the new count sees the slot filled. */
+    atomic_store_explicit(&cat->nsubs, n + 1, memory_order_release);
     return KM_OK;
 }
 
@@ -375,7 +379,7 @@ const km_mirror_def_t *km_catalog_mirror_find(const km_catalog_t *cat, const cha
 static void km_catalog_notify_mirror(km_catalog_t *cat, const char *name,
                                      const km_mirror_def_t *def)
 {
-    for (size_t i = 0; i < cat->nsubs; i++)
+    for (size_t i = 0, n = atomic_load_explicit(&cat->nsubs, memory_order_acquire); i < n; i++)
         if (cat->subs[i].ops->on_mirror != NULL)
             cat->subs[i].ops->on_mirror(cat->subs[i].arg, name, def);
 }
@@ -555,7 +559,7 @@ static km_cat_topic_t *km_catalog_topic_add(km_catalog_t *cat, const char *name)
 static void km_catalog_notify_topic(km_catalog_t *cat, const km_cat_topic_t *t,
                                     const char *old_mirror, km_desired_t old_desired)
 {
-    for (size_t i = 0; i < cat->nsubs; i++)
+    for (size_t i = 0, n = atomic_load_explicit(&cat->nsubs, memory_order_acquire); i < n; i++)
         if (cat->subs[i].ops->on_topic != NULL)
             cat->subs[i].ops->on_topic(cat->subs[i].arg, t, old_mirror, old_desired);
 }
@@ -563,7 +567,7 @@ static void km_catalog_notify_topic(km_catalog_t *cat, const km_cat_topic_t *t,
 static void km_catalog_notify_part(km_catalog_t *cat, const km_cat_topic_t *t, int32_t p,
                                    const km_cat_part_t *old)
 {
-    for (size_t i = 0; i < cat->nsubs; i++)
+    for (size_t i = 0, n = atomic_load_explicit(&cat->nsubs, memory_order_acquire); i < n; i++)
         if (cat->subs[i].ops->on_partition != NULL)
             cat->subs[i].ops->on_partition(cat->subs[i].arg, t, p, old);
 }

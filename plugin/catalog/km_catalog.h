@@ -59,8 +59,11 @@ km_err_t km_catalog_apply_leadership(km_catalog_t *cat,
 
 /**
  * Subscribe to changes. ops must outlive the catalog (static const). Callbacks run on the loop
- * after each applied delta / leadership batch, and must not subscribe or unsubscribe.
+ * while a delta / leadership batch is applied, and must not subscribe. Subscriptions are
+ * append-only and may be made while the loop already runs (a module's start at init); one
+ * subscriber at a time.
  * @return KM_OK, KM_ERR_NOMEM (no slot left)
+ * @thread host main (init) or the loop
  */
 km_err_t km_catalog_subscribe(km_catalog_t *cat, const km_catalog_ops_t *ops, void *arg);
 

@@ -5,6 +5,7 @@
 #ifndef KM_CATALOG_TYPES_H
 #define KM_CATALOG_TYPES_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -88,7 +89,7 @@ typedef struct km_catalog {
         const km_catalog_ops_t *ops;
         void *arg;
     } subs[KM_CATALOG_MAX_SUBS];
-    size_t nsubs;
+    atomic_size_t nsubs; /* append-only: written at init, possibly while the loop runs */
 } km_catalog_t;
 
 #endif /* KM_CATALOG_TYPES_H */

@@ -4,12 +4,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "catalog/km_catalog.h"
 #include "coord/km_coord.h"
 #include "core/km_plugin_types.h"
 #include "kp_errcode.h"
 #include "kp_msg.h"
 #include "rpc/km_rpc_int.h"
 #include "rpc/km_srcadm.h"
+#include "state/km_state.h"
 #include "util/km_log.h"
 #include "util/km_mem.h"
 
@@ -566,6 +568,48 @@ static const kbx_rpc_ops_t km_rpc_ops[KM_RPC_NAPIS] = {
     KM_RPC_OPS(96), KM_RPC_OPS(102), KM_RPC_OPS(103), KM_RPC_OPS(104),
 };
 
+/* ---- the catalog binding: a deleted mirror's state is tombstoned on every broker ------------ */
+
+static void km_rpc_tombstoned(km_plugin_t *cm, void *arg, int16_t err, const char *msg)
+{
+    char *name = arg;
+
+    if (err != 0)
+        km_log_warn(cm,
+                    "mirror %s deleted: its __mirror_state records are not all tombstoned "
+                    "on this broker yet: %s",
+                    name, msg != NULL ? msg : "(no reason)");
+    km_free(cm, name);
+}
+
+static void km_rpc_on_mirror(void *arg, const char *name, const km_mirror_def_t *def)
+{
+    km_plugin_t *cm = arg;
+    char *copy;
+    km_err_t err;
+
+    if (def != NULL)
+        return;
+    /* The definition left the metadata (DeleteMirror through any broker): every broker
+     * tombstones the mirror's records in the __mirror_state shards it leads. */
+    copy = km_strdup(cm, name);
+    if (copy == NULL) {
+        km_log_error(cm, "mirror %s deleted: out of memory tombstoning its state", name);
+        return;
+    }
+    err = km_state_delete_mirror(cm, name, km_rpc_tombstoned, copy);
+    if (err != KM_OK) {
+        if (err != KM_ERR_SHUTDOWN)
+            km_log_warn(cm, "mirror %s deleted: cannot tombstone its state: %s", name,
+                        km_err_str(err));
+        km_free(cm, copy);
+    }
+}
+
+static const km_catalog_ops_t km_rpc_catalog_ops = {
+    .on_mirror = km_rpc_on_mirror,
+};
+
 /* ---- lifecycle ---------------------------------------------------------------------------- */
 
 km_err_t km_rpc_start(km_plugin_t *cm, km_rpc_t *rpc, char *errstr, size_t errstr_size)
@@ -592,6 +636,11 @@ km_err_t km_rpc_start(km_plugin_t *cm, km_rpc_t *rpc, char *errstr, size_t errst
     err = km_srcadm_start(cm, &rpc->srcadm, errstr, errstr_size);
     if (err != KM_OK)
         goto fail;
+    err = km_catalog_subscribe(&cm->catalog, &km_rpc_catalog_ops, cm);
+    if (err != KM_OK) {
+        snprintf(errstr, errstr_size, "cannot subscribe to the catalog: no slot left");
+        goto fail;
+    }
     for (size_t i = 0; i < KM_RPC_NAPIS; i++) {
         rc = api->rpc_register(cm->ref.host, &km_rpc_ops[i], cm, &rpc->regs[i]);
         if (rc != KBX_OK) {

@@ -14,6 +14,7 @@
 #include "kp_msgs.h"
 #include "rpc/km_rpc_int.h"
 #include "rpc/km_srcadm.h"
+#include "state/km_state.h"
 #include "util/km_log.h"
 #include "util/km_mem.h"
 
@@ -69,6 +70,7 @@ typedef struct km_create_st {
     char **keys;
     char **values;
     char cluster_id[128];
+    bool state_ready; /* __mirror_state exists */
     int answers_pending;
     int16_t broker_error;
     char broker_msg[256];
@@ -117,6 +119,26 @@ static void km_create_write_done(km_rpc_req_t *req, int32_t status, const uint8_
     km_rpc_complete(req, &resp);
 }
 
+static void km_create_write(km_rpc_req_t *req);
+
+static void km_create_on_state(km_plugin_t *cm, void *arg, int16_t err, const char *msg)
+{
+    km_rpc_req_t *req = arg;
+    km_create_st_t *st = req->st;
+
+    (void)cm;
+    if (km_rpc_req_done(req)) {
+        /* the client went away */
+    } else if (err != 0) {
+        km_rpc_fail(req, err, "Mirror %s was not created: __mirror_state: %s", st->name,
+                    msg != NULL ? msg : "not available");
+    } else {
+        st->state_ready = true;
+        km_create_write(req);
+    }
+    km_rpc_req_release(req);
+}
+
 static void km_create_write(km_rpc_req_t *req)
 {
     km_create_st_t *st = req->st;
@@ -134,9 +156,18 @@ static void km_create_write(km_rpc_req_t *req)
                     st->name);
         return;
     }
-    /* TODO(state): call km_state_ensure_topic() (engineer `state`, plugin/state/) here, before
-     * the definition is written, once it lands: __mirror_state is not created yet, so nothing
-     * persists partition states until then. */
+    /* __mirror_state first, so that partition states can be persisted from the start. */
+    if (!st->state_ready) {
+        km_rpc_req_hold(req);
+        err = km_state_ensure_topic(cm, km_create_on_state, req);
+        if (err != KM_OK) {
+            km_rpc_req_release(req);
+            km_rpc_fail(req, KP_ERR_COORDINATOR_NOT_AVAILABLE,
+                        "Mirror %s was not created: cannot create __mirror_state (%s)", st->name,
+                        km_err_str(err));
+        }
+        return;
+    }
     if (getrandom(id, sizeof(id), 0) != (ssize_t)sizeof(id)) {
         km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR, "no random bytes for the mirror id");
         return;
@@ -472,8 +503,8 @@ static void km_delete_done(km_rpc_req_t *req, int32_t status, const uint8_t *bod
                     (int)rq->MirrorName.len, rq->MirrorName.ptr, km_rpc_host_errstr(status));
         return;
     }
-    /* TODO(state): tombstone the mirror's __mirror_state records (km_state API of engineer
-     * `state`, plugin/state/) once it lands; until then nothing was persisted there. */
+    /* The mirror's __mirror_state records are tombstoned by every broker when the definition
+     * leaves the metadata (km_rpc.c, km_rpc_on_mirror -> km_state_delete_mirror). */
     km_log_info(req->cm, "mirror %.*s deleted by %s", (int)rq->MirrorName.len, rq->MirrorName.ptr,
                 req->principal);
     kp_DeleteMirrorResponse_init(&resp);

@@ -394,6 +394,8 @@ secret = "org.apache.kafka.common.security.plain.PlainLoginModule required passw
 ec, msg = create_mirror("m1", {"bootstrap.servers": SRC, "client.id": "e2e",
                                "sasl.jaas.config": secret})
 check(ec == NONE, "mirror m1 created (%s: %s)" % (ec, msg))
+_, dst_topics = metadata(DST)
+check("__mirror_state" in dst_topics, "__mirror_state created with the first mirror")
 ec, msg = create_mirror("m1", {"bootstrap.servers": SRC})
 check(ec == CLUSTER_MIRROR_ALREADY_EXISTS, "duplicate refused (%s: %s)" % (ec, msg))
 
