@@ -94,7 +94,7 @@ bool kb_ctrl_elect_unclean_enabled(kb_meta_t *meta, const kb_config_t *cfg, cons
     return on;
 }
 
-static void kb_ctrl_elect_part_from(kb_ctrl_part_t *p, const kb_meta_part_state_t *st)
+void kb_ctrl_part_load(kb_ctrl_part_t *p, const kb_meta_part_state_t *st)
 {
     memset(p, 0, sizeof(*p));
     p->leader = st->leader;
@@ -127,7 +127,7 @@ static int16_t kb_ctrl_elect_one(kb_ctrl_elector_t *el, const kb_topic_info_t *t
             snprintf(msg, msg_size, "No such partition as %s-%" PRId32, t->name, partition);
             return KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
         }
-        kb_ctrl_elect_part_from(&cur, &st);
+        kb_ctrl_part_load(&cur, &st);
         ec = kb_ctrl_elect_requested(&cur, type, el->usable, el->opaque, &next, &unclean);
         if (ec == KP_ERR_PREFERRED_LEADER_NOT_AVAILABLE)
             snprintf(msg, msg_size,
@@ -445,7 +445,7 @@ int kb_ctrl_elector_tick(kb_ctrl_elector_t *el, int64_t now_ms)
             }
             if (kb_meta_part_state(el->meta, &topics[i].id, k, &st) != KB_META_OK)
                 continue;
-            kb_ctrl_elect_part_from(&cur, &st);
+            kb_ctrl_part_load(&cur, &st);
             if (cur.leader < 0) {
                 /* Kafka's controller also elects unclean leaders periodically where the
                  * topic allows it (e.g. after unclean.leader.election.enable was set). */

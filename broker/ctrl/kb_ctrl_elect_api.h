@@ -51,6 +51,10 @@ kb_api_result_t kb_ctrl_elector_handle(void *opaque, kb_req_t *req, kb_resp_t **
  */
 int kb_ctrl_elector_tick(kb_ctrl_elector_t *el, int64_t now_ms);
 
+/** @p p = the image's state @p st of a partition (replicas and ISR capped at
+ *  KB_CTRL_MAX_REPLICAS), for the rules of kb_ctrl_rules.h / kb_ctrl_elect.h. @thread any */
+void kb_ctrl_part_load(kb_ctrl_part_t *p, const kb_meta_part_state_t *st);
+
 /** The effective unclean.leader.election.enable of topic @p topic: its override, else the
  *  dynamic broker configs, else server.properties. @thread any */
 bool kb_ctrl_elect_unclean_enabled(kb_meta_t *meta, const kb_config_t *cfg, const char *topic);

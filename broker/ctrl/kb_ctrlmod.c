@@ -632,18 +632,6 @@ static int16_t kb_ctrl_assign_cb(void *opaque, int32_t partition, int32_t *rf, b
     return ec;
 }
 
-static void kb_ctrl_part_from(kb_ctrl_part_t *p, const kb_meta_part_state_t *st)
-{
-    memset(p, 0, sizeof(*p));
-    p->leader = st->leader;
-    p->leader_epoch = st->leader_epoch;
-    p->partition_epoch = st->partition_epoch;
-    p->nreplicas = st->nreplicas < KB_CTRL_MAX_REPLICAS ? st->nreplicas : KB_CTRL_MAX_REPLICAS;
-    p->nisr = st->nisr < KB_CTRL_MAX_REPLICAS ? st->nisr : KB_CTRL_MAX_REPLICAS;
-    memcpy(p->replicas, st->replicas, (size_t)p->nreplicas * sizeof(int32_t));
-    memcpy(p->isr, st->isr, (size_t)p->nisr * sizeof(int32_t));
-}
-
 /* Broker @p gone was fenced or shuts down (gone >= 0), or brokers came back (gone -1): elect
  * new leaders and shrink ISRs as Kafka's controller does, one PartitionChangeRecord each.
  * Returns how many partitions @p gone still leads. Controller thread or a handler. */
@@ -665,7 +653,7 @@ static int kb_ctrl_elect_all(kb_ctrl_t *ctl, int32_t gone)
             int16_t ec;
             if (kb_meta_part_state(ctl->svc->meta, &topics[i].id, k, &st) != KB_META_OK)
                 continue;
-            kb_ctrl_part_from(&cur, &st);
+            kb_ctrl_part_load(&cur, &st);
             if (gone >= 0)
                 changed = kb_ctrl_part_fence(&cur, gone, kb_ctrl_usable, ctl, unclean, &next);
             else
@@ -748,7 +736,7 @@ static kb_api_result_t kb_ctrl_h_alter_partition(void *opaque, kb_req_t *req, kb
                 if (p->NewIsr.cnt > KB_CTRL_MAX_REPLICAS)
                     nisr = KB_CTRL_MAX_REPLICAS + 1;
             }
-            kb_ctrl_part_from(&cur, &st);
+            kb_ctrl_part_load(&cur, &st);
             rp->ErrorCode =
                 nisr > KB_CTRL_MAX_REPLICAS
                     ? KP_ERR_INVALID_REQUEST

@@ -7,29 +7,8 @@
 #include <string.h>
 
 #include "kb_ctrl_rules.h"
+#include "ctrl_fixture.h"
 #include "kp_errcode.h"
-
-/* Usable brokers: a bit mask over ids 0..31. */
-static bool usable_mask(void *opaque, int32_t id)
-{
-    const uint32_t *mask = opaque;
-    return id >= 0 && id < 32 && (*mask & (1u << id));
-}
-
-static kb_ctrl_part_t part(int32_t leader, const int32_t *replicas, int32_t nr, const int32_t *isr,
-                           int32_t ni)
-{
-    kb_ctrl_part_t p;
-    memset(&p, 0, sizeof(p));
-    p.leader = leader;
-    p.leader_epoch = 5;
-    p.partition_epoch = 9;
-    p.nreplicas = nr;
-    p.nisr = ni;
-    memcpy(p.replicas, replicas, (size_t)nr * sizeof(int32_t));
-    memcpy(p.isr, isr, (size_t)ni * sizeof(int32_t));
-    return p;
-}
 
 static void test_elect_clean(void)
 {
