@@ -176,6 +176,22 @@ static void kmc_report(const kmc_run_t *run, const char *what, int16_t code, kp_
         kmc_error("hint: %s", h);
 }
 
+/* Report the per-mirror error of a DescribeMirrors answer (@p msg may be NULL). */
+static void kmc_report_mirror(const kmc_run_t *run, const char *mirror, int16_t code,
+                              const char *msg)
+{
+    char sm[1024], sn[300], hint[512];
+    const char *h;
+
+    kmc_error("mirror %s: %s%s%s", kmc_safe(mirror, strlen(mirror), sn, sizeof(sn)),
+              kp_errcode_name(code), msg ? ": " : "",
+              msg ? kmc_safe(msg, strlen(msg), sm, sizeof(sm)) : "");
+    if (code == KP_ERR_UNKNOWN_CLUSTER_MIRROR)
+        kmc_error("hint: mirror %s not found: list mirrors with --list", sn);
+    else if ((h = kmc_hint(run, code, hint, sizeof(hint))) != NULL)
+        kmc_error("hint: %s", h);
+}
+
 /* Hints for the distinct per-topic error codes of @p r, once each. */
 static void kmc_report_items(const kmc_run_t *run, const kmc_topic_result_t *r, size_t n)
 {
@@ -439,17 +455,9 @@ static int kmc_do_describe(kmc_run_t *run)
         printf("No mirrors. Create one with --create --mirror NAME --mirror-config FILE.\n");
     else if (n > nerr)
         kmc_fmt_describe_text(stdout, md, n);
-    for (size_t i = 0; i < n; i++) {
-        if (md[i].error_code == 0)
-            continue;
-        char sm[1024], sn[300];
-        const char *em = md[i].error_message;
-        kmc_error("mirror %s: %s%s%s", kmc_safe(md[i].mirror, strlen(md[i].mirror), sn, sizeof(sn)),
-                  kp_errcode_name(md[i].error_code), em ? ": " : "",
-                  em ? kmc_safe(em, strlen(em), sm, sizeof(sm)) : "");
-        if (md[i].error_code == KP_ERR_UNKNOWN_CLUSTER_MIRROR)
-            kmc_error("hint: mirror %s not found: list mirrors with --list", md[i].mirror);
-    }
+    for (size_t i = 0; i < n; i++)
+        if (md[i].error_code != 0)
+            kmc_report_mirror(run, md[i].mirror, md[i].error_code, md[i].error_message);
     if (!found) {
         kmc_error("mirror %s not found: list mirrors with --list", run->a.mirror);
         rc = KMC_EXIT_FAILED;
@@ -841,9 +849,9 @@ static int kmc_do_topics(kmc_run_t *run)
         if (strcmp(md[i].mirror, run->a.mirror) == 0)
             m = &md[i];
     if (m == NULL || m->error_code != 0) {
-        int16_t code = m != NULL ? m->error_code : KP_ERR_UNKNOWN_CLUSTER_MIRROR;
-        kmc_report(run, "DescribeMirrors", code,
-                   kp_str(m != NULL ? m->error_message : "no such mirror"));
+        kmc_report_mirror(run, run->a.mirror,
+                          m != NULL ? m->error_code : KP_ERR_UNKNOWN_CLUSTER_MIRROR,
+                          m != NULL ? m->error_message : "the broker did not describe it");
         return KMC_EXIT_FAILED;
     }
     names = kp_arena_calloc(&run->cn.ar, m->nparts ? m->nparts : 1, sizeof(*names));

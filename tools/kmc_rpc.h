@@ -6,8 +6,11 @@
  * the first bootstrap broker that completes the ApiVersions handshake (all are tried at once);
  * every mirror RPC then goes to that broker, which forwards what needs the controller.
  *
- * Owner: the caller owns the kmc_conn_t; response bodies are kept until kmc_conn_close(), so
- * decoded strings (views into them) stay valid for the whole command.
+ * Owner: the caller owns the kmc_conn_t; response bodies are kept until kmc_conn_close() (or
+ * kmc_conn_reset()), so decoded strings (views into them) stay valid until then.
+ *
+ * @thread every function: the CLI's main thread, which drives the client (no other thread
+ * touches it).
  */
 #ifndef KMC_RPC_H
 #define KMC_RPC_H

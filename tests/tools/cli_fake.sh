@@ -156,6 +156,9 @@ sent_has "start nothing" '"IncludePatterns":["later.*"],"ExcludePatterns":[],"Ti
 km 1 "start on an unknown mirror" --start --mirror nope --topic x
 stderr_has "start unknown" "StartMirrorTopics failed: UNKNOWN_CLUSTER_MIRROR: no mirror named nope"
 stderr_has "start unknown" "hint: mirror nope not found: list mirrors with --list"
+km 1 "pause on an unknown mirror" --pause --mirror nope --topic x
+stderr_has "pause unknown" "mirror nope: UNKNOWN_CLUSTER_MIRROR: no mirror named nope"
+stderr_has "pause unknown" "hint: mirror nope not found: list mirrors with --list"
 
 # ---- pause / resume / recover --------------------------------------------------------------
 km 0 "pause" --pause --mirror m1 --topic orders
