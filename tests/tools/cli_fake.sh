@@ -266,16 +266,26 @@ stderr_has "not controller" "hint: a transient condition of the cluster"
 
 # ---- an incomplete DescribeMirrors (a broker of the cluster did not answer the fan-out) -------
 LOG=$W/requests4.log
-start_fb "$LOG" --partial "partial answer: broker 3 could not be asked"
+start_fb "$LOG" --partial $'partial answer: broker 3 could not be asked\e[2J'
+
 km 1 "describe, incomplete answer: the table, a warning, exit 1" --describe --mirror m2
 stdout_is "describe partial" <<'EOF'
 MIRROR  TOPIC  PARTITION  STATE  SOURCE-OFFSET  DEST-OFFSET  LAG  LAST-EPOCH  LAST-OFFSET  ERROR
 m2      -      -          -      -              -            -    -           -            -
 EOF
-stderr_has "describe partial" "warning: the answer is incomplete: partial answer: broker 3 could not be asked"
+stderr_has "describe partial" "warning: the answer is incomplete: partial answer: broker 3 could not be asked?[2J"
+grep -q $'\e' "$W/err" && fail "describe partial: an escape character from the broker reached the terminal"
 km 1 "pause on an incomplete topic list: nothing sent" --pause --mirror m1 --topic '.*'
 stderr_has "pause partial" "the topics matching --topic may be incomplete; nothing was sent"
 sent_count "pause partial" PauseMirrorTopicsRequest 0
+
+# ---- an answer that cannot be decoded: exit 4 -------------------------------------------------
+LOG=$W/requests7.log
+start_fb "$LOG" --garbage
+km 4 "describe, truncated answer" --describe
+stderr_has "garbage" "sent a DescribeMirrorsResponse v0 that cannot be decoded"
+km 4 "stop resolving topics from a truncated answer: nothing sent" --stop --mirror m1 --topic '.*'
+sent_count "garbage stop" StopMirrorTopicsRequest 0
 
 # ---- --wait: polls DescribeMirrors until the final state (transitions take 2 polls here) ------
 LOG=$W/requests5.log

@@ -4,7 +4,7 @@
  * exactly (tests/tools/cli_fake.sh). It is not the plugin: its rules are the few the CLI's
  * behaviour depends on, written down here.
  *
- *   kmc_fakebroker --log FILE [--not-controller N] [--partial MESSAGE] [--slow N]
+ *   kmc_fakebroker --log FILE [--not-controller N] [--partial MESSAGE] [--slow N] [--garbage]
  *
  * Prints "PORT <n>" on stdout once listening on 127.0.0.1 (ephemeral port), then serves until
  * killed. Every request is appended to FILE as "<ApiName> <request as JSON>". The first N
@@ -13,6 +13,7 @@
  * --slow N: pause, resume, stop, recover and start go through an intermediate state (PAUSING,
  * STOPPING, PREPARING) and reach the final one after N more DescribeMirrors requests; stopping
  * topic payments then ends FAILED, not retryable ("cannot write the PID reset").
+ * --garbage: DescribeMirrors answers are cut short (half the body), which no decoder accepts.
  *
  * Initial model: mirror m1 (source src-a:9092,src-b:9092, cluster id SRC-CLUSTER) with topics
  * orders (p0 MIRRORING 1500/1450, p1 MIRRORING 800/800, p2 FAILED retry 3), audit (p0 PAUSED)
@@ -68,6 +69,7 @@ static FILE *fb_log;
 static int fb_not_controller;
 static const char *fb_partial; /* DescribeMirrors: ErrorMessage with ErrorCode NONE */
 static int fb_slow;            /* DescribeMirrors requests before a transition completes */
+static bool fb_garbage;        /* DescribeMirrors answers truncated */
 static km_plugin_t *fb_cm;
 static const char *const fb_source_topics[] = {"orders", "audit",     "payments",
                                                "clicks", "clicks-eu", "__consumer_offsets"};
@@ -495,6 +497,8 @@ static int fb_send(int fd, int32_t corr, bool flexible_hdr, const kp_msg_desc_t 
         kp_writer_free(&wr);
         return -1;
     }
+    if (fb_garbage && d == &kp_DescribeMirrorsResponse_desc)
+        wr.len -= (wr.len - 9) / 2; /* keep the header, cut the body in half */
     kp_writer_patch_int32(&wr, 0, (int32_t)(wr.len - 4));
     rc = fb_write_all(fd, wr.buf, wr.len);
     kp_writer_free(&wr);
@@ -693,6 +697,8 @@ int main(int argc, char **argv)
             fb_partial = argv[++i];
         else if (strcmp(argv[i], "--slow") == 0 && i + 1 < argc)
             fb_slow = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--garbage") == 0)
+            fb_garbage = true;
     }
     if (fb_log == NULL) {
         fprintf(stderr, "usage: kmc_fakebroker --log FILE [--not-controller N]\n");
