@@ -105,7 +105,13 @@ static int kmc_rpc_split(kmc_conn_t *cn, const char *list, char *errstr, size_t 
         if (cn->naddrs == KMC_MAX_BOOTSTRAP)
             return kmc_rpc_fail(errstr, errstr_size, KMC_EXIT_USAGE,
                                 "--bootstrap-server: more than %d addresses", KMC_MAX_BOOTSTRAP);
-        cn->addrs[cn->naddrs] = strndup(s, n);
+        /* ":9091" (the seed's spelling) is this host, as the Java clients read it. */
+        if (s[0] == ':') {
+            if (asprintf(&cn->addrs[cn->naddrs], "localhost%.*s", (int)n, s) < 0)
+                cn->addrs[cn->naddrs] = NULL;
+        } else {
+            cn->addrs[cn->naddrs] = strndup(s, n);
+        }
         if (cn->addrs[cn->naddrs] == NULL)
             return kmc_rpc_fail(errstr, errstr_size, KMC_EXIT_UNREACHABLE, "out of memory");
         cn->naddrs++;
@@ -154,9 +160,10 @@ int kmc_conn_open(kmc_conn_t *cn, const char *bootstrap, const kmc_client_conf_t
     if (cn->c == NULL)
         return kmc_rpc_fail(errstr, errstr_size, KMC_EXIT_UNREACHABLE,
                             "cannot start the client: %s", err);
-    if (kc_client_add_bootstrap(cn->c, bootstrap) != 0)
-        return kmc_rpc_fail(errstr, errstr_size, KMC_EXIT_USAGE,
-                            "--bootstrap-server: '%.200s' is not a list of host:port", bootstrap);
+    for (int i = 0; i < cn->naddrs; i++)
+        if (kc_client_add_bootstrap(cn->c, cn->addrs[i]) != 0)
+            return kmc_rpc_fail(errstr, errstr_size, KMC_EXIT_USAGE,
+                                "--bootstrap-server: '%.200s' is not host:port", cn->addrs[i]);
 
     /* An ApiVersions to every bootstrap address at once; the first answer wins. */
     kp_msg_init(&kp_ApiVersionsRequest_desc, &av);

@@ -103,6 +103,9 @@ lacks 99 DescribeMirrors --recover --mirror m --topic '.*'
 run 3 "the broker at $BOOT does not support the mirror APIs (its ApiVersions lacks key 98" \
   "dead first bootstrap, live second" -- --bootstrap-server "$DEAD,$BOOT" --list
 [ -s "$W/out" ] && fail "output on stdout when failing: $(cat "$W/out")"
+# The seed's spelling ":PORT" means this host.
+run 3 "the broker at localhost:${BOOT#*:} does not support the mirror APIs" "bootstrap :PORT" -- \
+  --bootstrap-server ":${BOOT#*:}" --list
 
 kill -TERM "$PID"
 wait "$PID" || true
