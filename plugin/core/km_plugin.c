@@ -6,6 +6,7 @@
 
 #include "catalog/km_catalog.h"
 #include "coord/km_coord.h"
+#include "mirror/km_mirror.h"
 #include "core/km_config.h"
 #include "core/km_plugin_types.h"
 #include "rpc/km_rpc.h"
@@ -204,9 +205,12 @@ int32_t km_plugin_init(const kbx_api_t *api, kbx_host_t *host, void **plugin_ctx
     err = km_state_start(cm, errbuf, errbuf_size);
     if (err != KM_OK)
         goto stop_coord;
-    err = km_plugin_listen(cm, errbuf, errbuf_size);
+    err = km_mirror_start(cm, errbuf, errbuf_size);
     if (err != KM_OK)
         goto stop_state;
+    err = km_plugin_listen(cm, errbuf, errbuf_size);
+    if (err != KM_OK)
+        goto stop_mirror;
     err = km_rpc_start(cm, &cm->rpc, errbuf, errbuf_size);
     if (err != KM_OK)
         goto unlisten;
@@ -224,10 +228,13 @@ int32_t km_plugin_init(const kbx_api_t *api, kbx_host_t *host, void **plugin_ctx
 
 unlisten:
     km_plugin_unlisten(cm);
+stop_mirror:
+    km_mirror_stop(cm);
 stop_state:
     km_state_stop(cm);
 stop_coord:
     km_coord_stop(&cm->coord);
+    km_mirror_destroy(cm);
     km_state_destroy(cm);
     km_coord_destroy(&cm->coord);
     km_catalog_destroy(&cm->catalog);
@@ -253,6 +260,8 @@ void km_plugin_fini(void *plugin_ctx)
     /* 1. stop accepting new work: the RPC handlers go; the source admin client stops and the
      *    host operations the handlers started call back (the loop answers their requests). */
     km_rpc_stop(&cm->rpc);
+    /*    the partition state machines' tick stops. */
+    km_mirror_stop(cm);
     /*    the state coordinator likewise: its handlers go, waiting work fails, its host
      *    requests call back. */
     km_state_stop(cm);
@@ -260,7 +269,8 @@ void km_plugin_fini(void *plugin_ctx)
     km_coord_stop(&cm->coord);
     /* 4. listeners: callbacks arriving until now found the queue closed and dropped. */
     km_plugin_unlisten(cm);
-    /* 5. free everything. */
+    /* 5. free everything (the fetcher's threads are joined first). */
+    km_mirror_destroy(cm);
     km_state_destroy(cm);
     km_coord_destroy(&cm->coord);
     km_rpc_destroy(&cm->rpc);

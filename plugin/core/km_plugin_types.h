@@ -8,6 +8,7 @@
 #include "catalog/km_catalog_types.h"
 #include "coord/km_coord_types.h"
 #include "core/km_config_types.h"
+#include "mirror/km_mirror_types.h"
 #include "rpc/km_rpc_types.h"
 #include "state/km_state_types.h"
 #include "util/km_types.h"
@@ -21,6 +22,7 @@ struct km_plugin {
     km_catalog_t catalog;    /**< mirrors, topics, local leadership (owned by the loop) */
     km_rpc_t rpc;            /**< admin RPC handlers and the source admin client */
     km_state_t state;        /**< MirrorCoordinator: __mirror_state shards (state/) */
+    km_mirror_t mirror;      /**< partition state machines and the fetcher (mirror/) */
     kbx_listener_t *md_listener;
     kbx_listener_t *lead_listener;
 };
