@@ -2551,8 +2551,7 @@ km_err_t km_state_delete_mirror(km_plugin_t *cm, const char *mirror, km_state_do
         if (sh == NULL || sh->failed)
             continue;
         if (!sh->loaded) {
-            /* TODO(state): tombstone once loaded; the caller retries on
-             * COORDINATOR_LOAD_IN_PROGRESS */
+            /* Its keys are unknown until loaded: the caller retries (documented). */
             if (del->err == 0) {
                 del->err = KP_ERR_COORDINATOR_LOAD_IN_PROGRESS;
                 snprintf(del->msg, sizeof(del->msg), "__mirror_state-%d is still loading", (int)p);

@@ -491,7 +491,8 @@ static int32_t ts_serve_fetch(ts_env_t *env, const uint8_t *body, size_t len, ui
         pd.HighWatermark = offs.high_watermark;
         pd.LastStableOffset = offs.high_watermark;
         pd.LogStartOffset = offs.log_start_offset;
-        pd.Records = (kp_bytes_t){data + from, (int32_t)(dlen - from)};
+        pd.Records = data != NULL ? (kp_bytes_t){data + from, (int32_t)(dlen - from)}
+                                  : (kp_bytes_t){NULL, 0}; /* an empty log */
     }
     kp_writer_init(&wr);
     kp_FetchResponse_encode(&wr, &rs, 12);
