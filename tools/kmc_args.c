@@ -311,7 +311,7 @@ void kmc_args_usage(FILE *out)
           "                 stop mirroring (failover): the topics become writable once STOPPED\n"
           "  --pause    --mirror NAME --topic REGEX   stop fetching; the topics stay read-only\n"
           "  --resume   --mirror NAME --topic REGEX   resume paused topics from their log end\n"
-          "  --recover  --mirror NAME --topic REGEX   send FAILED partitions back to PREPARING\n"
+          "  --recover  --mirror NAME --topic REGEX   retry FAILED partitions (cause fixed)\n"
           "  --delete   --mirror NAME                 delete an empty or fully stopped mirror\n"
           "  --list                                   list mirrors\n"
           "  --describe [--mirror NAME] [--topic REGEX] [--failed]\n"

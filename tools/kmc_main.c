@@ -959,7 +959,7 @@ static int kmc_do_topics(kmc_run_t *run)
             r[i].error_message = kmc_conn_str(&run->cn, resp.Topics.v[i].ErrorMessage);
         }
     } else {
-        /* --resume, and --recover: a FAILED partition goes back to PREPARING through
+        /* --resume, and --recover: a FAILED partition is retried through
          * ResumeMirrorTopics (resume_mirror_topics.kps; docs/cli.md "Recover"). */
         kp_ResumeMirrorTopicsRequest_t req;
         kp_ResumeMirrorTopicsResponse_t resp;
