@@ -72,7 +72,15 @@ struct km_state_shard {
     km_state_pop_t *waiting; /* ops waiting for the load */
     km_state_pop_t *wq;      /* writes waiting for the one in flight */
     km_state_pop_t **wq_tail;
+    struct km_state_pdel *pdel; /* mirrors deleted while loading: tombstoned once loaded */
+    uint32_t gate; /* > 0: those tombstones are in flight; reads wait as during the load */
 };
+
+/* A mirror name whose keys a loading shard deletes once loaded. */
+typedef struct km_state_pdel {
+    struct km_state_pdel *next;
+    char name[KP_STATE_MIRROR_NAME_MAX + 1];
+} km_state_pdel_t;
 
 enum { KM_STATE_POP_READ = 1, KM_STATE_POP_WRITE = 2, KM_STATE_POP_TOMB = 3 };
 
@@ -428,6 +436,12 @@ static void km_state_shard_drop(km_state_t *st, int32_t partition, const char *w
     km_state_pop_fail_list(st, sh->wq, KP_ERR_NOT_COORDINATOR,
                            "this broker no longer leads the __mirror_state partition");
     km_state_table_clear(&sh->table);
+    while (sh->pdel != NULL) {
+        km_state_pdel_t *pd = sh->pdel;
+
+        sh->pdel = pd->next;
+        km_free(st->cm, pd);
+    }
     sh->magic = 0;
     km_free(st->cm, sh);
     km_state_metric_shards(st);
@@ -477,6 +491,8 @@ static void km_state_shard_create(km_state_t *st, int32_t partition, int32_t epo
     km_state_shard_fetch(st, sh);
 }
 
+static void km_state_shard_run_pdel(km_state_t *st, km_state_shard_t *sh);
+
 static void km_state_shard_mark_loaded(km_state_t *st, km_state_shard_t *sh)
 {
     km_plugin_t *cm = st->cm;
@@ -492,6 +508,7 @@ static void km_state_shard_mark_loaded(km_state_t *st, km_state_shard_t *sh)
                 (int)sh->partition, (int)sh->leader_epoch, (long long)ms, sh->table.count,
                 (unsigned long long)sh->stats.records, (unsigned long long)sh->stats.tombstones,
                 (unsigned long long)sh->stats.skipped, (unsigned long long)sh->stats.bad);
+    km_state_shard_run_pdel(st, sh);
     for (; list != NULL; list = next) {
         next = list->next;
         list->next = NULL;
@@ -943,7 +960,7 @@ static void km_state_pop_local(km_state_t *st, km_state_pop_t *pop)
                             "the __mirror_state partition of the key cannot be read", NULL);
         return;
     }
-    if (!sh->loaded) {
+    if (!sh->loaded || (sh->gate > 0 && pop->kind == KM_STATE_POP_READ)) {
         if (pop->from_rpc) {
             km_state_pop_finish(st, pop, KP_ERR_COORDINATOR_LOAD_IN_PROGRESS,
                                 "the __mirror_state partition of the key is loading", NULL);
@@ -2521,6 +2538,88 @@ static void km_state_del_one(void *arg, const km_state_entry_t *e)
     sc->pops = pop;
 }
 
+/* Queue a tombstone for every key of @p mirror in loaded shard @p sh; false when out of memory
+ * (some keys were not queued). */
+static bool km_state_shard_tomb(km_state_t *st, km_state_shard_t *sh, const char *mirror,
+                                km_state_del_t *del)
+{
+    km_state_del_scan_t sc = {.st = st, .sh = sh, .mirror = kp_str(mirror)};
+    km_state_pop_t *pop, *next;
+
+    km_state_table_foreach(&sh->table, km_state_del_one, &sc);
+    for (pop = sc.pops; pop != NULL; pop = next) {
+        next = pop->next;
+        pop->next = NULL;
+        pop->done = km_state_del_pop_done;
+        pop->ctx = del;
+        del->remaining++;
+        km_state_pop_local(st, pop);
+    }
+    return !sc.nomem;
+}
+
+typedef struct km_state_gate {
+    int32_t partition;
+    uint64_t gen;
+} km_state_gate_t;
+
+/* The tombstones of one pending delete are answered: open the gate when it was the last. */
+static void km_state_pdel_done(km_plugin_t *cm, void *arg, int16_t err, const char *msg)
+{
+    km_state_t *st = km_state_of(cm);
+    km_state_gate_t *g = arg;
+    km_state_shard_t *sh = st->shards != NULL ? st->shards[g->partition] : NULL;
+
+    if (err != 0)
+        km_log_warn(cm,
+                    "__mirror_state-%d: tombstoning a deleted mirror's state after the load: "
+                    "%s: %s",
+                    (int)g->partition, kp_errcode_name(err), msg != NULL ? msg : "");
+    if (sh != NULL && sh->gen == g->gen && sh->gate > 0 && --sh->gate == 0) {
+        km_state_pop_t *list = sh->waiting, *next;
+
+        sh->waiting = NULL;
+        for (; list != NULL; list = next) {
+            next = list->next;
+            list->next = NULL;
+            km_state_pop_local(st, list);
+        }
+    }
+    km_free(cm, g);
+}
+
+/* A shard just loaded: delete the keys of the mirrors deleted while it was loading. */
+static void km_state_shard_run_pdel(km_state_t *st, km_state_shard_t *sh)
+{
+    km_state_pdel_t *pd;
+
+    while ((pd = sh->pdel) != NULL) {
+        km_state_del_t *del = km_calloc(st->cm, 1, sizeof(*del));
+        km_state_gate_t *g = km_calloc(st->cm, 1, sizeof(*g));
+
+        sh->pdel = pd->next;
+        if (del == NULL || g == NULL) {
+            km_log_error(st->cm, "__mirror_state-%d: out of memory deleting mirror %s's state",
+                         (int)sh->partition, pd->name);
+            km_free(st->cm, del);
+            km_free(st->cm, g);
+        } else {
+            g->partition = sh->partition;
+            g->gen = sh->gen;
+            sh->gate++;
+            del->cb = km_state_pdel_done;
+            del->arg = g;
+            del->remaining = 1;
+            if (!km_state_shard_tomb(st, sh, pd->name, del) && del->err == 0) {
+                del->err = KP_ERR_COORDINATOR_NOT_AVAILABLE;
+                snprintf(del->msg, sizeof(del->msg), "out of memory");
+            }
+            km_state_del_step(st, del);
+        }
+        km_free(st->cm, pd);
+    }
+}
+
 static void km_state_del_release(km_plugin_t *cm, void *arg)
 {
     km_state_del_step(km_state_of(cm), arg);
@@ -2545,29 +2644,23 @@ km_err_t km_state_delete_mirror(km_plugin_t *cm, const char *mirror, km_state_do
     del->remaining = 1;
     for (p = 0; p < st->nparts; p++) {
         km_state_shard_t *sh = st->shards[p];
-        km_state_del_scan_t sc = {.st = st, .sh = sh, .mirror = kp_str(mirror)};
-        km_state_pop_t *pop, *next;
 
         if (sh == NULL || sh->failed)
             continue;
         if (!sh->loaded) {
-            /* Its keys are unknown until loaded: the caller retries (documented). */
-            if (del->err == 0) {
-                del->err = KP_ERR_COORDINATOR_LOAD_IN_PROGRESS;
-                snprintf(del->msg, sizeof(del->msg), "__mirror_state-%d is still loading", (int)p);
+            /* Its keys are unknown until loaded: tombstoned then (km_state_shard_run_pdel). */
+            km_state_pdel_t *pd = km_calloc(cm, 1, sizeof(*pd));
+
+            if (pd == NULL) {
+                nomem = true;
+                continue;
             }
+            memcpy(pd->name, mirror, strlen(mirror) + 1);
+            pd->next = sh->pdel;
+            sh->pdel = pd;
             continue;
         }
-        km_state_table_foreach(&sh->table, km_state_del_one, &sc);
-        nomem = nomem || sc.nomem;
-        for (pop = sc.pops; pop != NULL; pop = next) {
-            next = pop->next;
-            pop->next = NULL;
-            pop->done = km_state_del_pop_done;
-            pop->ctx = del;
-            del->remaining++;
-            km_state_pop_local(st, pop);
-        }
+        nomem = !km_state_shard_tomb(st, sh, mirror, del) || nomem;
     }
     if (nomem && del->err == 0) {
         del->err = KP_ERR_COORDINATOR_NOT_AVAILABLE;

@@ -125,12 +125,11 @@ int32_t km_state_list_local(km_plugin_t *cm, const char *mirror,
                             void (*fn)(void *arg, const km_state_listed_t *ls), void *arg);
 
 /**
- * Tombstone every key of @p mirror (record types 1-5) in the shards this broker leads and has
- * loaded. Every broker calls it when the mirror's definition disappears from the metadata
- * (DeleteMirror), so together they cover every shard. @p cb (may be NULL) runs on the loop when
- * the tombstones are acknowledged: 0, or the first error -- COORDINATOR_LOAD_IN_PROGRESS when a
- * shard was still loading (its keys are not deleted: call again later), a write error
- * otherwise.
+ * Tombstone every key of @p mirror (record types 1-5) in the shards this broker leads; a shard
+ * still loading deletes them once loaded (before it serves anything). Every broker calls it
+ * when the mirror's definition disappears from the metadata (DeleteMirror), so together they
+ * cover every shard. @p cb (may be NULL) runs on the loop when the tombstones of the loaded
+ * shards are acknowledged: 0 or the first error.
  * @return KM_OK, KM_ERR_INVALID, KM_ERR_NOMEM, KM_ERR_SHUTDOWN
  * @thread coord
  */

@@ -812,6 +812,15 @@ static size_t ts_log_len(ts_env_t *env, int32_t p)
 
 /* ---- one broker -------------------------------------------------------------------------- */
 
+typedef struct ts_result {
+    int done;
+    int16_t err;
+    int32_t epoch;
+    km_state_pstate_t st;
+} ts_result_t;
+
+static void ts_delete_run(km_plugin_t *cm, void *arg);
+
 static void ts_test_shard(void)
 {
     ts_env_t env;
@@ -1016,6 +1025,30 @@ static void ts_test_shard(void)
         free(resp);
     }
 
+    /* A mirror deleted while the shard loads: its keys are tombstoned once the load is done,
+     * before anything is served. */
+    {
+        ts_result_t dres = {0};
+        size_t len0;
+
+        fakehost_hold_async(env.fh, true);
+        fakehost_partition_set_leader(env.fh, &TS_MS_ID, 0, 10, true);
+        fakehost_run_until_idle(env.fh);
+        CU_ASSERT_FALSE(km_state_shard_loaded(env.cm, 0));
+        len0 = ts_log_len(&env, 0);
+        CU_ASSERT_EQUAL_FATAL(km_coord_post(&env.cm->coord, ts_delete_run, NULL, &dres), KM_OK);
+        fakehost_run_until_idle(env.fh);
+        CU_ASSERT_EQUAL(dres.done, 1);
+        CU_ASSERT_EQUAL(dres.err, 0);
+        fakehost_hold_async(env.fh, false);
+        fakehost_run_until_idle(env.fh);
+        CU_ASSERT_TRUE(km_state_shard_loaded(env.cm, 0));
+        CU_ASSERT_TRUE(ts_log_len(&env, 0) > len0); /* the tombstone */
+        CU_ASSERT_EQUAL(ts_read(&env, "m1", 0, &pr), 0);
+        CU_ASSERT_EQUAL(pr.State, -1);
+        CU_ASSERT_EQUAL(pr.StateEpoch, 0);
+    }
+
     ts_env_stop(&env);
     free(va);
     free(vb);
@@ -1023,13 +1056,6 @@ static void ts_test_shard(void)
 }
 
 /* ---- two brokers: the client side ----------------------------------------------------------- */
-
-typedef struct ts_result {
-    int done;
-    int16_t err;
-    int32_t epoch;
-    km_state_pstate_t st;
-} ts_result_t;
 
 typedef struct ts_req {
     int kind; /* 1 read, 2 write */
