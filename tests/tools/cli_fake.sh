@@ -287,6 +287,17 @@ stderr_has "garbage" "sent a DescribeMirrorsResponse v0 that cannot be decoded"
 km 4 "stop resolving topics from a truncated answer: nothing sent" --stop --mirror m1 --topic '.*'
 sent_count "garbage stop" StopMirrorTopicsRequest 0
 
+# ---- the connection is lost after the broker applied a change: exit 3, "may have been applied" --
+LOG=$W/requests8.log
+start_fb "$LOG" --hangup
+km 3 "stop, connection lost before the answer" --stop --mirror m1 --topic orders
+stderr_has "hangup" "StopMirrorTopics to the broker at $BOOT failed: connection failed or lost before the response arrived"
+stderr_has "hangup" "The request may have been applied all the same: check with --describe or --list before sending it again"
+km 0 "describe after the lost answer: the stop was applied" --describe --mirror m1 --topic orders \
+  --json
+grep -q '"state":"MIRRORING"' "$W/out" && fail "hangup: the stop was not applied"
+grep -q '"state":"STOPPED"' "$W/out" || fail "hangup: no STOPPED partition"
+
 # ---- --wait: polls DescribeMirrors until the final state (transitions take 2 polls here) ------
 LOG=$W/requests5.log
 start_fb "$LOG" --slow 2

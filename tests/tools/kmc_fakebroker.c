@@ -5,6 +5,7 @@
  * behaviour depends on, written down here.
  *
  *   kmc_fakebroker --log FILE [--not-controller N] [--partial MESSAGE] [--slow N] [--garbage]
+ *                  [--hangup]
  *
  * Prints "PORT <n>" on stdout once listening on 127.0.0.1 (ephemeral port), then serves until
  * killed. Every request is appended to FILE as "<ApiName> <request as JSON>". The first N
@@ -14,6 +15,7 @@
  * STOPPING, PREPARING) and reach the final one after N more DescribeMirrors requests; stopping
  * topic payments then ends FAILED, not retryable ("cannot write the PID reset").
  * --garbage: DescribeMirrors answers are cut short (half the body), which no decoder accepts.
+ * --hangup: StopMirrorTopics is applied, then the connection is closed instead of answering.
  *
  * Initial model: mirror m1 (source src-a:9092,src-b:9092, cluster id SRC-CLUSTER) with topics
  * orders (p0 MIRRORING 1500/1450, p1 MIRRORING 800/800, p2 FAILED retry 3), audit (p0 PAUSED)
@@ -70,6 +72,7 @@ static int fb_not_controller;
 static const char *fb_partial; /* DescribeMirrors: ErrorMessage with ErrorCode NONE */
 static int fb_slow;            /* DescribeMirrors requests before a transition completes */
 static bool fb_garbage;        /* DescribeMirrors answers truncated */
+static bool fb_hangup;         /* StopMirrorTopics applied, never answered */
 static km_plugin_t *fb_cm;
 static const char *const fb_source_topics[] = {"orders", "audit",     "payments",
                                                "clicks", "clicks-eu", "__consumer_offsets"};
@@ -488,6 +491,8 @@ static int fb_send(int fd, int32_t corr, bool flexible_hdr, const kp_msg_desc_t 
     kp_writer_t wr;
     int rc;
 
+    if (fb_hangup && d == &kp_StopMirrorTopicsResponse_desc)
+        return -1; /* the caller closes the connection */
     kp_writer_init(&wr);
     kp_write_int32(&wr, 0);
     kp_write_int32(&wr, corr);
@@ -699,6 +704,8 @@ int main(int argc, char **argv)
             fb_slow = atoi(argv[++i]);
         else if (strcmp(argv[i], "--garbage") == 0)
             fb_garbage = true;
+        else if (strcmp(argv[i], "--hangup") == 0)
+            fb_hangup = true;
     }
     if (fb_log == NULL) {
         fprintf(stderr, "usage: kmc_fakebroker --log FILE [--not-controller N]\n");
