@@ -328,17 +328,31 @@ static void km_rpc_on_timer(void *arg)
     km_rpc_on_done(arg, KBX_OK);
 }
 
-static km_rpc_call_t *km_rpc_call_new(km_rpc_req_t *req, km_rpc_cont_fn cont, int32_t tag)
+/* Count the operation in flight before checking the stop flag: km_rpc_stop sets the flag and
+ * then waits for the count to drop to zero, so either it waits for this operation or this sees
+ * the flag (both are sequentially consistent atomics). */
+static km_rpc_call_t *km_rpc_call_new(km_rpc_req_t *req, km_rpc_cont_fn cont, int32_t tag,
+                                      int32_t *rc)
 {
-    km_rpc_call_t *call = km_calloc(req->cm, 1, sizeof(*call));
+    km_rpc_t *rpc = &req->cm->rpc;
+    km_rpc_call_t *call;
 
-    if (call == NULL)
+    atomic_fetch_add(&rpc->async_inflight, 1);
+    if (atomic_load(&rpc->stopping)) {
+        km_rpc_async_end(rpc);
+        *rc = KBX_ERR_SHUTDOWN;
         return NULL;
+    }
+    call = km_calloc(req->cm, 1, sizeof(*call));
+    if (call == NULL) {
+        km_rpc_async_end(rpc);
+        *rc = KBX_ERR_NOMEM;
+        return NULL;
+    }
     call->req = req;
     call->cont = cont;
     call->tag = tag;
     km_rpc_req_hold(req);
-    atomic_fetch_add(&req->cm->rpc.async_inflight, 1);
     return call;
 }
 
@@ -385,10 +399,10 @@ int32_t km_rpc_broker_request(km_rpc_req_t *req, int32_t broker_id, int16_t api_
     rc = km_rpc_encode(desc, msg, api_version, &wr);
     if (rc != KBX_OK)
         return rc;
-    call = km_rpc_call_new(req, cont, tag);
+    call = km_rpc_call_new(req, cont, tag, &rc);
     if (call == NULL) {
         kp_writer_free(&wr);
-        return KBX_ERR_NOMEM;
+        return rc;
     }
     if (broker_id == INT32_MIN)
         rc = api->local_request(cm->ref.host, api_key, api_version, wr.buf, wr.len,
@@ -411,9 +425,9 @@ int32_t km_rpc_controller_write(km_rpc_req_t *req, const kbx_record_t *const *re
 
     if (km_rpc_stopping(cm))
         return KBX_ERR_SHUTDOWN;
-    call = km_rpc_call_new(req, cont, tag);
+    call = km_rpc_call_new(req, cont, tag, &rc);
     if (call == NULL)
-        return KBX_ERR_NOMEM;
+        return rc;
     rc = cm->ref.api->controller_write(cm->ref.host, records, count, KM_RPC_OP_TIMEOUT_MS,
                                        km_rpc_on_done, call);
     if (rc != KBX_OK)
@@ -429,9 +443,9 @@ int32_t km_rpc_after(km_rpc_req_t *req, int64_t delay_ms, km_rpc_cont_fn cont, i
 
     if (km_rpc_stopping(cm))
         return KBX_ERR_SHUTDOWN;
-    call = km_rpc_call_new(req, cont, tag);
+    call = km_rpc_call_new(req, cont, tag, &rc);
     if (call == NULL)
-        return KBX_ERR_NOMEM;
+        return rc;
     rc = cm->ref.api->timer_start(cm->ref.host, delay_ms, 0, km_rpc_on_timer, call, &call->timer);
     if (rc != KBX_OK)
         km_rpc_call_abort(call);

@@ -22,6 +22,7 @@
 #include "util/km_log.h"
 #include "util/km_mem.h"
 #include "util/km_pattern.h"
+#include "core/km_config.h"
 
 #define KM_RPC_OP_ALTER 7
 
@@ -40,6 +41,9 @@ typedef struct km_item {
 
 typedef struct km_topics_st {
     int64_t wait_deadline_ns; /* read-your-writes wait for the catalog */
+    bool need_source;         /* Start: resolve against the source's topic list */
+    const kp_str_t *patterns; /* Stop: Patterns, stored in the filters before the topics move */
+    int32_t npatterns;
     char *mirror;
     km_item_t *items;
     size_t n, cap;
@@ -486,6 +490,159 @@ static void km_topics_execute(km_rpc_req_t *req, int32_t timeout_ms)
     km_topics_step_done(req);
 }
 
+/* ================================ the mirror's filters ==================================== */
+
+/* topics.include / topics.exclude of a definition as stored ("" when not given: the caller
+ * falls back to the table default). */
+static const char *km_filter_get(const km_mirror_def_t *def, const char *key, const char *dflt)
+{
+    for (size_t i = 0; i < def->nconfig; i++)
+        if (strcmp(def->keys[i], key) == 0)
+            return def->values[i] != NULL ? def->values[i] : dflt;
+    return dflt;
+}
+
+/* Is p one alternative of the combined expression cur ("p" alone or "(?:p)" in it)? */
+static bool km_filter_has(const char *cur, const char *p)
+{
+    char buf[KM_PATTERN_MAX_LEN + 8];
+
+    if (strcmp(cur, p) == 0)
+        return true;
+    snprintf(buf, sizeof(buf), "(?:%s)", p);
+    return strstr(cur, buf) != NULL;
+}
+
+/* cur with the patterns added as alternatives "(?:p)"; NULL (answered) when too long. */
+static char *km_filter_add(km_rpc_req_t *req, const char *key, const char *cur, const kp_str_t *v,
+                           int32_t cnt)
+{
+    char *out = kp_arena_alloc(&req->ar, KM_CONFIG_REGEX_MAX + 1);
+    size_t n = 0;
+
+    bool adds = false;
+
+    if (out == NULL)
+        return NULL;
+    for (int32_t i = 0; i < cnt && !adds; i++) {
+        char *p = km_rpc_cstr(req, v[i]);
+        adds = p != NULL && !km_filter_has(cur, p);
+    }
+    if (!adds) {
+        /* nothing new: the stored text stays as it is */
+        snprintf(out, KM_CONFIG_REGEX_MAX + 1, "%s", cur);
+        return out;
+    }
+    out[0] = '\0';
+    if (cur[0] != '\0')
+        n = (size_t)snprintf(out, KM_CONFIG_REGEX_MAX + 1, "%s%s%s",
+                             strncmp(cur, "(?:", 3) == 0 ? "" : "(?:", cur,
+                             strncmp(cur, "(?:", 3) == 0 ? "" : ")");
+    for (int32_t i = 0; i < cnt && n <= KM_CONFIG_REGEX_MAX; i++) {
+        char *p = km_rpc_cstr(req, v[i]);
+        if (p == NULL || km_filter_has(out, p) || km_filter_has(cur, p))
+            continue;
+        n +=
+            (size_t)snprintf(out + n, KM_CONFIG_REGEX_MAX + 1 > n ? KM_CONFIG_REGEX_MAX + 1 - n : 0,
+                             "%s(?:%s)", n > 0 ? "|" : "", p);
+    }
+    if (n > KM_CONFIG_REGEX_MAX) {
+        km_rpc_fail(req, KP_ERR_INVALID_REGULAR_EXPRESSION,
+                    "%s would be longer than %d characters with these patterns", key,
+                    KM_CONFIG_REGEX_MAX);
+        return NULL;
+    }
+    return out;
+}
+
+/* cur without the alternatives equal to the patterns. */
+static char *km_filter_remove(km_rpc_req_t *req, const char *cur, const kp_str_t *v, int32_t cnt)
+{
+    char *out = kp_arena_alloc(&req->ar, strlen(cur) + 1);
+
+    if (out == NULL)
+        return NULL;
+    memcpy(out, cur, strlen(cur) + 1);
+    for (int32_t i = 0; i < cnt; i++) {
+        char *p = km_rpc_cstr(req, v[i]), alt[KM_PATTERN_MAX_LEN + 8], *at;
+        size_t al;
+        if (p == NULL)
+            continue;
+        if (strcmp(out, p) == 0) {
+            out[0] = '\0';
+            continue;
+        }
+        snprintf(alt, sizeof(alt), "(?:%s)", p);
+        al = strlen(alt);
+        if ((at = strstr(out, alt)) == NULL)
+            continue;
+        /* take one '|' with it: the one after, or else the one before */
+        if (at[al] == '|')
+            memmove(at, at + al + 1, strlen(at + al + 1) + 1);
+        else if (at > out && at[-1] == '|')
+            memmove(at - 1, at + al, strlen(at + al) + 1);
+        else
+            memmove(at, at + al, strlen(at + al) + 1);
+    }
+    return out;
+}
+
+/* Write the definition again with new topics.include / topics.exclude (NULL: unchanged). */
+static int32_t km_filter_write(km_rpc_req_t *req, const km_mirror_def_t *def, const char *inc,
+                               const char *exc, km_rpc_cont_fn cont)
+{
+    km_plugin_t *cm = req->cm;
+    size_t n = def->nconfig;
+    const char **keys = kp_arena_calloc(&req->ar, n + 2, sizeof(*keys));
+    const char **values = kp_arena_calloc(&req->ar, n + 2, sizeof(*values));
+    bool have_inc = false, have_exc = false;
+    uint8_t *val = NULL;
+    size_t len = 0;
+    kbx_record_t rec;
+    const kbx_record_t *recs[1] = {&rec};
+    int32_t rc;
+
+    if (keys == NULL || values == NULL)
+        return KBX_ERR_NOMEM;
+    for (size_t i = 0; i < def->nconfig; i++) {
+        keys[i] = def->keys[i];
+        values[i] = def->values[i];
+        if (inc != NULL && strcmp(keys[i], "topics.include") == 0) {
+            values[i] = inc;
+            have_inc = true;
+        }
+        if (exc != NULL && strcmp(keys[i], "topics.exclude") == 0) {
+            values[i] = exc;
+            have_exc = true;
+        }
+    }
+    if (inc != NULL && !have_inc) {
+        keys[n] = "topics.include";
+        values[n++] = inc;
+    }
+    if (exc != NULL && !have_exc) {
+        keys[n] = "topics.exclude";
+        values[n++] = exc;
+    }
+    if (km_catalog_def_encode(cm, def->mirror_id, def->creation_time_ms, def->source_cluster_id,
+                              keys, values, n, &val, &len) != KM_OK)
+        return KBX_ERR_NOMEM;
+    memset(&rec, 0, sizeof(rec));
+    rec.struct_size = sizeof(rec);
+    rec.record_type = KM_CATALOG_RECORD_MIRROR;
+    rec.key = (const uint8_t *)def->name;
+    rec.key_len = strlen(def->name);
+    rec.value = val;
+    rec.value_len = len;
+    rc = km_rpc_controller_write(req, recs, 1, cont, 0);
+    km_free(cm, val);
+    if (rc == KBX_OK)
+        km_log_info(cm, "mirror %s: topic filters updated (include '%s', exclude '%s')", def->name,
+                    inc != NULL ? inc : km_filter_get(def, "topics.include", ""),
+                    exc != NULL ? exc : km_filter_get(def, "topics.exclude", "__.*"));
+    return rc;
+}
+
 /* ================================ StartMirrorTopics ===================================== */
 
 /* Decide what each resolved topic needs on this cluster. */
@@ -614,6 +771,59 @@ out:
     km_rpc_req_release(req);
 }
 
+/* Resolve the topics (against the source when needed), plan and execute. */
+static void km_start_resolve(km_rpc_req_t *req)
+{
+    const kp_StartMirrorTopicsRequest_t *rq = req->rq;
+    km_topics_st_t *st = req->st;
+    km_plugin_t *cm = req->cm;
+    const km_mirror_def_t *def = km_catalog_mirror_find(&cm->catalog, st->mirror);
+    km_err_t e;
+
+    if (def == NULL) {
+        km_rpc_fail(req, KP_ERR_UNKNOWN_CLUSTER_MIRROR, "Mirror %s was deleted meanwhile",
+                    st->mirror);
+        return;
+    }
+    if (!st->need_source) {
+        km_start_plan(req);
+        km_topics_execute(req, rq->TimeoutMs);
+        return;
+    }
+    if (!def->conf_ok) {
+        km_rpc_fail(req, KP_ERR_INVALID_CONFIG,
+                    "The configuration of mirror %s cannot be read by this broker", st->mirror);
+        return;
+    }
+    km_rpc_req_hold(req);
+    e = km_srcadm_metadata(cm->rpc.srcadm, &def->conf.bootstrap_servers, true,
+                           rq->TimeoutMs > 0 ? rq->TimeoutMs : def->conf.request_timeout_ms,
+                           km_start_on_source, req);
+    if (e != KM_OK) {
+        km_rpc_req_release(req);
+        km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR,
+                    "Cannot query the source cluster of mirror %s: %s", st->mirror, km_err_str(e));
+    }
+}
+
+static void km_start_after_filters(km_rpc_req_t *req, int32_t status, const uint8_t *body,
+                                   size_t len, int32_t tag)
+{
+    km_topics_st_t *st = req->st;
+
+    (void)body;
+    (void)len;
+    (void)tag;
+    if (status != KBX_OK) {
+        km_rpc_fail(
+            req, status == KBX_ERR_TIMEOUT ? KP_ERR_REQUEST_TIMED_OUT : KP_ERR_UNKNOWN_SERVER_ERROR,
+            "Cannot store the patterns of mirror %s: %s", st->mirror,
+            km_topics_host_errstr(status));
+        return;
+    }
+    km_start_resolve(req);
+}
+
 void km_rpc_start_topics(km_rpc_req_t *req)
 {
     const kp_StartMirrorTopicsRequest_t *rq = req->rq;
@@ -622,7 +832,6 @@ void km_rpc_start_topics(km_rpc_req_t *req)
     km_topics_st_t *st;
     char *mirror = km_rpc_cstr(req, rq->MirrorName);
     bool need_source = false;
-    km_err_t e;
 
     if (!km_rpc_authorized(req, KM_RPC_OP_ALTER)) {
         km_rpc_fail(req, KP_ERR_CLUSTER_MIRROR_AUTHORIZATION_FAILED,
@@ -666,30 +875,34 @@ void km_rpc_start_topics(km_rpc_req_t *req)
         if (it->parts <= 0 || memcmp(t->TopicId.b, (uint8_t[16]){0}, 16) == 0)
             need_source = true;
     }
-    /* TODO(discovery): keep IncludePatterns/ExcludePatterns in the mirror's topics.include /
-     * topics.exclude for automatic discovery of new source topics (a later coordinator
-     * duty); today they are resolved once, against the source's current topic list. */
-    if (st->ninc > 0)
-        need_source = true;
-    if (!need_source) {
-        km_start_plan(req);
-        km_topics_execute(req, rq->TimeoutMs);
-        return;
+    st->need_source = need_source || st->ninc > 0;
+    /* The patterns join the mirror's topics.include / topics.exclude first (kept in its
+     * definition for automatic discovery of source topics created later), then they are
+     * resolved against the source's current topic list. */
+    if (rq->IncludePatterns.cnt > 0 || rq->ExcludePatterns.cnt > 0) {
+        const char *cur_inc = km_filter_get(def, "topics.include", "");
+        const char *cur_exc = km_filter_get(def, "topics.exclude", "__.*");
+        char *inc = km_filter_add(req, "topics.include", cur_inc, rq->IncludePatterns.v,
+                                  rq->IncludePatterns.cnt);
+        char *exc = inc == NULL ? NULL
+                                : km_filter_add(req, "topics.exclude", cur_exc,
+                                                rq->ExcludePatterns.v, rq->ExcludePatterns.cnt);
+        int32_t rc;
+        if (inc == NULL || exc == NULL) {
+            km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR, "out of memory");
+            return;
+        }
+        if (strcmp(inc, cur_inc) != 0 || strcmp(exc, cur_exc) != 0) {
+            rc = km_filter_write(req, def, strcmp(inc, cur_inc) != 0 ? inc : NULL,
+                                 strcmp(exc, cur_exc) != 0 ? exc : NULL, km_start_after_filters);
+            if (rc != KBX_OK)
+                km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR,
+                            "Cannot store the patterns of mirror %s: %s", mirror,
+                            km_topics_host_errstr(rc));
+            return;
+        }
     }
-    if (!def->conf_ok) {
-        km_rpc_fail(req, KP_ERR_INVALID_CONFIG,
-                    "The configuration of mirror %s cannot be read by this broker", mirror);
-        return;
-    }
-    km_rpc_req_hold(req);
-    e = km_srcadm_metadata(cm->rpc.srcadm, &def->conf.bootstrap_servers, true,
-                           rq->TimeoutMs > 0 ? rq->TimeoutMs : def->conf.request_timeout_ms,
-                           km_start_on_source, req);
-    if (e != KM_OK) {
-        km_rpc_req_release(req);
-        km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR,
-                    "Cannot query the source cluster of mirror %s: %s", mirror, km_err_str(e));
-    }
+    km_start_resolve(req);
 }
 
 /* ================================ Stop / Pause / Resume ================================= */
@@ -723,6 +936,24 @@ static void km_change_match(void *arg, const km_cat_topic_t *t)
     it = km_topics_add(c->req, st, km_rpc_cstr(c->req, km_rpc_str(c->req, t->name)));
     if (it == NULL || it->name == NULL)
         c->failed = true;
+}
+
+static void km_change_after_filters(km_rpc_req_t *req, int32_t status, const uint8_t *body,
+                                    size_t len, int32_t tag)
+{
+    km_topics_st_t *st = req->st;
+
+    (void)body;
+    (void)len;
+    (void)tag;
+    if (status != KBX_OK) {
+        km_rpc_fail(
+            req, status == KBX_ERR_TIMEOUT ? KP_ERR_REQUEST_TIMED_OUT : KP_ERR_UNKNOWN_SERVER_ERROR,
+            "Cannot store the patterns of mirror %s: %s", st->mirror,
+            km_topics_host_errstr(status));
+        return;
+    }
+    km_topics_execute(req, KM_RPC_OP_TIMEOUT_MS);
 }
 
 void km_rpc_change_topics(km_rpc_req_t *req)
@@ -800,8 +1031,6 @@ void km_rpc_change_topics(km_rpc_req_t *req)
             return;
         }
     }
-    /* TODO(discovery): Stop's Patterns should also leave topics.include/enter topics.exclude
-     * of the mirror (automatic discovery); today they select the mirror's current topics. */
     if (npatterns > 0) {
         km_change_ctx_t c = {req, st, false};
         if (!km_topics_compile(req, "Patterns", patterns, npatterns, NULL, &st->inc, &st->ninc))
@@ -865,6 +1094,30 @@ void km_rpc_change_topics(km_rpc_req_t *req)
         }
         it->act = KM_ACT_ALTER;
         it->value = value;
+    }
+    if (req->api_key == 96 && npatterns > 0) {
+        const km_mirror_def_t *def = km_catalog_mirror_find(&cm->catalog, mirror);
+        const char *cur_inc = km_filter_get(def, "topics.include", "");
+        const char *cur_exc = km_filter_get(def, "topics.exclude", "__.*");
+        char *inc = km_filter_remove(req, cur_inc, patterns, npatterns);
+        char *exc = km_filter_add(req, "topics.exclude", cur_exc, patterns, npatterns);
+        int32_t rc;
+
+        if (inc == NULL || exc == NULL) {
+            km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR, "out of memory");
+            return;
+        }
+        /* Patterns leave topics.include and join topics.exclude (discovery must not start the
+         * stopped topics again), then the topics move. */
+        if (strcmp(inc, cur_inc) != 0 || strcmp(exc, cur_exc) != 0) {
+            rc = km_filter_write(req, def, strcmp(inc, cur_inc) != 0 ? inc : NULL,
+                                 strcmp(exc, cur_exc) != 0 ? exc : NULL, km_change_after_filters);
+            if (rc != KBX_OK)
+                km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR,
+                            "Cannot store the patterns of mirror %s: %s", mirror,
+                            km_topics_host_errstr(rc));
+            return;
+        }
     }
     km_topics_execute(req, KM_RPC_OP_TIMEOUT_MS);
 }

@@ -1,6 +1,7 @@
 #define KM_LOG_COMPONENT "kmirror.srcadm"
 #include "rpc/km_srcadm.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,8 @@ struct km_srcadm {
     atomic_int stop;
     atomic_int active; /* queries in progress */
     atomic_int next_node;
-    bool stopped;
+    pthread_mutex_t lock; /* submission vs stop: kc is destroyed under it */
+    bool stopped;         /* under lock */
 };
 
 typedef struct km_srcadm_query {
@@ -91,6 +93,11 @@ km_err_t km_srcadm_start(km_plugin_t *cm, km_srcadm_t **out, char *errstr, size_
     atomic_init(&sa->stop, 0);
     atomic_init(&sa->active, 0);
     atomic_init(&sa->next_node, KM_SRCADM_NODE_BASE);
+    if (pthread_mutex_init(&sa->lock, NULL) != 0) {
+        km_free(cm, sa);
+        snprintf(errstr, errstr_size, "cannot create the source admin client's lock");
+        return KM_ERR_HOST;
+    }
     snprintf(id, sizeof(id), "kmirror-admin-%d", (int)cm->broker_id);
     kc_opts_init(&o);
     o.client_id = id;
@@ -118,6 +125,7 @@ fail:
         api->latch_destroy(cm->ref.host, sa->latch);
     if (sa->kc != NULL)
         kc_client_destroy(sa->kc);
+    pthread_mutex_destroy(&sa->lock);
     sa->magic = 0;
     km_free(cm, sa);
     return KM_ERR_HOST;
@@ -127,19 +135,22 @@ void km_srcadm_stop(km_srcadm_t *sa)
 {
     km_plugin_t *cm;
 
-    if (sa == NULL || sa->stopped)
+    if (sa == NULL || sa->thread == NULL)
         return;
     cm = sa->cm;
-    sa->stopped = true;
     atomic_store(&sa->stop, 1);
     cm->ref.api->latch_set(cm->ref.host, sa->latch);
     kc_client_wakeup(sa->kc);
     cm->ref.api->thread_join(cm->ref.host, sa->thread);
     sa->thread = NULL;
     /* This thread drives the client now: pending queries fail with KC_E_DESTROYED here and
-     * post their (failed) results to the loop. */
+     * post their (failed) results to the loop. Under the lock, so that the loop never submits
+     * to a client being destroyed. */
+    pthread_mutex_lock(&sa->lock);
+    sa->stopped = true;
     kc_client_destroy(sa->kc);
     sa->kc = NULL;
+    pthread_mutex_unlock(&sa->lock);
 }
 
 void km_srcadm_destroy(km_srcadm_t *sa)
@@ -151,6 +162,7 @@ void km_srcadm_destroy(km_srcadm_t *sa)
     cm = sa->cm;
     km_srcadm_stop(sa);
     cm->ref.api->latch_destroy(cm->ref.host, sa->latch);
+    pthread_mutex_destroy(&sa->lock);
     sa->magic = 0;
     km_free(cm, sa);
 }
@@ -340,10 +352,10 @@ km_err_t km_srcadm_metadata(km_srcadm_t *sa, const km_strlist_t *bootstrap, bool
     km_plugin_t *cm = sa->cm;
     km_srcadm_query_t *q;
 
-    if (sa->stopped || atomic_load(&sa->stop))
-        return KM_ERR_SHUTDOWN;
     if (bootstrap == NULL || bootstrap->n == 0)
         return KM_ERR_INVALID;
+    if (atomic_load(&sa->stop))
+        return KM_ERR_SHUTDOWN;
     q = km_calloc(cm, 1, sizeof(*q));
     if (q == NULL)
         return KM_ERR_NOMEM;
@@ -372,13 +384,21 @@ km_err_t km_srcadm_metadata(km_srcadm_t *sa, const km_strlist_t *bootstrap, bool
     q->rq.AllowAutoTopicCreation = false;
     q->deadline_ns = cm->ref.api->clock_monotonic_ns(cm->ref.host) +
                      (int64_t)(timeout_ms > 0 ? timeout_ms : 30000) * 1000000;
+    pthread_mutex_lock(&sa->lock);
+    if (sa->stopped) {
+        pthread_mutex_unlock(&sa->lock);
+        km_srcadm_query_free(cm, q);
+        return KM_ERR_SHUTDOWN;
+    }
     atomic_fetch_add(&sa->active, 1);
     if (km_srcadm_submit(q) != 0) {
         atomic_fetch_sub(&sa->active, 1);
+        pthread_mutex_unlock(&sa->lock);
         km_srcadm_query_free(cm, q);
         return KM_ERR_NOMEM;
     }
     cm->ref.api->latch_set(cm->ref.host, sa->latch);
     kc_client_wakeup(sa->kc);
+    pthread_mutex_unlock(&sa->lock);
     return KM_OK;
 }

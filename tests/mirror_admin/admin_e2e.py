@@ -193,18 +193,24 @@ def topic_results(rd, with_msg=True):
     return {x[0]: (x[1], x[2]) for x in rd.carr(t) or []}
 
 
-def start_topics(mirror, topics=(), include=(), timeout_ms=30000):
+def tagged(tag, data):
+    return uvarint(1) + uvarint(tag) + uvarint(len(data)) + data
+
+
+def start_topics(mirror, topics=(), include=(), exclude=(), timeout_ms=30000):
     body = (cstr(mirror) +
             carr(list(topics), lambda t: t[1] + cstr(t[0]) + struct.pack(">i", t[2]) + TAGS) +
-            carr(list(include), cstr) + struct.pack(">i", timeout_ms) + TAGS)
+            carr(list(include), cstr) + struct.pack(">i", timeout_ms) +
+            (tagged(0, carr(list(exclude), cstr)) if exclude else TAGS))
     rd = call(DST, 95, 0, body)
     rd.i32()
     ec, msg = rd.i16(), rd.cstr()
     return ec, msg, topic_results(rd)
 
 
-def change_topics(key, mirror, topics):
-    body = cstr(mirror) + carr(list(topics), lambda t: cstr(t) + TAGS) + struct.pack(">q", -1) + TAGS
+def change_topics(key, mirror, topics, patterns=()):
+    body = (cstr(mirror) + carr(list(topics), lambda t: cstr(t) + TAGS) + struct.pack(">q", -1) +
+            (tagged(0, carr(list(patterns), cstr)) if patterns else TAGS))
     rd = call(DST, key, 0, body)
     rd.i32()
     ec, msg = rd.i16(), rd.cstr()
@@ -434,6 +440,13 @@ for t in ("orders-eu", "orders-us"):
           "%s has the source's partition count %d" % (t, src_topics[t][1]))
 check("payments" not in dst_topics, "payments not created")
 
+# Patterns are kept in the mirror's topics.include / topics.exclude: an exclusion given once
+# still applies to later requests (exclude wins over include).
+ec, msg, res = start_topics("m1", include=["pay.*"], exclude=["pay.*"])
+check(ec == NONE and "payments" not in res, "exclude wins within a request: %s" % res)
+ec, msg, res = start_topics("m1", include=["payments"])
+check(ec == NONE and "payments" not in res, "the stored exclusion applies later: %s" % res)
+
 # Writes to a mirror topic are refused (pending until the partition state machine marks the
 # partition read-only: NOT_ENOUGH_REPLICAS, retriable; then READ_ONLY_TOPIC).
 ec, msg = produce(DST, "orders-eu")
@@ -464,9 +477,12 @@ check(desc.get("nope", {}).get("ec") == UNKNOWN_CLUSTER_MIRROR, "describe an unk
 # Delete: refused while topics run, allowed once every topic is stopped.
 ec, msg = delete_mirror("m1")
 check(ec == CLUSTER_MIRROR_NOT_EMPTY, "delete refused while topics run (%s: %s)" % (ec, msg))
-ec, msg, res = change_topics(96, "m1", ["orders-eu", "orders-us"])
+ec, msg, res = change_topics(96, "m1", ["orders-us"], patterns=["orders-eu"])
 check(ec == NONE and all(v[0] == NONE for v in res.values()) and len(res) == 2,
-      "stop both: %s" % res)
+      "stop orders-us by name and orders-eu by pattern: %s" % res)
+# Stop's patterns join topics.exclude: starting orders-eu by pattern again selects nothing.
+ec, msg, res = start_topics("m1", include=["orders-eu"])
+check(ec == NONE and "orders-eu" not in res, "a stopped pattern stays excluded: %s" % res)
 ec, msg, desc = describe_mirrors(["m1"])
 parts = desc.get("m1", {}).get("topics", {}).get("orders-us") or []
 check(parts and all("desired STOPPED" in (p["err"] or "") for p in parts),
