@@ -82,7 +82,13 @@ typedef struct km_state_pdel {
     char name[KP_STATE_MIRROR_NAME_MAX + 1];
 } km_state_pdel_t;
 
-enum { KM_STATE_POP_READ = 1, KM_STATE_POP_WRITE = 2, KM_STATE_POP_TOMB = 3 };
+enum {
+    KM_STATE_POP_READ = 1,  /* partition state */
+    KM_STATE_POP_WRITE = 2, /* partition state, with the write rules */
+    KM_STATE_POP_TOMB = 3,  /* delete a key */
+    KM_STATE_POP_PUT = 4,   /* store a pre-encoded value of another record type */
+    KM_STATE_POP_GET = 5    /* read a value of another record type */
+};
 
 typedef void (*km_state_pop_done_fn)(km_state_t *st, km_state_pop_t *pop, int16_t err,
                                      const char *msg, const kp_state_partition_t *val);
@@ -112,6 +118,7 @@ struct km_state_pop {
     km_state_read_cb rcb;
     km_state_write_cb wcb;
     km_state_done_cb dcb;
+    km_state_record_cb gcb;
     void *arg;
 };
 
@@ -686,8 +693,8 @@ static int16_t km_state_write_prepare(km_state_t *st, km_state_shard_t *sh, km_s
     kp_writer_t wr;
     int16_t err;
 
-    if (pop->kind == KM_STATE_POP_TOMB)
-        return 0;
+    if (pop->kind == KM_STATE_POP_TOMB || pop->kind == KM_STATE_POP_PUT)
+        return 0; /* a tombstone (no value) or a value encoded by km_state_put_record */
     kp_arena_init(&ar, 1u << 20);
     if (e != NULL && km_state_entry_decode(st, e, &ar, &cur) != 0) {
         kp_arena_free(&ar);
@@ -968,6 +975,24 @@ static void km_state_pop_local(km_state_t *st, km_state_pop_t *pop)
         }
         pop->next = sh->waiting;
         sh->waiting = pop;
+        return;
+    }
+    if (pop->kind == KM_STATE_POP_GET) {
+        const km_state_entry_t *e = km_state_table_get(&sh->table, pop->key, pop->key_len);
+        kp_alloc_t al = {.alloc = km_state_pb_alloc, .free = km_state_pb_free, .opaque = st->cm};
+        kp_state_value_t v;
+        kp_arena_t ar;
+
+        kp_arena_init(&ar, 4u << 20);
+        if (e == NULL)
+            pop->gcb(st->cm, pop->arg, 0, NULL, NULL);
+        else if (kp_state_value_decode(e->value, e->value_len, &ar, &v, &al, NULL) != 0)
+            pop->gcb(st->cm, pop->arg, KP_ERR_UNKNOWN_SERVER_ERROR,
+                     "the stored value cannot be read", NULL);
+        else
+            pop->gcb(st->cm, pop->arg, 0, NULL, &v);
+        kp_arena_free(&ar);
+        km_state_pop_free(st, pop);
         return;
     }
     if (pop->kind == KM_STATE_POP_READ) {
@@ -2898,4 +2923,138 @@ void km_state_destroy(km_plugin_t *cm)
     km_state_ensure_done_pops(st, KP_ERR_COORDINATOR_NOT_AVAILABLE, "shutting down");
     km_state_topics_clear(st);
     km_state_free_all(st);
+}
+
+/* ---- records of the other types (mirror-level duties) -------------------------------------- */
+
+static void km_state_put_done(km_state_t *st, km_state_pop_t *pop, int16_t err, const char *msg,
+                              const kp_state_partition_t *val)
+{
+    (void)val;
+    if (pop->dcb != NULL)
+        pop->dcb(st->cm, pop->arg, err, err != 0 ? msg : NULL);
+    km_state_pop_free(st, pop);
+}
+
+static void km_state_get_done(km_state_t *st, km_state_pop_t *pop, int16_t err, const char *msg,
+                              const kp_state_partition_t *val)
+{
+    (void)val;
+    pop->gcb(st->cm, pop->arg, err, err != 0 ? msg : NULL, NULL);
+    km_state_pop_free(st, pop);
+}
+
+/* Only the local shard serves these: the caller runs where the key's shard is led. */
+static void km_state_local_run(km_plugin_t *cm, void *arg)
+{
+    km_state_t *st = km_state_of(cm);
+    km_state_pop_t *pop = arg;
+
+    if (pop->kind == KM_STATE_POP_PUT && !st->topic_seen) {
+        km_state_pop_finish(st, pop, KP_ERR_COORDINATOR_NOT_AVAILABLE,
+                            "__mirror_state does not exist (yet)", NULL);
+        return;
+    }
+    km_state_pop_local(st, pop);
+}
+
+static km_state_pop_t *km_state_record_pop(km_state_t *st, int kind, int16_t type,
+                                           const char *mirror, const kbx_uuid_t *topic_id,
+                                           int32_t partition)
+{
+    km_state_pop_t *pop;
+
+    if (type < KP_STATE_REC_LAST_MIRROR_EPOCH || type > KP_STATE_REC_MAX ||
+        type == KP_STATE_REC_PARTITION_STATE || mirror == NULL ||
+        (kp_state_key_has_topic(type) && topic_id == NULL) ||
+        (kp_state_key_has_partition(type) && partition < 0))
+        return NULL;
+    pop = km_calloc(st->cm, 1, sizeof(*pop));
+    if (pop == NULL)
+        return NULL;
+    km_state_pwrite_init(&pop->w);
+    pop->kind = kind;
+    if (km_state_key_fill(pop, type, mirror, kp_state_key_has_topic(type) ? topic_id : NULL,
+                          kp_state_key_has_partition(type) ? partition : 0, st->nparts) != 0) {
+        km_free(st->cm, pop);
+        return NULL;
+    }
+    return pop;
+}
+
+km_err_t km_state_put_record(km_plugin_t *cm, int16_t type, const char *mirror,
+                             const kbx_uuid_t *topic_id, int32_t partition,
+                             const kp_state_value_t *v, km_state_done_cb cb, void *arg)
+{
+    kp_alloc_t al = {.alloc = km_state_pb_alloc, .free = km_state_pb_free, .opaque = cm};
+    km_state_t *st = km_state_of(cm);
+    km_state_pop_t *pop;
+    km_err_t err;
+
+    if (km_state_stopping(st))
+        return KM_ERR_SHUTDOWN;
+    if (v != NULL && v->type != type)
+        return KM_ERR_INVALID;
+    pop = km_state_record_pop(st, v != NULL ? KM_STATE_POP_PUT : KM_STATE_POP_TOMB, type, mirror,
+                              topic_id, partition);
+    if (pop == NULL)
+        return KM_ERR_INVALID;
+    if (v != NULL) {
+        kp_writer_t wr;
+
+        kp_writer_init(&wr);
+        if (kp_state_value_encode(&wr, v, &al) != 0 || wr.err != 0 ||
+            (pop->value = km_malloc(cm, wr.len != 0 ? wr.len : 1)) == NULL) {
+            int e = wr.err;
+
+            kp_writer_free(&wr);
+            km_state_pop_free(st, pop);
+            return e == KP_E_NOMEM ? KM_ERR_NOMEM : KM_ERR_INVALID;
+        }
+        memcpy(pop->value, wr.buf, wr.len);
+        pop->value_len = wr.len;
+        kp_writer_free(&wr);
+    }
+    pop->done = km_state_put_done;
+    pop->dcb = cb;
+    pop->arg = arg;
+    err = km_coord_post(&cm->coord, km_state_local_run, km_state_dispatch_drop, pop);
+    if (err == KM_ERR_NOMEM)
+        km_state_pop_free(st, pop);
+    return err;
+}
+
+km_err_t km_state_get_record(km_plugin_t *cm, int16_t type, const char *mirror,
+                             const kbx_uuid_t *topic_id, int32_t partition, km_state_record_cb cb,
+                             void *arg)
+{
+    km_state_t *st = km_state_of(cm);
+    km_state_pop_t *pop;
+    km_err_t err;
+
+    if (km_state_stopping(st))
+        return KM_ERR_SHUTDOWN;
+    if (cb == NULL)
+        return KM_ERR_INVALID;
+    pop = km_state_record_pop(st, KM_STATE_POP_GET, type, mirror, topic_id, partition);
+    if (pop == NULL)
+        return KM_ERR_INVALID;
+    pop->done = km_state_get_done;
+    pop->gcb = cb;
+    pop->arg = arg;
+    err = km_coord_post(&cm->coord, km_state_local_run, km_state_dispatch_drop, pop);
+    if (err == KM_ERR_NOMEM)
+        km_state_pop_free(st, pop);
+    return err;
+}
+
+bool km_state_mirror_coordinator(const km_plugin_t *cm, const char *mirror)
+{
+    const km_state_t *st = &cm->state;
+    int32_t p;
+
+    if (mirror == NULL || st->shards == NULL)
+        return false;
+    p = kp_state_mirror_partition(kp_str(mirror), st->nparts);
+    return p >= 0 && st->shards[p] != NULL && st->shards[p]->loaded && !st->shards[p]->failed;
 }

@@ -136,6 +136,38 @@ int32_t km_state_list_local(km_plugin_t *cm, const char *mirror,
 km_err_t km_state_delete_mirror(km_plugin_t *cm, const char *mirror, km_state_done_cb cb,
                                 void *arg);
 
+/**
+ * Result of km_state_get_record: @p v is the stored value (NULL when nothing is stored or on
+ * error), valid during the call only. @thread coord
+ */
+typedef void (*km_state_record_cb)(km_plugin_t *cm, void *arg, int16_t err, const char *msg,
+                                   const kp_state_value_t *v);
+
+/**
+ * Store @p v (NULL: a tombstone) as the record of @p type (KP_STATE_REC_LAST_MIRROR_EPOCH,
+ * _MIRROR, _SYNCED_TOPIC_CONFIGS, _SYNCED_ACLS; not PARTITION_STATE, which has
+ * km_state_write) for @p mirror (+ @p topic_id for types 1 and 4, + @p partition for type 1).
+ * Served only by the local shard of the key: mirror-level records (3-5) live in the partition
+ * of the mirror name, led by the broker that runs the mirror-level duties
+ * (km_state_mirror_coordinator); elsewhere NOT_COORDINATOR. A shard still loading makes it
+ * wait. No fencing: the mirror coordinator is the only writer. Appended like every write
+ * (Produce acks=-1, applied once acknowledged). @p cb (may be NULL) runs later on the loop.
+ * @return KM_OK, KM_ERR_INVALID (type, names, v's type), KM_ERR_NOMEM, KM_ERR_SHUTDOWN
+ * @thread coord
+ */
+km_err_t km_state_put_record(km_plugin_t *cm, int16_t type, const char *mirror,
+                             const kbx_uuid_t *topic_id, int32_t partition,
+                             const kp_state_value_t *v, km_state_done_cb cb, void *arg);
+
+/** Read the record stored by km_state_put_record (same key and routing rules). @thread coord */
+km_err_t km_state_get_record(km_plugin_t *cm, int16_t type, const char *mirror,
+                             const kbx_uuid_t *topic_id, int32_t partition, km_state_record_cb cb,
+                             void *arg);
+
+/** True if this broker leads and has loaded the partition of @p mirror's name: it runs the
+ *  mirror-level duties (ARCHITECTURE §4). @thread coord */
+bool km_state_mirror_coordinator(const km_plugin_t *cm, const char *mirror);
+
 /** Number of shards this broker leads (loaded or loading). @thread coord */
 int32_t km_state_shard_count(const km_plugin_t *cm);
 /** True if this broker leads `__mirror_state` partition @p partition and has loaded it. */

@@ -821,6 +821,65 @@ typedef struct ts_result {
 
 static void ts_delete_run(km_plugin_t *cm, void *arg);
 
+/* km_state_put_record / km_state_get_record of a MIRROR record (type 3), on the loop. */
+typedef struct ts_rec_req {
+    bool put, tomb;
+    int16_t err;
+    int done;
+    bool found;
+    kp_state_value_t v; /* put: the value; get: what was read (strings not kept) */
+    uint8_t mirror_id[16];
+} ts_rec_req_t;
+
+static void ts_rec_done(km_plugin_t *cm, void *arg, int16_t err, const char *msg)
+{
+    ts_rec_req_t *rr = arg;
+
+    (void)cm;
+    rr->done++;
+    rr->err = err;
+    CU_ASSERT_TRUE(err == 0 || msg != NULL);
+}
+
+static void ts_rec_got(km_plugin_t *cm, void *arg, int16_t err, const char *msg,
+                       const kp_state_value_t *v)
+{
+    ts_rec_req_t *rr = arg;
+
+    (void)cm;
+    rr->done++;
+    rr->err = err;
+    rr->found = v != NULL;
+    CU_ASSERT_TRUE(err == 0 || msg != NULL);
+    if (v != NULL) {
+        CU_ASSERT_EQUAL(v->type, KP_STATE_REC_MIRROR);
+        rr->v = *v;
+        memcpy(rr->mirror_id, v->u.mirror.mirror_id.b, 16);
+        rr->v.u.mirror.source_cluster_id = KP_STR_NULL;
+    }
+}
+
+static void ts_rec_run(km_plugin_t *cm, void *arg)
+{
+    ts_rec_req_t *rr = arg;
+    km_err_t err;
+
+    if (rr->put)
+        err = km_state_put_record(cm, KP_STATE_REC_MIRROR, "m1", NULL, -1, rr->tomb ? NULL : &rr->v,
+                                  ts_rec_done, rr);
+    else
+        err = km_state_get_record(cm, KP_STATE_REC_MIRROR, "m1", NULL, -1, ts_rec_got, rr);
+    CU_ASSERT_EQUAL(err, KM_OK);
+}
+
+static void ts_rec(fakehost_t *fh, km_plugin_t *cm, ts_rec_req_t *rr)
+{
+    rr->done = 0;
+    CU_ASSERT_EQUAL_FATAL(km_coord_post(&cm->coord, ts_rec_run, NULL, rr), KM_OK);
+    fakehost_run_until_idle(fh);
+    CU_ASSERT_EQUAL(rr->done, 1);
+}
+
 static void ts_test_shard(void)
 {
     ts_env_t env;
@@ -1025,6 +1084,50 @@ static void ts_test_shard(void)
         free(resp);
     }
 
+    /* Mirror-level records (type 3) on the shard of the mirror's name, here the only one. */
+    {
+        ts_rec_req_t rr;
+        size_t len0 = ts_log_len(&env, 0);
+
+        memset(&rr, 0, sizeof(rr));
+        CU_ASSERT_TRUE(km_state_mirror_coordinator(env.cm, "m1"));
+        kp_state_value_init(&rr.v, KP_STATE_REC_MIRROR);
+        rr.v.u.mirror.has_mirror_id = true;
+        memset(rr.v.u.mirror.mirror_id.b, 0x5a, 16);
+        rr.v.u.mirror.creation_time_ms = 1234;
+        rr.v.u.mirror.source_cluster_id = kp_str("src-cluster");
+        rr.put = true;
+        ts_rec(env.fh, env.cm, &rr);
+        CU_ASSERT_EQUAL(rr.err, 0);
+        CU_ASSERT_TRUE(ts_log_len(&env, 0) > len0);
+        memset(&rr, 0, sizeof(rr));
+        ts_rec(env.fh, env.cm, &rr);
+        CU_ASSERT_EQUAL(rr.err, 0);
+        CU_ASSERT_TRUE(rr.found);
+        CU_ASSERT_EQUAL(rr.v.u.mirror.creation_time_ms, 1234);
+        CU_ASSERT_EQUAL(rr.mirror_id[0], 0x5a);
+        /* kept across a reload */
+        fakehost_partition_set_leader(env.fh, &TS_MS_ID, 0, 11, true);
+        fakehost_run_until_idle(env.fh);
+        memset(&rr, 0, sizeof(rr));
+        ts_rec(env.fh, env.cm, &rr);
+        CU_ASSERT_TRUE(rr.found);
+        CU_ASSERT_EQUAL(rr.v.u.mirror.creation_time_ms, 1234);
+        /* a tombstone deletes it */
+        memset(&rr, 0, sizeof(rr));
+        rr.put = rr.tomb = true;
+        ts_rec(env.fh, env.cm, &rr);
+        CU_ASSERT_EQUAL(rr.err, 0);
+        memset(&rr, 0, sizeof(rr));
+        ts_rec(env.fh, env.cm, &rr);
+        CU_ASSERT_EQUAL(rr.err, 0);
+        CU_ASSERT_FALSE(rr.found);
+        /* the partition state has its own API */
+        CU_ASSERT_EQUAL(km_state_put_record(env.cm, KP_STATE_REC_PARTITION_STATE, "m1", &TS_T1, 0,
+                                            NULL, NULL, NULL),
+                        KM_ERR_INVALID);
+    }
+
     /* A mirror deleted while the shard loads: its keys are tombstoned once the load is done,
      * before anything is served. */
     {
@@ -1173,6 +1276,18 @@ static void ts_test_two_brokers(void)
 
         fakehost_publish_delta(a.fh, &d);
         fakehost_run_until_idle(a.fh);
+    }
+
+    /* Mirror-level records are served by the shard's leader only. */
+    {
+        ts_rec_req_t rr;
+
+        memset(&rr, 0, sizeof(rr));
+        CU_ASSERT_FALSE(km_state_mirror_coordinator(a.cm, "m1"));
+        CU_ASSERT_TRUE(km_state_mirror_coordinator(b.cm, "m1"));
+        ts_rec(a.fh, a.cm, &rr);
+        CU_ASSERT_EQUAL(rr.err, KP_ERR_NOT_COORDINATOR);
+        CU_ASSERT_FALSE(rr.found);
     }
 
     /* A write from a: Metadata finds broker 2, WriteMirrorStates goes there. */
