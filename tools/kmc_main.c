@@ -249,6 +249,20 @@ static int kmc_call(kmc_run_t *run, const kp_msg_desc_t *reqd, const void *req,
     }
 }
 
+/* Check that the broker serves the API, send, decode (kmc_call); a failure is reported here.
+ * Returns the exit code. */
+static int kmc_send(kmc_run_t *run, const kp_msg_desc_t *reqd, const void *req,
+                    const kp_msg_desc_t *respd, void *resp, const int16_t *ec, int32_t timeout_ms)
+{
+    int rc = kmc_conn_check_api(&run->cn, reqd, run->err, sizeof(run->err));
+
+    if (rc == KMC_EXIT_OK)
+        rc = kmc_call(run, reqd, req, respd, resp, ec, timeout_ms);
+    if (rc != KMC_EXIT_OK)
+        kmc_error("%s", run->err);
+    return rc;
+}
+
 /* An answer without error that still lacks part of the cluster (DescribeMirrors fan-out). */
 static void kmc_warn_partial(const char *warning)
 {
@@ -307,14 +321,10 @@ static int kmc_describe_rows(kmc_run_t *run, const char *mirror, bool filter,
     } else {
         req.MirrorNames.cnt = -1;
     }
-    rc = kmc_conn_check_api(&run->cn, &kp_DescribeMirrorsRequest_desc, run->err, sizeof(run->err));
-    if (rc == KMC_EXIT_OK)
-        rc = kmc_call(run, &kp_DescribeMirrorsRequest_desc, &req, &kp_DescribeMirrorsResponse_desc,
-                      &resp, &resp.ErrorCode, 0);
-    if (rc != KMC_EXIT_OK) {
-        kmc_error("%s", run->err);
+    rc = kmc_send(run, &kp_DescribeMirrorsRequest_desc, &req, &kp_DescribeMirrorsResponse_desc,
+                  &resp, &resp.ErrorCode, 0);
+    if (rc != KMC_EXIT_OK)
         return rc;
-    }
     if (resp.ErrorCode != 0) {
         kmc_report(run, "DescribeMirrors", resp.ErrorCode, resp.ErrorMessage);
         return KMC_EXIT_FAILED;
@@ -388,14 +398,10 @@ static int kmc_do_list(kmc_run_t *run)
     int rc;
 
     kp_msg_init(&kp_ListMirrorsRequest_desc, &req);
-    rc = kmc_conn_check_api(&run->cn, &kp_ListMirrorsRequest_desc, run->err, sizeof(run->err));
-    if (rc == KMC_EXIT_OK)
-        rc = kmc_call(run, &kp_ListMirrorsRequest_desc, &req, &kp_ListMirrorsResponse_desc, &resp,
-                      &resp.ErrorCode, 0);
-    if (rc != KMC_EXIT_OK) {
-        kmc_error("%s", run->err);
+    rc = kmc_send(run, &kp_ListMirrorsRequest_desc, &req, &kp_ListMirrorsResponse_desc, &resp,
+                  &resp.ErrorCode, 0);
+    if (rc != KMC_EXIT_OK)
         return rc;
-    }
     if (resp.ErrorCode != 0) {
         kmc_report(run, "ListMirrors", resp.ErrorCode, resp.ErrorMessage);
         return KMC_EXIT_FAILED;
@@ -501,14 +507,10 @@ static int kmc_do_create(kmc_run_t *run)
     }
     req.Config.cnt = (int32_t)mc.n;
     req.Config.v = cfg;
-    rc = kmc_conn_check_api(&run->cn, &kp_CreateMirrorRequest_desc, run->err, sizeof(run->err));
-    if (rc == KMC_EXIT_OK)
-        rc = kmc_call(run, &kp_CreateMirrorRequest_desc, &req, &kp_CreateMirrorResponse_desc, &resp,
-                      &resp.ErrorCode, 0);
-    if (rc != KMC_EXIT_OK) {
-        kmc_error("%s", run->err);
+    rc = kmc_send(run, &kp_CreateMirrorRequest_desc, &req, &kp_CreateMirrorResponse_desc, &resp,
+                  &resp.ErrorCode, 0);
+    if (rc != KMC_EXIT_OK)
         goto out;
-    }
     if (run->a.json) {
         char *msg = kmc_conn_str(&run->cn, resp.ErrorMessage);
         kmc_fmt_results_json(stdout, "create", run->a.mirror, resp.ErrorCode, msg, NULL, 0);
@@ -539,14 +541,10 @@ static int kmc_do_delete(kmc_run_t *run)
 
     kp_msg_init(&kp_DeleteMirrorRequest_desc, &req);
     req.MirrorName = kp_str(run->a.mirror);
-    rc = kmc_conn_check_api(&run->cn, &kp_DeleteMirrorRequest_desc, run->err, sizeof(run->err));
-    if (rc == KMC_EXIT_OK)
-        rc = kmc_call(run, &kp_DeleteMirrorRequest_desc, &req, &kp_DeleteMirrorResponse_desc, &resp,
-                      &resp.ErrorCode, 0);
-    if (rc != KMC_EXIT_OK) {
-        kmc_error("%s", run->err);
+    rc = kmc_send(run, &kp_DeleteMirrorRequest_desc, &req, &kp_DeleteMirrorResponse_desc, &resp,
+                  &resp.ErrorCode, 0);
+    if (rc != KMC_EXIT_OK)
         return rc;
-    }
     if (run->a.json)
         kmc_fmt_results_json(stdout, "delete", run->a.mirror, resp.ErrorCode,
                              kmc_conn_str(&run->cn, resp.ErrorMessage), NULL, 0);
@@ -761,16 +759,10 @@ static int kmc_do_start(kmc_run_t *run)
     req.ExcludePatterns.cnt = run->a.nexcludes;
     req.ExcludePatterns.v = run->a.nexcludes ? exc : NULL;
     req.TimeoutMs = run->a.timeout_ms;
-    rc =
-        kmc_conn_check_api(&run->cn, &kp_StartMirrorTopicsRequest_desc, run->err, sizeof(run->err));
-    if (rc == KMC_EXIT_OK)
-        rc = kmc_call(run, &kp_StartMirrorTopicsRequest_desc, &req,
-                      &kp_StartMirrorTopicsResponse_desc, &resp, &resp.ErrorCode,
-                      run->a.timeout_ms + 5000);
-    if (rc != KMC_EXIT_OK) {
-        kmc_error("%s", run->err);
+    rc = kmc_send(run, &kp_StartMirrorTopicsRequest_desc, &req, &kp_StartMirrorTopicsResponse_desc,
+                  &resp, &resp.ErrorCode, run->a.timeout_ms + 5000);
+    if (rc != KMC_EXIT_OK)
         return rc;
-    }
     n = resp.Topics.cnt > 0 ? (size_t)resp.Topics.cnt : 0;
     r = kp_arena_calloc(&run->cn.ar, n ? n : 1, sizeof(*r));
     if (r == NULL) {
@@ -822,6 +814,36 @@ static size_t kmc_pick_topics(kmc_run_t *run, const kmc_mirror_desc_t *m, bool f
     return n;
 }
 
+/*
+ * The topic lists of StopMirrorTopics, PauseMirrorTopics and ResumeMirrorTopics differ only in
+ * their generated types, and their per-topic results in field names: one macro each.
+ * KMC_TOPICS_SET: fill req.Topics with the @p nt names (ok = false when out of memory).
+ */
+#define KMC_TOPICS_SET(run, req, T, names, nt, ok)                                                 \
+    do {                                                                                           \
+        T##_t *tm_ = kp_arena_calloc(&(run)->cn.ar, (nt) ? (nt) : 1, sizeof(*tm_));                \
+        for (size_t i_ = 0; tm_ != NULL && i_ < (nt); i_++) {                                      \
+            T##_init(&tm_[i_]);                                                                    \
+            tm_[i_].TopicName = kp_str((names)[i_]);                                               \
+        }                                                                                          \
+        (req).Topics.cnt = (int32_t)(nt);                                                          \
+        (req).Topics.v = tm_;                                                                      \
+        (ok) = tm_ != NULL;                                                                        \
+    } while (0)
+
+/* KMC_RESULTS_GET: copy resp.Topics into r[0..nres) (r = NULL when out of memory); NAME is the
+ * topic field, MSG(i) the message of result i. */
+#define KMC_RESULTS_GET(run, resp, NAME, MSG, r, nres)                                             \
+    do {                                                                                           \
+        (nres) = (resp).Topics.cnt > 0 ? (size_t)(resp).Topics.cnt : 0;                            \
+        (r) = kp_arena_calloc(&(run)->cn.ar, (nres) ? (nres) : 1, sizeof(*(r)));                   \
+        for (size_t i_ = 0; (r) != NULL && i_ < (nres); i_++) {                                    \
+            (r)[i_].topic = kmc_conn_str(&(run)->cn, (resp).Topics.v[i_].NAME);                    \
+            (r)[i_].error_code = (resp).Topics.v[i_].ErrorCode;                                    \
+            (r)[i_].error_message = kmc_conn_str(&(run)->cn, MSG(i_));                             \
+        }                                                                                          \
+    } while (0)
+
 /* stop, pause, resume, recover: resolve --topic against the mirror's topics, then send. */
 static int kmc_do_topics(kmc_run_t *run)
 {
@@ -834,6 +856,7 @@ static int kmc_do_topics(kmc_run_t *run)
     int16_t ec;
     kp_str_t emsg;
     const char *what;
+    bool ok = true;
     int rc;
 
     rc = kmc_describe_rows(run, run->a.mirror, false, &md, &nm, &warning);
@@ -883,20 +906,10 @@ static int kmc_do_topics(kmc_run_t *run)
     if (run->a.action == KMC_ACT_STOP) {
         kp_StopMirrorTopicsRequest_t req;
         kp_StopMirrorTopicsResponse_t resp;
-        kp_StopMirrorTopicsRequest_TopicMetadata_t *tm =
-            kp_arena_calloc(&run->cn.ar, nt ? nt : 1, sizeof(*tm));
-        if (tm == NULL) {
-            kmc_error("out of memory");
-            return KMC_EXIT_PROTOCOL;
-        }
+
         kp_msg_init(&kp_StopMirrorTopicsRequest_desc, &req);
         req.MirrorName = kp_str(run->a.mirror);
-        for (size_t i = 0; i < nt; i++) {
-            kp_StopMirrorTopicsRequest_TopicMetadata_init(&tm[i]);
-            tm[i].TopicName = kp_str(names[i]);
-        }
-        req.Topics.cnt = (int32_t)nt;
-        req.Topics.v = tm;
+        KMC_TOPICS_SET(run, req, kp_StopMirrorTopicsRequest_TopicMetadata, names, nt, ok);
         /* The patterns too: the broker selects the mirror's topics by them as well, and with
          * automatic discovery they leave topics.include (design M11). */
         for (int i = 0; i < run->a.ntopics; i++)
@@ -904,97 +917,53 @@ static int kmc_do_topics(kmc_run_t *run)
         req.Patterns.cnt = run->a.ntopics;
         req.Patterns.v = pats;
         what = "StopMirrorTopics";
-        rc = kmc_conn_check_api(&run->cn, &kp_StopMirrorTopicsRequest_desc, run->err,
-                                sizeof(run->err));
-        if (rc == KMC_EXIT_OK)
-            rc = kmc_call(run, &kp_StopMirrorTopicsRequest_desc, &req,
+        if (ok)
+            rc = kmc_send(run, &kp_StopMirrorTopicsRequest_desc, &req,
                           &kp_StopMirrorTopicsResponse_desc, &resp, &resp.ErrorCode, 0);
-        if (rc != KMC_EXIT_OK) {
-            kmc_error("%s", run->err);
-            return rc;
-        }
+        if (!ok || rc != KMC_EXIT_OK)
+            goto fail;
         ec = resp.ErrorCode;
         emsg = resp.ErrorMessage;
-        nres = resp.Topics.cnt > 0 ? (size_t)resp.Topics.cnt : 0;
-        r = kp_arena_calloc(&run->cn.ar, nres ? nres : 1, sizeof(*r));
-        for (size_t i = 0; r != NULL && i < nres; i++) {
-            r[i].topic = kmc_conn_str(&run->cn, resp.Topics.v[i].Name);
-            r[i].error_code = resp.Topics.v[i].ErrorCode;
-            r[i].error_message = kmc_conn_str(&run->cn, resp.Topics.v[i].ErrorMessage);
-        }
+#define KMC_MSG_(i) resp.Topics.v[i].ErrorMessage
+        KMC_RESULTS_GET(run, resp, Name, KMC_MSG_, r, nres);
     } else if (run->a.action == KMC_ACT_PAUSE) {
         kp_PauseMirrorTopicsRequest_t req;
         kp_PauseMirrorTopicsResponse_t resp;
-        kp_PauseMirrorTopicsRequest_TopicMetadata_t *tm =
-            kp_arena_calloc(&run->cn.ar, nt, sizeof(*tm));
-        if (tm == NULL) {
-            kmc_error("out of memory");
-            return KMC_EXIT_PROTOCOL;
-        }
+
         kp_msg_init(&kp_PauseMirrorTopicsRequest_desc, &req);
         req.MirrorName = kp_str(run->a.mirror);
-        for (size_t i = 0; i < nt; i++) {
-            kp_PauseMirrorTopicsRequest_TopicMetadata_init(&tm[i]);
-            tm[i].TopicName = kp_str(names[i]);
-        }
-        req.Topics.cnt = (int32_t)nt;
-        req.Topics.v = tm;
+        KMC_TOPICS_SET(run, req, kp_PauseMirrorTopicsRequest_TopicMetadata, names, nt, ok);
         what = "PauseMirrorTopics";
-        rc = kmc_conn_check_api(&run->cn, &kp_PauseMirrorTopicsRequest_desc, run->err,
-                                sizeof(run->err));
-        if (rc == KMC_EXIT_OK)
-            rc = kmc_call(run, &kp_PauseMirrorTopicsRequest_desc, &req,
+        if (ok)
+            rc = kmc_send(run, &kp_PauseMirrorTopicsRequest_desc, &req,
                           &kp_PauseMirrorTopicsResponse_desc, &resp, &resp.ErrorCode, 0);
-        if (rc != KMC_EXIT_OK) {
-            kmc_error("%s", run->err);
-            return rc;
-        }
+        if (!ok || rc != KMC_EXIT_OK)
+            goto fail;
         ec = resp.ErrorCode;
         emsg = resp.ErrorMessage;
-        nres = resp.Topics.cnt > 0 ? (size_t)resp.Topics.cnt : 0;
-        r = kp_arena_calloc(&run->cn.ar, nres ? nres : 1, sizeof(*r));
-        for (size_t i = 0; r != NULL && i < nres; i++) {
-            r[i].topic = kmc_conn_str(&run->cn, resp.Topics.v[i].TopicName);
-            r[i].error_code = resp.Topics.v[i].ErrorCode;
-            r[i].error_message = kmc_conn_str(&run->cn, resp.Topics.v[i].ErrorMessage);
-        }
+        KMC_RESULTS_GET(run, resp, TopicName, KMC_MSG_, r, nres);
+#undef KMC_MSG_
     } else {
         /* --resume, and --recover: a FAILED partition is retried through
-         * ResumeMirrorTopics (resume_mirror_topics.kps; docs/cli.md "Recover"). */
+         * ResumeMirrorTopics (resume_mirror_topics.kps; docs/cli.md "Recover"). Its results
+         * carry no message (the seed's layout). */
         kp_ResumeMirrorTopicsRequest_t req;
         kp_ResumeMirrorTopicsResponse_t resp;
-        kp_ResumeMirrorTopicsRequest_TopicMetadata_t *tm =
-            kp_arena_calloc(&run->cn.ar, nt, sizeof(*tm));
-        if (tm == NULL) {
-            kmc_error("out of memory");
-            return KMC_EXIT_PROTOCOL;
-        }
+
         kp_msg_init(&kp_ResumeMirrorTopicsRequest_desc, &req);
         req.MirrorName = kp_str(run->a.mirror);
-        for (size_t i = 0; i < nt; i++) {
-            kp_ResumeMirrorTopicsRequest_TopicMetadata_init(&tm[i]);
-            tm[i].TopicName = kp_str(names[i]);
-        }
-        req.Topics.cnt = (int32_t)nt;
-        req.Topics.v = tm;
+        KMC_TOPICS_SET(run, req, kp_ResumeMirrorTopicsRequest_TopicMetadata, names, nt, ok);
         what = "ResumeMirrorTopics";
-        rc = kmc_conn_check_api(&run->cn, &kp_ResumeMirrorTopicsRequest_desc, run->err,
-                                sizeof(run->err));
-        if (rc == KMC_EXIT_OK)
-            rc = kmc_call(run, &kp_ResumeMirrorTopicsRequest_desc, &req,
+        if (ok)
+            rc = kmc_send(run, &kp_ResumeMirrorTopicsRequest_desc, &req,
                           &kp_ResumeMirrorTopicsResponse_desc, &resp, &resp.ErrorCode, 0);
-        if (rc != KMC_EXIT_OK) {
-            kmc_error("%s", run->err);
-            return rc;
-        }
+        if (!ok || rc != KMC_EXIT_OK)
+            goto fail;
         ec = resp.ErrorCode;
         emsg = resp.ErrorMessage;
-        nres = resp.Topics.cnt > 0 ? (size_t)resp.Topics.cnt : 0;
-        r = kp_arena_calloc(&run->cn.ar, nres ? nres : 1, sizeof(*r));
-        for (size_t i = 0; r != NULL && i < nres; i++) {
-            r[i].topic = kmc_conn_str(&run->cn, resp.Topics.v[i].Name);
-            r[i].error_code = resp.Topics.v[i].ErrorCode;
-        }
+#define KMC_NOMSG_(i) KP_STR_NULL
+        KMC_RESULTS_GET(run, resp, Name, KMC_NOMSG_, r, nres);
+#undef KMC_NOMSG_
     }
     if (r == NULL) {
         kmc_error("out of memory");
@@ -1012,6 +981,12 @@ static int kmc_do_topics(kmc_run_t *run)
     }
     if (rc == KMC_EXIT_OK && run->a.wait)
         rc = kmc_wait(run, r, nres);
+    return rc;
+fail:
+    if (!ok) {
+        kmc_error("out of memory");
+        return KMC_EXIT_PROTOCOL;
+    }
     return rc;
 }
 
