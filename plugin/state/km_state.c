@@ -132,8 +132,9 @@ enum {
 };
 
 /* A host request in flight; its response is copied and posted to the loop. */
-typedef struct km_state_call {
+struct km_state_call {
     uint32_t magic;
+    km_state_call_t *orphan_next;
     int kind;
     km_state_t *st;
     int32_t partition;
@@ -142,7 +143,7 @@ typedef struct km_state_call {
     int32_t status;
     uint8_t *body;
     size_t len;
-} km_state_call_t;
+};
 
 /* A ReadMirrorStates / WriteMirrorStates request being served. */
 typedef struct km_state_rpc {
@@ -294,9 +295,31 @@ static void km_state_call_cb(void *arg, int32_t status, const uint8_t *body, siz
             memcpy(call->body, body, len);
         call->len = len;
     }
-    if (km_coord_post(&cm->coord, km_state_call_run, km_state_call_drop, call) == KM_ERR_NOMEM)
-        km_state_call_drop(cm, call);
+    if (km_coord_post(&cm->coord, km_state_call_run, km_state_call_drop, call) == KM_ERR_NOMEM) {
+        /* Not on the loop: keep it for the loop's next state op rather than touch its state. */
+        pthread_mutex_lock(&st->tok_lock);
+        call->orphan_next = st->orphans;
+        st->orphans = call;
+        pthread_mutex_unlock(&st->tok_lock);
+        km_log_error(cm, "no memory to queue a __mirror_state answer; kept for the next op");
+    }
     km_state_outstanding_done(st);
+}
+
+/* Run the answers km_state_call_cb could not post. @thread coord */
+static void km_state_orphans(km_state_t *st)
+{
+    km_state_call_t *call, *next;
+
+    pthread_mutex_lock(&st->tok_lock);
+    call = st->orphans;
+    st->orphans = NULL;
+    pthread_mutex_unlock(&st->tok_lock);
+    for (; call != NULL; call = next) {
+        next = call->orphan_next;
+        call->orphan_next = NULL;
+        km_state_call_run(st->cm, call);
+    }
 }
 
 /* Send @p wr's bytes; on failure the call is freed (its ops are the caller's again). */
@@ -1035,6 +1058,7 @@ static void km_state_lead_run(km_plugin_t *cm, void *arg)
     km_state_lead_ev_t *ev = arg;
     uint32_t i;
 
+    km_state_orphans(st);
     for (i = 0; i < ev->count; i++) {
         int32_t p = ev->v[i].partition;
         km_state_shard_t *sh;
@@ -1190,6 +1214,7 @@ static void km_state_md_run(km_plugin_t *cm, void *arg)
     km_state_md_ev_t *ev = arg;
     uint32_t i;
 
+    km_state_orphans(st);
     if (ev->snapshot) {
         km_state_topics_clear(st);
         st->nbrokers = 0;
@@ -1869,6 +1894,7 @@ static void km_state_client_read_done(km_state_t *st, km_state_pop_t *pop, int16
 /* Posted so the caller's callback never runs inside its own call. */
 static void km_state_dispatch_run(km_plugin_t *cm, void *arg)
 {
+    km_state_orphans(km_state_of(cm));
     km_state_dispatch(km_state_of(cm), arg);
 }
 
@@ -2333,6 +2359,7 @@ static void km_state_rpc_run(km_plugin_t *cm, void *arg)
     km_state_t *st = km_state_of(cm);
 
     KM_CHECK_OBJ(cm, rpc, KM_STATE_RPC_MAGIC);
+    km_state_orphans(st);
     if (km_state_stopping(st)) {
         kp_ReadMirrorStatesResponse_init(&rpc->rresp);
         kp_WriteMirrorStatesResponse_init(&rpc->wresp);
@@ -2862,6 +2889,7 @@ static void km_state_stop_run(km_plugin_t *cm, void *arg)
     int32_t p;
 
     (void)arg;
+    km_state_orphans(st);
     km_state_timers_cancel(st);
     list = st->md_wait;
     st->md_wait = NULL;
@@ -2915,6 +2943,7 @@ void km_state_destroy(km_plugin_t *cm)
     if (st->magic != KM_STATE_MAGIC)
         return;
     km_state_unregister(st);
+    km_state_orphans(st); /* the loop is gone: this thread is the only one left */
     km_state_timers_cancel(st);
     for (p = 0; st->shards != NULL && p < st->nparts; p++)
         km_state_shard_drop(st, p, "shutdown");

@@ -17,6 +17,7 @@ typedef struct km_state_shard km_state_shard_t;
 typedef struct km_state_pop km_state_pop_t;
 typedef struct km_state_topic km_state_topic_t;
 typedef struct km_state_timer km_state_timer_t;
+typedef struct km_state_call km_state_call_t;
 
 #define KM_STATE_MAGIC 0x4b4d5354u /* "KMST" */
 
@@ -27,7 +28,9 @@ typedef struct km_state {
     int32_t nparts; /**< mirror.state.topic.num.partitions */
 
     /* Any thread. */
-    pthread_mutex_t tok_lock; /**< RPC tokens: completion vs cancel */
+    pthread_mutex_t tok_lock; /**< RPC tokens: completion vs cancel; the orphans */
+    km_state_call_t *orphans; /**< answers that could not be posted (no memory), under tok_lock;
+                                   the loop takes them with its next state op */
     atomic_int outstanding;   /**< host requests and timers not yet called back */
     atomic_int stopping;      /**< no new host requests; waiting work fails */
     kbx_latch_t *idle_latch;  /**< set when outstanding drops */

@@ -1084,6 +1084,55 @@ static void ts_test_shard(void)
         free(resp);
     }
 
+    /* No memory to queue the Produce's answer on the loop: kept, answered with the next op. */
+    {
+        fakehost_call_t *call = NULL;
+        kp_WriteMirrorStatesRequest_t rq;
+        kp_WriteMirrorStatesRequest_TopicMetadata_t t;
+        kp_WriteMirrorStatesRequest_PartitionData_t p;
+        kp_WriteMirrorStatesResponse_t rs;
+        const uint8_t *resp;
+        size_t rlen = 0;
+        kp_writer_t wr;
+        kp_reader_t rd;
+        kp_arena_t ar;
+
+        kp_WriteMirrorStatesRequest_init(&rq);
+        kp_WriteMirrorStatesRequest_TopicMetadata_init(&t);
+        kp_WriteMirrorStatesRequest_PartitionData_init(&p);
+        rq.MirrorName = kp_str("m1");
+        rq.Topics.cnt = 1;
+        rq.Topics.v = &t;
+        t.TopicName = kp_str("orders");
+        t.Partitions.cnt = 1;
+        t.Partitions.v = &p;
+        p.PartitionIndex = 0;
+        p.State = KP_PSTATE_PAUSING;
+        kp_writer_init(&wr);
+        kp_WriteMirrorStatesRequest_encode(&wr, &rq, 0);
+        fakehost_hold_async(env.fh, true);
+        CU_ASSERT_EQUAL(
+            fakehost_rpc_call(env.fh, KP_APIKEY_WriteMirrorStates, 0, wr.buf, wr.len, &call),
+            KBX_RPC_PENDING);
+        kp_writer_free(&wr);
+        fakehost_run_until_idle(env.fh);
+        fakehost_fail_alloc(env.fh, 1, false); /* the body copy works, the post fails */
+        fakehost_hold_async(env.fh, false);
+        fakehost_run_until_idle(env.fh);
+        fakehost_fail_alloc(env.fh, -1, false);
+        CU_ASSERT_TRUE(fakehost_log_contains(env.fh, "no memory to queue a __mirror_state answer"));
+        CU_ASSERT_EQUAL(fakehost_call_state(call), FAKEHOST_CALL_PENDING);
+        CU_ASSERT_EQUAL(ts_read(&env, "m1", 1, NULL), 0); /* any op takes the orphan */
+        CU_ASSERT_EQUAL_FATAL(fakehost_call_state(call), FAKEHOST_CALL_COMPLETED);
+        resp = fakehost_call_response(call, &rlen);
+        kp_arena_init(&ar, 0);
+        kp_reader_init(&rd, resp, rlen);
+        CU_ASSERT_EQUAL_FATAL(kp_WriteMirrorStatesResponse_decode(&rd, &ar, &rs, 0), 0);
+        CU_ASSERT_EQUAL(rs.Topics.v[0].Partitions.v[0].ErrorCode, 0);
+        CU_ASSERT_EQUAL(rs.Topics.v[0].Partitions.v[0].StateEpoch, 6);
+        kp_arena_free(&ar);
+    }
+
     /* Mirror-level records (type 3) on the shard of the mirror's name, here the only one. */
     {
         ts_rec_req_t rr;
