@@ -613,6 +613,7 @@ void kb_meta_close(kb_meta_t *meta)
     kb_kv_free(meta->dyn_dflt, meta->dyn_dflt_cnt);
     free(meta->brokers);
     kb_meta_recs_free(meta->acls, meta->nacls);
+    kb_meta_recs_free(meta->precs, meta->nprecs);
     free(meta->dir);
     free(meta->mdir);
     pthread_rwlock_destroy(&meta->rw);
@@ -1340,6 +1341,53 @@ static int kb_meta_apply_acl(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d
     return 0;
 }
 
+/* KbrokerPluginRecord: the image keeps the latest value per (type, key); no value deletes. The
+ * listeners get the record as written. */
+static int kb_meta_apply_plugin(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d, char *err,
+                                size_t err_size)
+{
+    size_t i = 0;
+    kb_mact_t *a;
+    while (i < meta->nprecs &&
+           !(meta->precs[i].plugin_type == r->plugin_type &&
+             meta->precs[i].pkey_len == r->pkey_len &&
+             (!r->pkey_len || !memcmp(meta->precs[i].pkey, r->pkey, r->pkey_len))))
+        i++;
+    if (r->has_pvalue) {
+        kb_mrec_t c;
+        if (kb_mrec_plugin_copy(&c, r) != 0) {
+            snprintf(err, err_size, "out of memory");
+            return -1;
+        }
+        if (i < meta->nprecs) {
+            kb_mrec_clear(&meta->precs[i]);
+            meta->precs[i] = c;
+        } else {
+            kb_mrec_t *nv = realloc(meta->precs, (meta->nprecs + 1) * sizeof(*nv));
+            if (!nv) {
+                kb_mrec_clear(&c);
+                snprintf(err, err_size, "out of memory");
+                return -1;
+            }
+            meta->precs = nv;
+            nv[meta->nprecs++] = c;
+        }
+    } else if (i < meta->nprecs) {
+        kb_mrec_clear(&meta->precs[i]);
+        memmove(&meta->precs[i], &meta->precs[i + 1],
+                (meta->nprecs - i - 1) * sizeof(*meta->precs));
+        meta->nprecs--;
+    }
+    if ((a = kb_mdelta_push(d, KB_MACT_EVENT)) != NULL) {
+        a->type = KB_META_EV_PLUGIN;
+        if (kb_mrec_plugin_copy(&a->acl, r) == 0)
+            a->has_acl = true;
+        else
+            d->err = KB_E_NOMEM;
+    }
+    return 0;
+}
+
 static int kb_meta_apply_rec(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d, char *err,
                              size_t err_size)
 {
@@ -1370,6 +1418,8 @@ static int kb_meta_apply_rec(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d
     case KB_MREC_ACL:
     case KB_MREC_REMOVE_ACL:
         return kb_meta_apply_acl(meta, r, d, err, err_size);
+    case KB_MREC_PLUGIN:
+        return kb_meta_apply_plugin(meta, r, d, err, err_size);
     default:
         snprintf(err, err_size, "%s is not applied by kbroker", kb_mrec_type_name(r->type));
         return -1;
@@ -1434,7 +1484,8 @@ static void kb_mdelta_run(kb_meta_t *meta, kb_mdelta_t *d)
     for (size_t i = 0; i < d->n; i++) {
         kb_mact_t *a = &d->v[i];
         kb_meta_event_t ev;
-        if (a->kind != KB_MACT_EVENT || (a->type == KB_META_EV_ACL && !a->has_acl))
+        if (a->kind != KB_MACT_EVENT ||
+            ((a->type == KB_META_EV_ACL || a->type == KB_META_EV_PLUGIN) && !a->has_acl))
             continue;
         /* Topic state as the batch left it (a CREATED event shows every partition and the
          * mirror flag its configs give), unless the topic is gone. */
@@ -1672,6 +1723,11 @@ int kb_meta_image_records(kb_meta_t *meta, kb_mrec_t **out, size_t *cnt)
         if (r && kb_mrec_acl_copy(r, &meta->acls[i]) != 0)
             rs.err = KB_E_NOMEM;
     }
+    for (size_t i = 0; i < meta->nprecs && !rs.err; i++) {
+        kb_mrec_t *r = kb_mrecs_add(&rs, KB_MREC_PLUGIN);
+        if (r && kb_mrec_plugin_copy(r, &meta->precs[i]) != 0)
+            rs.err = KB_E_NOMEM;
+    }
     if (meta->pid_persisted > 0) {
         kb_mrec_t *r = kb_mrecs_add(&rs, KB_MREC_PRODUCER_IDS);
         if (r) {
@@ -1793,6 +1849,14 @@ kb_meta_listener_t *kb_meta_listen(kb_meta_t *meta, kb_meta_listen_fn *fn, void 
             ev.snapshot = true;
             ev.offset = meta->offset;
             ev.acl = &meta->acls[i];
+            fn(opaque, &ev);
+        }
+        for (size_t i = 0; i < meta->nprecs; i++) {
+            memset(&ev, 0, sizeof(ev));
+            ev.type = KB_META_EV_PLUGIN;
+            ev.snapshot = true;
+            ev.offset = meta->offset;
+            ev.acl = &meta->precs[i];
             fn(opaque, &ev);
         }
     }
@@ -2053,16 +2117,51 @@ static bool kb_meta_acl_check(kb_meta_t *meta, const kb_mrec_t *recs, size_t n, 
     return true;
 }
 
+int kb_meta_plugin_records(kb_meta_t *meta, kb_mrec_t **out, size_t *cnt)
+{
+    kb_mrec_t *v;
+    int rc = 0;
+    *out = NULL;
+    *cnt = 0;
+    pthread_rwlock_rdlock(&meta->rw);
+    v = calloc(meta->nprecs + 1, sizeof(*v));
+    for (size_t i = 0; v && i < meta->nprecs; i++) {
+        if (kb_mrec_plugin_copy(&v[i], &meta->precs[i]) != 0) {
+            kb_meta_recs_free(v, i);
+            v = NULL;
+        } else {
+            *cnt = i + 1;
+        }
+    }
+    if (!v) {
+        *cnt = 0;
+        rc = KB_E_NOMEM;
+    }
+    pthread_rwlock_unlock(&meta->rw);
+    *out = v;
+    return rc;
+}
+
 int16_t kb_meta_commit_records(kb_meta_t *meta, const kb_mrec_t *recs, size_t n, char *msg,
                                size_t msg_size)
 {
+    int64_t off;
+    return kb_meta_commit_records_at(meta, recs, n, &off, msg, msg_size);
+}
+
+int16_t kb_meta_commit_records_at(kb_meta_t *meta, const kb_mrec_t *recs, size_t n, int64_t *offset,
+                                  char *msg, size_t msg_size)
+{
     int rc;
+    *offset = -1;
     pthread_mutex_lock(&meta->change_mu);
     if (!kb_meta_acl_check(meta, recs, n, msg, msg_size)) {
         pthread_mutex_unlock(&meta->change_mu);
         return KP_ERR_INVALID_REQUEST;
     }
     rc = kb_meta_log_commit(meta, recs, n);
+    if (rc == 0)
+        *offset = meta->offset; /* change_mu: no other batch in between */
     pthread_mutex_unlock(&meta->change_mu);
     if (rc == 0)
         return 0;

@@ -337,6 +337,15 @@ int kb_meta_brokers(kb_meta_t *meta, kb_meta_broker_t **out, size_t *cnt);
  */
 int16_t kb_meta_commit_records(kb_meta_t *meta, const kb_mrec_t *recs, size_t n, char *msg,
                                size_t msg_size);
+/** kb_meta_commit_records() that also gives the metadata offset of the batch's last record
+ *  (*@p offset; -1 when nothing was committed). */
+int16_t kb_meta_commit_records_at(kb_meta_t *meta, const kb_mrec_t *recs, size_t n, int64_t *offset,
+                                  char *msg, size_t msg_size);
+
+/** Copies of the plugin records of the image (KbrokerPluginRecords, live keys only, in
+ *  first-write order): a malloc'd array (caller frees each with kb_mrec_clear, then the array).
+ *  0 or KB_E_NOMEM. */
+int kb_meta_plugin_records(kb_meta_t *meta, kb_mrec_t **out, size_t *cnt);
 
 /**
  * Where a broker-only node gets producer-id blocks (broker/ctrl: AllocateProducerIds to the
@@ -354,6 +363,9 @@ void kb_meta_set_pid_source(kb_meta_t *meta, kb_meta_pid_source_fn *fn, void *op
 #define KB_META_EV_CONFIG 2 /**< a config key of a topic or broker resource changed */
 #define KB_META_EV_EPOCH  3 /**< a partition's leader epoch changed */
 #define KB_META_EV_ACL    5 /**< an ACL binding was created or removed (ev->acl; broker/acl) */
+#define KB_META_EV_PLUGIN                                                                          \
+    6 /**< a plugin record was written or deleted (ev->acl: the                                    \
+           KbrokerPluginRecord; kbx controller_write, broker/host) */
 #define KB_META_EV_REPLICAS                                                                        \
     4 /**< a partition's replicas or ISR changed, not its leader (local                            \
          log opened / deleted when this node joined / left) */
@@ -376,14 +388,17 @@ typedef struct kb_meta_event_s {
     const char *key;              /**< CONFIG */
     const char *value;            /**< CONFIG: NULL when removed */
     const kb_mrec_t *acl;         /**< ACL: the AccessControlEntryRecord (KB_MREC_ACL; the
-                                       snapshot has only these) or RemoveAccessControlEntryRecord */
+                                       snapshot has only these) or RemoveAccessControlEntryRecord;
+                                       PLUGIN: the KbrokerPluginRecord (the snapshot: every live
+                                       key, with its value) */
 } kb_meta_event_t;
 
 typedef void(kb_meta_listen_fn)(void *opaque, const kb_meta_event_t *ev);
 typedef struct kb_meta_listener_s kb_meta_listener_t;
 
 /** Register a listener. With @p snapshot it first receives the current image (every topic as
- *  created, every override and dynamic broker config), with ev->snapshot set. NULL on no
+ *  created, every override and dynamic broker config, ACL and plugin record), with
+ *  ev->snapshot set. NULL on no
  *  memory. */
 kb_meta_listener_t *kb_meta_listen(kb_meta_t *meta, kb_meta_listen_fn *fn, void *opaque,
                                    bool snapshot);

@@ -81,6 +81,9 @@ struct kb_meta_s {
     size_t nbrokers;
     kb_mrec_t *acls; /* AccessControlEntryRecords in the image, in creation order (under rw) */
     size_t nacls;
+    kb_mrec_t *precs; /* KbrokerPluginRecords: the latest per (type, key), first-write order
+                         (under rw; kbx controller_write) */
+    size_t nprecs;
     void *assign_opaque;
     kb_mtopic_t *staged; /* controller: logs opened ahead of a commit, taken over by apply */
     int64_t snap_end;    /* end offset (exclusive) of the newest snapshot, -1 none */

@@ -41,7 +41,32 @@ void kb_mrec_clear(kb_mrec_t *r)
     free(r->acl_name);
     free(r->acl_principal);
     free(r->acl_host);
+    free(r->pkey);
+    free(r->pvalue);
     kb_mrec_init(r, r->type);
+}
+
+int kb_mrec_plugin_copy(kb_mrec_t *dst, const kb_mrec_t *src)
+{
+    kb_mrec_init(dst, src->type);
+    dst->version = src->version;
+    dst->plugin_type = src->plugin_type;
+    dst->pkey_len = src->pkey_len;
+    dst->has_pvalue = src->has_pvalue;
+    dst->pvalue_len = src->has_pvalue ? src->pvalue_len : 0;
+    dst->pkey = malloc(src->pkey_len ? src->pkey_len : 1);
+    if (dst->pkey && src->pkey_len)
+        memcpy(dst->pkey, src->pkey, src->pkey_len);
+    if (src->has_pvalue) {
+        dst->pvalue = malloc(src->pvalue_len ? src->pvalue_len : 1);
+        if (dst->pvalue && src->pvalue_len)
+            memcpy(dst->pvalue, src->pvalue, src->pvalue_len);
+    }
+    if (!dst->pkey || (src->has_pvalue && !dst->pvalue)) {
+        kb_mrec_clear(dst);
+        return KB_E_NOMEM;
+    }
+    return 0;
 }
 
 int kb_mrec_acl_copy(kb_mrec_t *dst, const kb_mrec_t *src)
@@ -91,6 +116,8 @@ const char *kb_mrec_type_name(int16_t type)
         return "AccessControlEntryRecord";
     case KB_MREC_REMOVE_ACL:
         return "RemoveAccessControlEntryRecord";
+    case KB_MREC_PLUGIN:
+        return "KbrokerPluginRecord";
     default: {
         const kp_record_info_t *i = kp_record_lookup(type);
         return i ? i->name : "unknown";
@@ -236,6 +263,20 @@ int kb_mrec_encode(const kb_mrec_t *r, kp_writer_t *wr)
         kp_RemoveAccessControlEntryRecord_init(&m);
         m.Id = r->acl_id;
         return kp_mrec_encode(wr, KP_RECTYPE_RemoveAccessControlEntryRecord, 0, &m);
+    }
+    case KB_MREC_PLUGIN: {
+        kp_KbrokerPluginRecord_t m;
+        if ((!r->pkey && r->pkey_len) || r->pkey_len > KB_MREC_PLUGIN_MAX ||
+            (r->has_pvalue &&
+             ((!r->pvalue && r->pvalue_len) || r->pvalue_len > KB_MREC_PLUGIN_MAX)))
+            return kp_writer_fail(wr, KP_E_INVALID);
+        kp_KbrokerPluginRecord_init(&m);
+        m.RecordType = r->plugin_type;
+        m.Key.ptr = r->pkey;
+        m.Key.len = (int32_t)r->pkey_len;
+        m.Value.ptr = r->has_pvalue ? r->pvalue : NULL;
+        m.Value.len = r->has_pvalue ? (int32_t)r->pvalue_len : -1;
+        return kp_mrec_encode(wr, KP_RECTYPE_KbrokerPluginRecord, 0, &m);
     }
     default:
         return kp_writer_fail(wr, KP_E_INVALID);
@@ -439,6 +480,29 @@ static int kb_mrec_from(kb_mrec_t *r, const kp_mrec_t *m, char *err, size_t err_
     case KB_MREC_REMOVE_ACL:
         r->acl_id = ((const kp_RemoveAccessControlEntryRecord_t *)m->rec)->Id;
         return 0;
+    case KB_MREC_PLUGIN: {
+        const kp_KbrokerPluginRecord_t *pr = m->rec;
+        if (pr->Key.len < 0 || pr->Key.len > KB_MREC_PLUGIN_MAX ||
+            pr->Value.len > KB_MREC_PLUGIN_MAX) {
+            snprintf(err, err_size, "plugin record key or value of a bad size");
+            return -1;
+        }
+        r->plugin_type = pr->RecordType;
+        r->pkey_len = (size_t)pr->Key.len;
+        r->has_pvalue = pr->Value.len >= 0;
+        r->pvalue_len = r->has_pvalue ? (size_t)pr->Value.len : 0;
+        r->pkey = malloc(r->pkey_len ? r->pkey_len : 1);
+        if (r->pkey && r->pkey_len)
+            memcpy(r->pkey, pr->Key.ptr, r->pkey_len);
+        if (r->has_pvalue && (r->pvalue = malloc(r->pvalue_len ? r->pvalue_len : 1)) &&
+            r->pvalue_len)
+            memcpy(r->pvalue, pr->Value.ptr, r->pvalue_len);
+        if (!r->pkey || (r->has_pvalue && !r->pvalue)) {
+            snprintf(err, err_size, "out of memory");
+            return -1;
+        }
+        return 0;
+    }
     default:
         return 0; /* a type kbroker does not apply: only its type is kept */
     }

@@ -18,6 +18,7 @@
 #ifndef KB_META_REC_H
 #define KB_META_REC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +39,10 @@
 #define KB_MREC_BROKER_CHANGE     17 /**< BrokerRegistrationChangeRecord */
 #define KB_MREC_ACL               18 /**< AccessControlEntryRecord (broker/acl) */
 #define KB_MREC_REMOVE_ACL        19 /**< RemoveAccessControlEntryRecord */
+/** KbrokerPluginRecord: kbroker's own type (kbx controller_write), far above Kafka's types. */
+#define KB_MREC_PLUGIN 10000
+/** Largest key / value of a plugin record (bytes). */
+#define KB_MREC_PLUGIN_MAX (1 << 20)
 
 /** Most endpoints a broker registration keeps. */
 #define KB_MREC_MAX_ENDPOINTS 16
@@ -97,6 +102,13 @@ typedef struct kb_mrec_s {
     char *acl_name;      /**< ACL: ResourceName (never NULL once decoded) */
     char *acl_principal; /**< ACL: Principal */
     char *acl_host;      /**< ACL: Host */
+    /* PLUGIN: the latest value per (plugin_type, key) counts; no value deletes the key */
+    int32_t plugin_type;
+    uint8_t *pkey; /**< PLUGIN (malloc'd; never NULL once decoded) */
+    size_t pkey_len;
+    uint8_t *pvalue; /**< PLUGIN (malloc'd; NULL when !has_pvalue) */
+    size_t pvalue_len;
+    bool has_pvalue; /**< PLUGIN: false = the key is deleted */
 } kb_mrec_t;
 
 /** An empty record of @p type with Kafka's defaults (arrays null for PARTITION_CHANGE). */
@@ -106,6 +118,10 @@ void kb_mrec_clear(kb_mrec_t *r);
 /** Deep copy of ACL record @p src (KB_MREC_ACL or KB_MREC_REMOVE_ACL: type, id, codes, strings)
  *  into @p dst. 0 or KB_E_NOMEM (@p dst then empty). */
 int kb_mrec_acl_copy(kb_mrec_t *dst, const kb_mrec_t *src);
+
+/** Deep copy of plugin record @p src (KB_MREC_PLUGIN) into @p dst. 0 or KB_E_NOMEM (@p dst
+ *  then empty). */
+int kb_mrec_plugin_copy(kb_mrec_t *dst, const kb_mrec_t *src);
 
 /** Name of a record type ("TopicRecord", ...; "unknown" otherwise). */
 const char *kb_mrec_type_name(int16_t type);

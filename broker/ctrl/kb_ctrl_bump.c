@@ -90,6 +90,67 @@ kb_api_result_t kb_ctrl_bump_handle(kb_meta_t *meta, kb_req_t *req, kb_resp_t **
     return *respp ? KB_API_RESPOND : KB_API_CLOSE;
 }
 
+/* ---- WritePluginRecords --------------------------------------------------------------------- */
+
+kb_api_result_t kb_ctrl_precs_handle(kb_meta_t *meta, kb_ctrl_reg_t *reg, kb_req_t *req,
+                                     kb_resp_t **respp)
+{
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+    kp_WritePluginRecordsRequest_t rq;
+    kp_WritePluginRecordsResponse_t resp;
+    kb_ctrl_broker_t b;
+    kb_mrec_t *v = NULL;
+    kp_writer_t wr;
+    char msg[256] = "";
+
+    kp_WritePluginRecordsRequest_init(&rq);
+    if (kp_msg_decode(&kp_WritePluginRecordsRequest_desc, &ctx->body, ctx->arena, &rq,
+                      ctx->api_version) != 0) {
+        kb_log_info("ctrl", "%s: malformed WritePluginRecords v%d", ctx->peer, ctx->api_version);
+        return KB_API_CLOSE;
+    }
+    kp_WritePluginRecordsResponse_init(&resp);
+    if (kb_ctrl_reg_get(reg, rq.BrokerId, &b) != 0 || b.epoch != rq.BrokerEpoch) {
+        resp.ErrorCode = KP_ERR_STALE_BROKER_EPOCH;
+    } else if (rq.Records.cnt <= 0) {
+        resp.ErrorCode = KP_ERR_INVALID_REQUEST;
+    } else if (!(v = kp_arena_calloc(ctx->arena, (size_t)rq.Records.cnt, sizeof(*v)))) {
+        return KB_API_CLOSE;
+    } else {
+        for (int32_t i = 0; i < rq.Records.cnt && !resp.ErrorCode; i++) {
+            const kp_WritePluginRecordsRequest_PluginRecord_t *x = &rq.Records.v[i];
+            if (x->Key.len < 0 || x->Key.len > KB_MREC_PLUGIN_MAX ||
+                x->Value.len > KB_MREC_PLUGIN_MAX) {
+                resp.ErrorCode = KP_ERR_INVALID_REQUEST;
+                break;
+            }
+            /* borrowed from the request: never kb_mrec_clear'd */
+            kb_mrec_init(&v[i], KB_MREC_PLUGIN);
+            v[i].plugin_type = x->RecordType;
+            v[i].pkey = (uint8_t *)x->Key.ptr;
+            v[i].pkey_len = (size_t)x->Key.len;
+            v[i].has_pvalue = x->Value.len >= 0;
+            v[i].pvalue = v[i].has_pvalue ? (uint8_t *)x->Value.ptr : NULL;
+            v[i].pvalue_len = v[i].has_pvalue ? (size_t)x->Value.len : 0;
+        }
+        if (!resp.ErrorCode)
+            resp.ErrorCode = kb_meta_commit_records_at(meta, v, (size_t)rq.Records.cnt,
+                                                       &resp.MetadataOffset, msg, sizeof(msg));
+        if (resp.ErrorCode)
+            kb_log_warn("ctrl",
+                        "%s: plugin records of broker %" PRId32 " not committed (error %d%s%s)",
+                        ctx->peer, rq.BrokerId, (int)resp.ErrorCode, msg[0] ? ": " : "", msg);
+    }
+    kp_writer_init(&wr);
+    if (kp_msg_encode(&kp_WritePluginRecordsResponse_desc, &wr, &resp, ctx->api_version) != 0) {
+        kp_writer_free(&wr);
+        return KB_API_CLOSE;
+    }
+    *respp = kb_resp_from_writer(&wr);
+    kp_writer_free(&wr);
+    return *respp ? KB_API_RESPOND : KB_API_CLOSE;
+}
+
 /* ---- a broker-only node's raw channel ---------------------------------------------------- */
 
 typedef struct kb_ctrl_raw_s {

@@ -1,8 +1,8 @@
 /*
  * kb_ctrl_bump.h -- the ctrl module's part of the kbx cluster operations (docs/broker.md
- * "The plugin host", "Leader-epoch bumps in a cluster"): the controller's BumpLeaderEpochs
- * (105, provisional) handler and a broker-only node's raw request channel to the controller
- * (kb_ctrl_send_fn of kb_apisvc.h). Internal to kb_ctrlmod.
+ * "The plugin host"): the controller's BumpLeaderEpochs (105, provisional) and
+ * WritePluginRecords (1000, ours) handlers and a broker-only node's raw request channel to the
+ * controller (kb_ctrl_send_fn of kb_apisvc.h). Internal to kb_ctrlmod.
  *
  * @thread as stated per function
  */
@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "kb_apisvc.h"
+#include "kb_ctrl_reg.h"
 #include "kc_client.h"
 
 /**
@@ -22,6 +23,16 @@
  * listener (controller listeners only). @thread handler
  */
 kb_api_result_t kb_ctrl_bump_handle(kb_meta_t *meta, kb_req_t *req, kb_resp_t **respp);
+
+/**
+ * WritePluginRecords (1000, kbroker's own) on the controller: from a registered broker (BrokerId
+ * with its current BrokerEpoch, else STALE_BROKER_EPOCH), the records as one batch of
+ * KbrokerPluginRecords (kb_meta_commit_records_at); the answer carries the offset of the
+ * batch's last record (the broker completes its controller_write once it applied that offset).
+ * INVALID_REQUEST for no records or a key / value above KB_MREC_PLUGIN_MAX. @thread handler
+ */
+kb_api_result_t kb_ctrl_precs_handle(kb_meta_t *meta, kb_ctrl_reg_t *reg, kb_req_t *req,
+                                     kb_resp_t **respp);
 
 /**
  * Send a raw request (body for exactly @p ver) to controller @p node on @p kc and hand the

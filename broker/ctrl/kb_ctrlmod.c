@@ -1379,6 +1379,12 @@ static kb_api_result_t kb_ctrl_h_bump(void *opaque, kb_req_t *req, kb_resp_t **r
     return ctl ? kb_ctrl_bump_handle(ctl->svc->meta, req, respp) : KB_API_CLOSE;
 }
 
+static kb_api_result_t kb_ctrl_h_precs(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    kb_ctrl_t *ctl = kb_ctrl_check(opaque, kb_req_ctx(req));
+    return ctl ? kb_ctrl_precs_handle(ctl->svc->meta, ctl->reg, req, respp) : KB_API_CLOSE;
+}
+
 /* kb_ctrl_send_fn of a broker-only node: the plugin host's requests to the controller travel
  * on the channel's client; a controller known to be down fails at once. */
 static int kb_ctrl_send(void *opaque, int16_t api_key, int16_t ver, const uint8_t *body, size_t len,
@@ -1904,6 +1910,9 @@ static int kb_module_ctrl_init(kb_broker_t *kb, void **statep, char *errstr, siz
                                  ctl, 0);
         if (rc == 0)
             rc = kb_api_register(kb->reg, KP_APIKEY_BumpLeaderEpochs, 0, 0, kb_ctrl_h_bump, ctl, 0);
+        if (rc == 0)
+            rc = kb_api_register(kb->reg, KP_APIKEY_WritePluginRecords, 0, 0, kb_ctrl_h_precs, ctl,
+                                 0);
         ctl->elector = kb_ctrl_elector_new(kb, ctl->svc->meta, kb_ctrl_usable, ctl, cfg->node_id);
         if (rc == 0)
             rc = ctl->elector ? kb_api_register(kb->reg, KP_APIKEY_ElectLeaders, 0, 2,
@@ -2198,6 +2207,7 @@ static void kb_module_ctrl_fini(kb_broker_t *kb, void *state)
         kb_api_unregister(kb->reg, KP_APIKEY_Envelope);
         kb_api_unregister(kb->reg, KP_APIKEY_AllocateProducerIds);
         kb_api_unregister(kb->reg, KP_APIKEY_BumpLeaderEpochs);
+        kb_api_unregister(kb->reg, KP_APIKEY_WritePluginRecords);
         kb_api_unregister(kb->reg, KP_APIKEY_ElectLeaders);
     }
     for (size_t i = 0; i < ctl->nfwd; i++)

@@ -386,6 +386,13 @@ static int kb_module_host_init(kb_broker_t *kb, void **statep, char *errstr, siz
         kb_host_free(h);
         return -1;
     }
+    if (kb_hrecords_migrate(h, errstr, errstr_size) != 0) {
+        kb_hlocal_stop(h);
+        kb_hq_stop(&h->ev);
+        kb_htimers_stop(&h->timers);
+        kb_host_free(h);
+        return -1;
+    }
     if (kb_hctrl_init(h) != 0) {
         snprintf(errstr, errstr_size, "out of memory");
         kb_hlocal_stop(h);

@@ -169,25 +169,33 @@ typedef struct kb_hrec_s {
     size_t value_len;
 } kb_hrec_t;
 
+/** The pre-cluster record file, read once for its migration into the metadata log. */
 typedef struct kb_hrecords_s {
     pthread_mutex_t mu;
-    char *path; /**< <first log dir>/kbroker-plugin-records */
-    kb_hrec_t *v;
+    char *path;   /**< <first log dir>/kbroker-plugin-records */
+    kb_hrec_t *v; /**< its records until kb_hrecords_migrate */
     size_t n, cap;
-    kb_hlistener_t *fanout; /**< metadata listeners (through ->rec_next) */
 } kb_hrecords_t;
 
+/** Read the old file (absent: nothing). 0 or -1 with @p errstr (corrupt). */
 int kb_hrecords_open(kb_hrecords_t *r, const char *dir, char *errstr, size_t errstr_size);
 void kb_hrecords_close(kb_hrecords_t *r);
 void kb_hrec_free_array(kb_hrec_t *v, size_t n);
+struct kb_host_s;
+/** On a node with the controller role: commit the old file's records whose (type, key) the
+ *  image lacks, rename the file `.migrated`; elsewhere leave it (logged). Frees the file's
+ *  records. 0 or -1 with @p errstr. @thread main, before any plugin loads */
+int kb_hrecords_migrate(struct kb_host_s *h, char *errstr, size_t errstr_size);
 
-/* ---- requests to the controller (kb_kbx_ctrl.c): a broker-only node's epoch bumps ----------- */
+/* ---- requests to the controller (kb_kbx_ctrl.c): a broker-only node's epoch bumps and plugin
+ * record writes ----------------------------------------------------------------------------- */
 
 typedef struct kb_hctrl_s {
     pthread_mutex_t mu;
     pthread_cond_t cv;          /**< CLOCK_MONOTONIC: inflight dropped */
     struct kb_hbump_s *waiters; /**< bumps waiting for their epoch to be applied here */
     int inflight;               /**< requests sent to the controller, not answered yet */
+    int64_t seen; /**< the highest metadata offset of a change the listener has seen */
     bool stopping, inited;
     kb_meta_listener_t *ml; /**< registered before any plugin's listener (runs after them) */
 } kb_hctrl_t;
@@ -205,6 +213,12 @@ void kb_hctrl_destroy(kb_host_t *h);
  *  down, logged). */
 int32_t kb_hctrl_bump(kbx_host_t *host, const kp_uuid_t *id, int32_t partition, int32_t min_epoch,
                       int64_t deadline_ms, kbx_done_fn done, void *arg);
+/** controller_write through the controller (a broker-only node; on the event thread): takes
+ *  @p recs (freed by it) and returns KBX_OK, after which @p done follows exactly once once this
+ *  node applied the records (and the caller's operation count is released); or a KBX_ERR_*
+ *  (nothing started, @p recs still the caller's). */
+int32_t kb_hctrl_write(kbx_host_t *host, kb_hrec_t *recs, size_t n, int64_t deadline_ms,
+                       kbx_done_fn done, void *arg);
 
 /* ---- the host and its plugins ---------------------------------------------------------------- */
 
@@ -279,8 +293,6 @@ void kb_kbx_rpc_fill(kbx_api_t *t);
 void kb_kbx_listen_fill(kbx_api_t *t);
 /** Unregister every listener @p host left behind (after its fini). */
 void kb_kbx_listen_drop_all(kb_host_t *h, kbx_host_t *host);
-/** Queue a records delta (copies of @p v) to every metadata listener. rec.mu held. */
-void kb_kbx_listen_records(kb_host_t *h, const kb_hrec_t *v, size_t n);
 /* kb_kbx_part.c: partitions, logs, ISR wait, epoch bump */
 void kb_kbx_part_fill(kbx_api_t *t);
 /* kb_kbx_records.c: controller_write */

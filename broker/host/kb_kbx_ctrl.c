@@ -1,8 +1,9 @@
 /*
  * kb_kbx_ctrl.c -- the kbx operations a broker-only node of a cluster hands to the controller
- * (docs/broker.md "The plugin host", "Epoch bumps in a cluster"): leader_epoch_bump as a
- * BumpLeaderEpochs request (105, provisional) on the controller channel (kb_apisvc_ctrl_send,
- * installed by broker/ctrl), completed once THIS node has applied the new epoch.
+ * (docs/broker.md "The plugin host"): leader_epoch_bump as a BumpLeaderEpochs request (105,
+ * provisional) and controller_write as a WritePluginRecords request (1000, ours) on the
+ * controller channel (kb_apisvc_ctrl_send, installed by broker/ctrl), each completed once THIS
+ * node has applied the change (the new epoch; the metadata offset of the written batch).
  *
  * A bump is a waiter: it is listed (with the epoch it waits for) before the request leaves,
  * so the metadata change the controller commits is always seen by the waiters' kb_meta
@@ -11,6 +12,10 @@
  * the completion is queued on "kb-kbx-event" behind the leadership report of the new epoch,
  * as kbx.h requires. The waited-for epoch is max(min_epoch, the image's epoch + 1), read after
  * listing: the controller raises its own epoch (never below this node's) to at least that.
+ *
+ * A write waits for the metadata offset the controller answers (its batch's last record): the
+ * same listener notes the offset of every change it sees (ctrl.seen); the answer ends the
+ * waiter at once when the listener has seen that offset already, else lists it.
  *
  * A waiter ends exactly once (under ctrl.mu): the listener sees the epoch (KBX_OK) or the
  * topic deleted (NOT_FOUND); the controller refuses or cannot be reached (the request's
@@ -42,6 +47,9 @@ struct kb_hbump_s {
     int32_t partition;
     int32_t target;
     char topic[KB_TOPIC_NAME_MAX + 1];
+    bool write;         /**< a controller_write (else a bump) */
+    int64_t target_off; /**< write: the metadata offset to see applied */
+    size_t nrec;        /**< write: records written */
     bool listed, finished;
     int refs; /**< ctrl.mu */
     int32_t status;
@@ -91,7 +99,7 @@ static void kb_hbump_complete(kb_hq_t *q, kb_hev_t *ev, bool run)
     if (w->timer)
         host->h->table.timer_cancel(host, w->timer);
     w->timer = NULL;
-    if (w->status == KBX_OK) {
+    if (w->status == KBX_OK && !w->write) {
         kb_part_t *part;
         bool mirror = false;
         /* A new leadership term: a mirror partition's client writes go back to pending. */
@@ -117,7 +125,12 @@ static void kb_hbump_deadline(void *arg)
     kb_hbump_t *w = arg;
     kb_hctrl_t *c = &w->host->h->ctrl;
     pthread_mutex_lock(&c->mu);
-    if (!w->finished)
+    if (!w->finished && w->write)
+        kb_hlog(KB_HLOG_WARN,
+                "plugin %s: controller_write of %zu records timed out (controller %d; not "
+                "applied here yet)",
+                w->host->name, w->nrec, (int)w->host->h->kb->cfg->voter_id);
+    else if (!w->finished)
         kb_hlog(KB_HLOG_WARN,
                 "plugin %s: leader_epoch_bump of %s-%d timed out (controller %d; epoch %d not "
                 "applied here yet)",
@@ -136,7 +149,26 @@ static void kb_hbump_answer(void *arg, int status, const uint8_t *body, size_t l
     int32_t kst = KBX_OK;
     int16_t ec = -1;
 
-    if (status == 0) {
+    if (status == 0 && w->write) {
+        kp_WritePluginRecordsResponse_t resp;
+        kp_reader_t rd;
+        kp_arena_t ar;
+        kp_arena_init(&ar, 0);
+        kp_reader_init(&rd, body, len);
+        kp_WritePluginRecordsResponse_init(&resp);
+        if (kp_msg_decode(&kp_WritePluginRecordsResponse_desc, &rd, &ar, &resp, 0) == 0) {
+            ec = resp.ErrorCode;
+            w->target_off = resp.MetadataOffset;
+        }
+        kp_arena_free(&ar);
+        kst = ec == 0 && w->target_off >= 0 ? KBX_OK
+              : ec == KP_ERR_NOT_CONTROLLER ? KBX_ERR_NETWORK
+                                            : KBX_ERR_IO;
+        if (kst != KBX_OK)
+            kb_hlog(KB_HLOG_WARN,
+                    "plugin %s: controller %d refused controller_write of %zu records (error %d)",
+                    w->host->name, (int)voter, w->nrec, (int)ec);
+    } else if (status == 0) {
         kp_BumpLeaderEpochsResponse_t resp;
         kp_reader_t rd;
         kp_arena_t ar;
@@ -164,15 +196,24 @@ static void kb_hbump_answer(void *arg, int status, const uint8_t *body, size_t l
               : status == KB_E_CLOSED      ? KBX_ERR_SHUTDOWN
               : status == KB_E_UNSUPPORTED ? KBX_ERR_UNSUPPORTED
                                            : KBX_ERR_NETWORK;
-        kb_hlog(KB_HLOG_WARN,
-                "plugin %s: leader_epoch_bump of %s-%d: no answer from controller %d (%s); "
-                "retry later",
-                w->host->name, w->topic, (int)w->partition, (int)voter, kb_err_str(status));
+        if (w->write)
+            kb_hlog(KB_HLOG_WARN,
+                    "plugin %s: controller_write of %zu records: no answer from controller %d "
+                    "(%s); retry later",
+                    w->host->name, w->nrec, (int)voter, kb_err_str(status));
+        else
+            kb_hlog(KB_HLOG_WARN,
+                    "plugin %s: leader_epoch_bump of %s-%d: no answer from controller %d (%s); "
+                    "retry later",
+                    w->host->name, w->topic, (int)w->partition, (int)voter, kb_err_str(status));
     }
     pthread_mutex_lock(&c->mu);
-    /* Accepted: the waiter now waits for this node to apply the new epoch (the listener). */
+    /* Accepted: the waiter now waits for this node to apply the change (the listener); a
+     * write whose batch the listener has seen already ends here. */
     if (kst != KBX_OK)
         kb_hbump_finish_locked(c, w, kst);
+    else if (w->write && c->seen >= w->target_off)
+        kb_hbump_finish_locked(c, w, KBX_OK);
     c->inflight--;
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
@@ -185,12 +226,18 @@ static void kb_hctrl_meta_cb(void *opaque, const kb_meta_event_t *ev)
     kb_hctrl_t *c = opaque;
     bool deleted = ev->type == KB_META_EV_TOPIC && (ev->flags & KB_META_TOPIC_DELETED);
 
-    if ((ev->type != KB_META_EV_EPOCH && !deleted) || !ev->topic)
-        return;
     pthread_mutex_lock(&c->mu);
+    if (!ev->snapshot && ev->offset > c->seen)
+        c->seen = ev->offset;
     for (kb_hbump_t *w = c->waiters, *next; w; w = next) {
         next = w->next;
-        if (memcmp(w->id.b, ev->topic->id.b, sizeof(w->id.b)) != 0)
+        if (w->write) {
+            if (w->target_off >= 0 && c->seen >= w->target_off)
+                kb_hbump_finish_locked(c, w, KBX_OK);
+            continue;
+        }
+        if ((ev->type != KB_META_EV_EPOCH && !deleted) || !ev->topic ||
+            memcmp(w->id.b, ev->topic->id.b, sizeof(w->id.b)) != 0)
             continue;
         if (deleted)
             kb_hbump_finish_locked(c, w, KBX_ERR_NOT_FOUND);
@@ -210,6 +257,7 @@ int kb_hctrl_init(kb_host_t *h)
     pthread_cond_init(&c->cv, &ca);
     pthread_condattr_destroy(&ca);
     c->inited = true;
+    c->seen = kb_meta_offset(h->meta);
     c->ml = kb_meta_listen(h->meta, kb_hctrl_meta_cb, c, false);
     return c->ml ? 0 : -1;
 }
@@ -344,6 +392,111 @@ int32_t kb_hctrl_bump(kbx_host_t *host, const kp_uuid_t *id, int32_t partition, 
                 "plugin %s: leader_epoch_bump of %s-%d failed: controller %d is unreachable; "
                 "retry later",
                 host->name, info.name, (int)partition, (int)h->kb->cfg->voter_id);
+        return KBX_ERR_NETWORK;
+    }
+    return KBX_ERR_NOMEM;
+}
+
+int32_t kb_hctrl_write(kbx_host_t *host, kb_hrec_t *recs, size_t n, int64_t deadline_ms,
+                       kbx_done_fn done, void *arg)
+{
+    kb_host_t *h = host->h;
+    kb_hctrl_t *c = &h->ctrl;
+    kp_WritePluginRecordsRequest_t rq;
+    kp_WritePluginRecordsRequest_PluginRecord_t *pr;
+    kb_meta_broker_t *brokers = NULL;
+    size_t nb = 0;
+    kp_writer_t wr;
+    kb_hbump_t *w;
+    int64_t rtt = KB_HCTRL_MAX_RTT_MS;
+    int rc;
+
+    if (deadline_ms >= 0) {
+        rtt = deadline_ms - kb_host_now_ms();
+        if (rtt <= 0)
+            return KBX_ERR_TIMEOUT;
+        if (rtt > KB_HCTRL_MAX_RTT_MS)
+            rtt = KB_HCTRL_MAX_RTT_MS;
+    }
+    pr = calloc(n + 1, sizeof(*pr));
+    w = calloc(1, sizeof(*w));
+    if (!pr || !w) {
+        free(pr);
+        free(w);
+        return KBX_ERR_NOMEM;
+    }
+    w->ev.fn = kb_hbump_complete;
+    w->ev.owner = host;
+    atomic_init(&w->ev.ready, true);
+    w->host = host;
+    w->write = true;
+    w->target_off = -1;
+    w->nrec = n;
+    w->done = done;
+    w->arg = arg;
+    w->refs = 2; /* the waiter and the request */
+
+    kp_WritePluginRecordsRequest_init(&rq);
+    rq.BrokerId = kb_meta_node_id(h->meta);
+    /* This broker's registration as the image has it (the controller checks the epoch). */
+    if (kb_meta_brokers(h->meta, &brokers, &nb) == 0)
+        for (size_t i = 0; i < nb; i++)
+            if (brokers[i].id == rq.BrokerId)
+                rq.BrokerEpoch = brokers[i].epoch;
+    free(brokers);
+    for (size_t i = 0; i < n; i++) {
+        kp_WritePluginRecordsRequest_PluginRecord_init(&pr[i]);
+        pr[i].RecordType = recs[i].type;
+        pr[i].Key = (kp_bytes_t){recs[i].key, (int32_t)recs[i].key_len};
+        pr[i].Value = recs[i].value ? (kp_bytes_t){recs[i].value, (int32_t)recs[i].value_len}
+                                    : (kp_bytes_t){NULL, -1};
+    }
+    rq.Records.v = pr;
+    rq.Records.cnt = (int32_t)n;
+    kp_writer_init(&wr);
+    rc = kp_msg_encode(&kp_WritePluginRecordsRequest_desc, &wr, &rq, 0) == 0 ? 0 : KB_E_NOMEM;
+    free(pr);
+
+    pthread_mutex_lock(&c->mu);
+    if (rc == 0 && c->stopping)
+        rc = KB_E_CLOSED;
+    if (rc == 0) {
+        w->listed = true;
+        w->next = c->waiters;
+        c->waiters = w;
+        c->inflight++;
+        rc = kb_apisvc_ctrl_send(h->api, KP_APIKEY_WritePluginRecords, 0, wr.buf, wr.len,
+                                 (int32_t)rtt, kb_hbump_answer, w);
+        if (rc != 0) {
+            c->inflight--;
+            c->waiters = w->next;
+            w->listed = false;
+        }
+    }
+    if (rc == 0 && deadline_ms >= 0) {
+        int64_t left = deadline_ms - kb_host_now_ms();
+        if (h->table.timer_start(host, left > 0 ? left : 0, 0, kb_hbump_deadline, w, &w->timer) !=
+            KBX_OK)
+            kb_hlog(KB_HLOG_ERROR,
+                    "plugin %s: out of memory: controller_write waits without its deadline",
+                    host->name);
+    }
+    pthread_mutex_unlock(&c->mu);
+    kp_writer_free(&wr);
+    if (rc == 0) {
+        kb_hrec_free_array(recs, n); /* encoded: the request holds a copy */
+        return KBX_OK;
+    }
+    free(w);
+    if (rc == KB_E_UNSUPPORTED)
+        return KBX_ERR_UNSUPPORTED;
+    if (rc == KB_E_CLOSED)
+        return KBX_ERR_SHUTDOWN;
+    if (rc == KB_E_IO) {
+        kb_hlog(KB_HLOG_WARN,
+                "plugin %s: controller_write of %zu records failed: controller %d is unreachable; "
+                "retry later",
+                host->name, n, (int)h->kb->cfg->voter_id);
         return KBX_ERR_NETWORK;
     }
     return KBX_ERR_NOMEM;

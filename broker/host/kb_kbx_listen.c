@@ -15,7 +15,8 @@
  * it delivers synchronously into the placeholder, before linking the listener), then marks the
  * placeholder ready. Changes made meanwhile queue behind the placeholder, so the plugin always
  * sees the snapshot first and no change twice or never. Plugin records (controller_write) are
- * copied into the same placeholder under the record store's lock.
+ * metadata records (KbrokerPluginRecord): kb_meta delivers them like any change, the live keys
+ * in the snapshot.
  *
  * Grouping: the events of one metadata change (same kb_meta offset) become one delta.
  * metadata_offset is a per-process sequence of delivered deltas (kbroker keeps no metadata log).
@@ -42,7 +43,6 @@
 
 #define KB_LEV_SNAPSHOT 1
 #define KB_LEV_META     2
-#define KB_LEV_RECORDS  3
 
 typedef struct kb_lev_s kb_lev_t;
 
@@ -59,9 +59,9 @@ struct kb_lev_s {
     int32_t leader_epoch;
     int8_t rtype;
     char *rname, *key, *value;
-    /* KB_LEV_SNAPSHOT: the snapshot's events (KB_LEV_META, through sub_next) and records */
+    /* KB_LEV_SNAPSHOT: the snapshot's events (KB_LEV_META, through sub_next) */
     kb_lev_t *sub_head, *sub_tail, *sub_next;
-    kb_hrec_t *recs;
+    kb_hrec_t *recs; /**< KB_META_EV_PLUGIN: the record (one) */
     size_t nrec;
 };
 
@@ -81,7 +81,6 @@ struct kbx_listener {
     void *plugin_ctx;
     kb_meta_listener_t *kl;
     kb_lev_t *snap;                /**< placeholder filled during kb_meta_listen */
-    struct kbx_listener *rec_next; /**< kb_host_t.rec.fanout (metadata listeners) */
     struct kbx_listener *all_next; /**< kb_host_t.listeners (under kb_host_t.mu) */
     bool unreg_in_callback;        /**< unregistered from its own callback: freed after it */
     kb_ltopic_t *topics;           /**< leadership: topics known, for removals */
@@ -156,8 +155,11 @@ static void kb_lev_meta_cb(void *opaque, const kb_meta_event_t *mev)
     struct kbx_listener *l = opaque;
     kb_lev_t *e;
 
-    if (l->kind == KB_LS_LEAD && mev->type == KB_META_EV_CONFIG)
+    if (l->kind == KB_LS_LEAD && (mev->type == KB_META_EV_CONFIG ||
+                                  mev->type == KB_META_EV_PLUGIN || mev->type == KB_META_EV_ACL))
         return;
+    if (mev->type == KB_META_EV_ACL)
+        return; /* nothing in a kbx delta describes ACLs */
     if (l->kind == KB_LS_MD && (mev->type == KB_META_EV_EPOCH || mev->type == KB_META_EV_REPLICAS))
         return;
     e = kb_lev_new(l, KB_LEV_META);
@@ -173,6 +175,19 @@ static void kb_lev_meta_cb(void *opaque, const kb_meta_event_t *mev)
     e->partition = mev->partition;
     e->leader_epoch = mev->leader_epoch;
     e->rtype = mev->resource_type;
+    if (mev->type == KB_META_EV_PLUGIN) {
+        const kb_mrec_t *r = mev->acl;
+        kb_hrec_t one = {.type = r ? r->plugin_type : 0,
+                         .key = r ? r->pkey : NULL,
+                         .key_len = r ? r->pkey_len : 0,
+                         .value = r && r->has_pvalue ? r->pvalue : NULL,
+                         .value_len = r && r->has_pvalue ? r->pvalue_len : 0};
+        if (!r || kb_hrec_copy(&one, 1, &e->recs) != 0) {
+            kb_lev_free(e);
+            goto nomem;
+        }
+        e->nrec = 1;
+    }
     if ((mev->resource_name && !(e->rname = strdup(mev->resource_name))) ||
         (mev->key && !(e->key = strdup(mev->key))) ||
         (mev->value && !(e->value = strdup(mev->value)))) {
@@ -192,21 +207,6 @@ static void kb_lev_meta_cb(void *opaque, const kb_meta_event_t *mev)
 nomem:
     kb_hlog(KB_HLOG_ERROR, "plugin %s: out of memory: a metadata change was not delivered",
             l->host->name);
-}
-
-void kb_kbx_listen_records(kb_host_t *h, const kb_hrec_t *v, size_t n)
-{
-    for (struct kbx_listener *l = h->rec.fanout; l; l = l->rec_next) {
-        kb_lev_t *e = kb_lev_new(l, KB_LEV_RECORDS);
-        if (!e || kb_hrec_copy(v, n, &e->recs) != 0) {
-            kb_lev_free(e);
-            kb_hlog(KB_HLOG_ERROR, "plugin %s: out of memory: plugin records not delivered",
-                    l->host->name);
-            continue;
-        }
-        e->nrec = n;
-        kb_hq_push(&h->ev, &e->ev);
-    }
 }
 
 /* ---- delivery -------------------------------------------------------------------------------- */
@@ -262,7 +262,10 @@ static void kb_dbuf_free(kb_dbuf_t *b)
     free(b->p);
 }
 
-static void kb_md_add_event(kb_dbuf_t *topics, kb_dbuf_t *configs, const kb_lev_t *e)
+static void kb_md_add_records(kb_dbuf_t *recs, const kb_hrec_t *v, size_t n);
+
+static void kb_md_add_event(kb_dbuf_t *topics, kb_dbuf_t *configs, kb_dbuf_t *recs,
+                            const kb_lev_t *e)
 {
     if (e->type == KB_META_EV_TOPIC && e->has_topic) {
         kbx_topic_change_t *t = kb_dbuf_add(topics);
@@ -282,6 +285,8 @@ static void kb_md_add_event(kb_dbuf_t *topics, kb_dbuf_t *configs, const kb_lev_
         c->resource_name = e->rname ? e->rname : "";
         c->key = e->key ? e->key : "";
         c->value = e->value;
+    } else if (e->type == KB_META_EV_PLUGIN) {
+        kb_md_add_records(recs, e->recs, e->nrec);
     }
 }
 
@@ -315,19 +320,16 @@ static void kb_md_deliver(struct kbx_listener *l, kb_lev_t *first, kb_lev_t *res
         kbx_broker_change_t *b = kb_dbuf_add(&brokers);
         d.flags = KBX_DELTA_SNAPSHOT;
         for (kb_lev_t *e = first->sub_head; e; e = e->sub_next)
-            kb_md_add_event(&topics, &configs, e);
+            kb_md_add_event(&topics, &configs, &recs, e);
         if (b) {
             b->struct_size = sizeof(*b);
             b->broker_id = kb_meta_node_id(h->meta);
             b->flags = KBX_BROKER_REGISTERED;
         }
-        kb_md_add_records(&recs, first->recs, first->nrec);
-    } else if (first->kind == KB_LEV_RECORDS) {
-        kb_md_add_records(&recs, first->recs, first->nrec);
     } else {
-        kb_md_add_event(&topics, &configs, first);
+        kb_md_add_event(&topics, &configs, &recs, first);
         for (kb_lev_t *e = rest; e; e = (kb_lev_t *)e->ev.next)
-            kb_md_add_event(&topics, &configs, e);
+            kb_md_add_event(&topics, &configs, &recs, e);
     }
     d.topics = (const kbx_topic_change_t *const *)kb_dbuf_ptrs(&topics);
     d.configs = (const kbx_config_change_t *const *)kb_dbuf_ptrs(&configs);
@@ -573,20 +575,8 @@ static int32_t kb_kbx_listen(kbx_host_t *host, int kind, const void *ops, void *
     /* 1. reserve the snapshot's place in the delivery order */
     atomic_store(&snap->ev.ready, false);
     kb_hq_push(&h->ev, &snap->ev);
-    /* 2. plugin records: copy and join the fan-out atomically */
-    if (kind == KB_LS_MD) {
-        pthread_mutex_lock(&h->rec.mu);
-        if (kb_hrec_copy(h->rec.v, h->rec.n, &snap->recs) == 0) {
-            snap->nrec = h->rec.n;
-            l->rec_next = h->rec.fanout;
-            h->rec.fanout = l;
-        } else {
-            pthread_mutex_unlock(&h->rec.mu);
-            goto nomem;
-        }
-        pthread_mutex_unlock(&h->rec.mu);
-    }
-    /* 3. the metadata image, delivered synchronously into the placeholder */
+    /* 2. the metadata image (plugin records included), delivered synchronously into the
+     *    placeholder */
     l->snap = snap;
     l->kl = kb_meta_listen(h->meta, kb_lev_meta_cb, l, true);
     l->snap = NULL;
@@ -601,16 +591,6 @@ static int32_t kb_kbx_listen(kbx_host_t *host, int kind, const void *ops, void *
     *out = l;
     return KBX_OK;
 nomem:
-    if (kind == KB_LS_MD) {
-        pthread_mutex_lock(&h->rec.mu);
-        for (struct kbx_listener **pp = &h->rec.fanout; *pp; pp = &(*pp)->rec_next) {
-            if (*pp == l) {
-                *pp = l->rec_next;
-                break;
-            }
-        }
-        pthread_mutex_unlock(&h->rec.mu);
-    }
     kb_hq_forget_listener(&h->ev, l);
     kb_listener_free(l);
     return KBX_ERR_NOMEM;
@@ -647,16 +627,6 @@ static void kb_kbx_listener_unregister(kbx_host_t *host, kbx_listener_t *l)
     pthread_mutex_unlock(&h->mu);
     kb_meta_unlisten(h->meta, l->kl); /* no new events */
     l->kl = NULL;
-    if (l->kind == KB_LS_MD) {
-        pthread_mutex_lock(&h->rec.mu);
-        for (struct kbx_listener **pp = &h->rec.fanout; *pp; pp = &(*pp)->rec_next) {
-            if (*pp == l) {
-                *pp = l->rec_next;
-                break;
-            }
-        }
-        pthread_mutex_unlock(&h->rec.mu);
-    }
     own = kb_hq_on_thread(&h->ev) && h->ev.cur_listener == l;
     if (own) {
         kb_host_misuse(host, "listener_unregister from that listener's own callback");

@@ -1,16 +1,21 @@
 /*
- * kb_kbx_records.c -- controller_write on a single broker, and the store behind it.
+ * kb_kbx_records.c -- controller_write: plugin records in the metadata log.
  *
- * kbroker has no controller quorum: the single broker is its own controller and its metadata
- * layer is the "metadata log". Plugin records are kept by this file as the latest value per
- * (record_type, key), in `<first log dir>/kbroker-plugin-records` (format below), rewritten
- * atomically for every write (temp file, fsync, rename, fsync of the directory), so a crash
- * leaves the old or the new set. A write is applied on the event thread: persisted, then queued
- * to every metadata listener as a delta carrying the written records (a NULL value deletes), and
- * then completed, so a plugin sees its records in its listener before the completion. New
- * listeners get every stored record in their snapshot.
+ * Plugin records are metadata records of kbroker's own type, KbrokerPluginRecord (10000,
+ * proto/schema/metadata/kbroker_plugin_record.kps): one batch per controller_write, committed by
+ * the node that holds the metadata log (a single broker, or the controller), applied to every
+ * broker's image (latest value per (record_type, key); a NULL value deletes the key; kept in the
+ * image snapshots) and delivered to every metadata listener as kbx_metadata_delta_t.records,
+ * the live keys in each new listener's snapshot (kb_kbx_listen.c). On the committing node the
+ * listeners' deltas are queued during the commit, so the completion, queued after it, follows
+ * them. A broker-only node's write goes to the controller (kb_kbx_ctrl.c).
  *
- * File format (big-endian): "KBXREC01", uint32 count, then per record int32 type, uint32 key
+ * Before clusters the records lived in `<first log dir>/kbroker-plugin-records` (format below).
+ * A node with the controller role moves such a file into the metadata log once at start (the
+ * keys the image does not have yet) and renames it `.migrated`; a broker-only node leaves it
+ * alone (its records are the controller's).
+ *
+ * Old file format (big-endian): "KBXREC01", uint32 count, then per record int32 type, uint32 key
  * length, key, uint32 value length, value; then a CRC-32C of everything before it.
  */
 #include <errno.h>
@@ -23,6 +28,7 @@
 
 #include "kb_host_int.h"
 #include "kp_crc32c.h"
+#include "kp_errcode.h"
 
 #define KB_REC_MAGIC     "KBXREC01"
 #define KB_REC_FILE      "kbroker-plugin-records"
@@ -39,72 +45,9 @@ void kb_hrec_free_array(kb_hrec_t *v, size_t n)
     free(v);
 }
 
-static void kb_rec_put32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
 static uint32_t kb_rec_get32(const uint8_t *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static int kb_rec_write(const kb_hrecords_t *r, const kb_hrec_t *v, size_t n)
-{
-    size_t len = 8 + 4 + 4, o = 0;
-    uint8_t *buf;
-    char tmp[4200], dir[4200], *slash;
-    int fd, rc = -1;
-
-    for (size_t i = 0; i < n; i++)
-        len += 12 + v[i].key_len + v[i].value_len;
-    buf = malloc(len);
-    if (!buf)
-        return -1;
-    memcpy(buf, KB_REC_MAGIC, 8);
-    o = 8;
-    kb_rec_put32(buf + o, (uint32_t)n);
-    o += 4;
-    for (size_t i = 0; i < n; i++) {
-        kb_rec_put32(buf + o, (uint32_t)v[i].type);
-        kb_rec_put32(buf + o + 4, (uint32_t)v[i].key_len);
-        o += 8;
-        memcpy(buf + o, v[i].key, v[i].key_len);
-        o += v[i].key_len;
-        kb_rec_put32(buf + o, (uint32_t)v[i].value_len);
-        o += 4;
-        memcpy(buf + o, v[i].value, v[i].value_len);
-        o += v[i].value_len;
-    }
-    kb_rec_put32(buf + o, kp_crc32c(0, buf, o));
-    snprintf(tmp, sizeof(tmp), "%s.tmp", r->path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-        if (write(fd, buf, len) == (ssize_t)len && fsync(fd) == 0)
-            rc = 0;
-        close(fd);
-    }
-    free(buf);
-    if (rc == 0 && rename(tmp, r->path) != 0)
-        rc = -1;
-    if (rc != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    snprintf(dir, sizeof(dir), "%s", r->path);
-    slash = strrchr(dir, '/');
-    if (slash) {
-        *slash = '\0';
-        fd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd >= 0) {
-            fsync(fd);
-            close(fd);
-        }
-    }
-    return 0;
 }
 
 static int kb_rec_load(kb_hrecords_t *r, char *errstr, size_t errstr_size)
@@ -206,6 +149,84 @@ void kb_hrecords_close(kb_hrecords_t *r)
     pthread_mutex_destroy(&r->mu);
 }
 
+/* ---- the old file ---------------------------------------------------------------------------- */
+
+/* A plugin record of @p type (kb_mrec_t, KB_MREC_PLUGIN) borrowing @p key / @p value (NULL:
+ * delete); never cleared by the caller (kb_mrec_clear would free the borrowed bytes). */
+static void kb_rec_mrec(kb_mrec_t *m, int32_t type, const uint8_t *key, size_t key_len,
+                        const uint8_t *value, size_t value_len)
+{
+    kb_mrec_init(m, KB_MREC_PLUGIN);
+    m->plugin_type = type;
+    m->pkey = (uint8_t *)key;
+    m->pkey_len = key_len;
+    m->has_pvalue = value != NULL;
+    m->pvalue = (uint8_t *)value;
+    m->pvalue_len = value ? value_len : 0;
+}
+
+int kb_hrecords_migrate(kb_host_t *h, char *errstr, size_t errstr_size)
+{
+    kb_hrecords_t *r = &h->rec;
+    const kb_config_t *cfg = h->kb->cfg;
+    bool controller = kb_config_has_role(cfg, "controller") || !kb_config_has_role(cfg, "broker");
+    kb_mrec_t *have = NULL, *todo = NULL;
+    size_t nhave = 0, ntodo = 0;
+    char msg[256], to[4300];
+    int rc = 0;
+
+    if (!r->path || access(r->path, F_OK) != 0)
+        goto out;
+    if (!controller) {
+        kb_hlog(KB_HLOG_WARN,
+                "%s ignored: a broker-only node takes its plugin records from the "
+                "controller's metadata log",
+                r->path);
+        goto out;
+    }
+    if (kb_meta_plugin_records(h->meta, &have, &nhave) != 0 ||
+        !(todo = calloc(r->n + 1, sizeof(*todo)))) {
+        snprintf(errstr, errstr_size, "out of memory");
+        rc = -1;
+        goto out;
+    }
+    for (size_t i = 0; i < r->n; i++) {
+        bool there = false;
+        for (size_t k = 0; k < nhave && !there; k++)
+            there = have[k].plugin_type == r->v[i].type && have[k].pkey_len == r->v[i].key_len &&
+                    !memcmp(have[k].pkey, r->v[i].key, r->v[i].key_len);
+        if (!there)
+            kb_rec_mrec(&todo[ntodo++], r->v[i].type, r->v[i].key, r->v[i].key_len, r->v[i].value,
+                        r->v[i].value_len);
+    }
+    if (ntodo) {
+        int16_t ec = kb_meta_commit_records(h->meta, todo, ntodo, msg, sizeof(msg));
+        if (ec) {
+            snprintf(errstr, errstr_size,
+                     "cannot move the plugin records of %s into the metadata log (error %d: %s)",
+                     r->path, (int)ec, msg);
+            rc = -1;
+            goto out;
+        }
+    }
+    snprintf(to, sizeof(to), "%s.migrated", r->path);
+    if (rename(r->path, to) != 0)
+        kb_hlog(KB_HLOG_WARN, "cannot rename %s: %s (its records are in the metadata log)", r->path,
+                strerror(errno));
+    kb_hlog(KB_HLOG_INFO,
+            "moved %zu plugin record(s) of %s into the metadata log; the file is now %s", ntodo,
+            r->path, to);
+out:
+    free(todo); /* the records borrow r->v */
+    for (size_t k = 0; k < nhave; k++)
+        kb_mrec_clear(&have[k]);
+    free(have);
+    kb_hrec_free_array(r->v, r->n);
+    r->v = NULL;
+    r->n = r->cap = 0;
+    return rc;
+}
+
 /* ---- controller_write ---------------------------------------------------------------------- */
 
 typedef struct kb_cw_ev_s {
@@ -217,82 +238,28 @@ typedef struct kb_cw_ev_s {
     void *arg;
 } kb_cw_ev_t;
 
-/* Apply @p w to a new set (old entries moved, new ones copied); persist; swap in. rec.mu
- * held. On failure the stored set is unchanged. */
-static int32_t kb_rec_apply(kb_host_t *h, const kb_cw_ev_t *w)
+/* Commit @p w as one batch of KbrokerPluginRecords. A KBX status; *@p not_controller when this
+ * node cannot write the metadata log (a broker-only node). */
+static int32_t kb_cw_commit(kb_host_t *h, const kb_cw_ev_t *w, bool *not_controller)
 {
-    kb_hrecords_t *r = &h->rec;
-    size_t cap = r->n + w->n + 1, nn = 0;
-    kb_hrec_t *nv = calloc(cap, sizeof(*nv));
-    ssize_t *src = calloc(cap, sizeof(*src)); /* index in r->v, or -1 for a new copy */
-    bool *dropped = calloc(r->n + 1, sizeof(*dropped));
-    int32_t rc = KBX_ERR_NOMEM;
+    kb_mrec_t *v = calloc(w->n + 1, sizeof(*v));
+    char msg[256];
+    int16_t ec;
 
-    if (!nv || !src || !dropped)
-        goto out;
-    for (size_t i = 0; i < r->n; i++) {
-        nv[nn] = r->v[i];
-        src[nn++] = (ssize_t)i;
-    }
-    for (size_t i = 0; i < w->n; i++) {
-        const kb_hrec_t *x = &w->recs[i];
-        for (size_t j = 0; j < nn; j++) {
-            if (nv[j].type == x->type && nv[j].key_len == x->key_len &&
-                !memcmp(nv[j].key, x->key, x->key_len)) {
-                if (src[j] >= 0) {
-                    dropped[src[j]] = true;
-                } else {
-                    free(nv[j].key);
-                    free(nv[j].value);
-                }
-                nv[j] = nv[--nn];
-                src[j] = src[nn];
-                break;
-            }
-        }
-        if (!x->value)
-            continue;
-        nv[nn].type = x->type;
-        nv[nn].key_len = x->key_len;
-        nv[nn].value_len = x->value_len;
-        nv[nn].key = malloc(x->key_len ? x->key_len : 1);
-        nv[nn].value = malloc(x->value_len ? x->value_len : 1);
-        src[nn] = -1;
-        nn++;
-        if (!nv[nn - 1].key || !nv[nn - 1].value)
-            goto undo;
-        memcpy(nv[nn - 1].key, x->key, x->key_len);
-        memcpy(nv[nn - 1].value, x->value, x->value_len);
-    }
-    if (kb_rec_write(r, nv, nn) != 0) {
-        rc = KBX_ERR_IO;
-        goto undo;
-    }
-    for (size_t i = 0; i < r->n; i++) {
-        if (dropped[i]) {
-            free(r->v[i].key);
-            free(r->v[i].value);
-        }
-    }
-    free(r->v);
-    r->v = nv;
-    r->n = nn;
-    r->cap = cap;
-    nv = NULL;
-    rc = KBX_OK;
-    goto out;
-undo:
-    for (size_t j = 0; j < nn; j++) {
-        if (src[j] < 0) {
-            free(nv[j].key);
-            free(nv[j].value);
-        }
-    }
-out:
-    free(nv);
-    free(src);
-    free(dropped);
-    return rc;
+    *not_controller = false;
+    if (!v)
+        return KBX_ERR_NOMEM;
+    for (size_t i = 0; i < w->n; i++)
+        kb_rec_mrec(&v[i], w->recs[i].type, w->recs[i].key, w->recs[i].key_len, w->recs[i].value,
+                    w->recs[i].value_len);
+    ec = kb_meta_commit_records(h->meta, v, w->n, msg, sizeof(msg));
+    free(v); /* borrowed bytes */
+    if (ec == KP_ERR_NOT_CONTROLLER)
+        *not_controller = true;
+    if (ec && ec != KP_ERR_NOT_CONTROLLER)
+        kb_hlog(KB_HLOG_ERROR, "controller_write of %zu records not committed (error %d: %s)", w->n,
+                (int)ec, msg);
+    return ec == 0 ? KBX_OK : KBX_ERR_IO;
 }
 
 static void kb_cw_run(kb_hq_t *q, kb_hev_t *ev, bool run)
@@ -300,6 +267,7 @@ static void kb_cw_run(kb_hq_t *q, kb_hev_t *ev, bool run)
     kb_cw_ev_t *w = (kb_cw_ev_t *)ev;
     kbx_host_t *host = ev->owner;
     kb_host_t *h = host->h;
+    bool remote = false;
     int32_t status;
     (void)q;
 
@@ -308,16 +276,21 @@ static void kb_cw_run(kb_hq_t *q, kb_hev_t *ev, bool run)
     } else if (w->deadline_ms >= 0 && kb_host_now_ms() > w->deadline_ms) {
         status = KBX_ERR_TIMEOUT;
     } else {
-        pthread_mutex_lock(&h->rec.mu);
-        status = kb_rec_apply(h, w);
-        if (status == KBX_OK)
-            kb_kbx_listen_records(h, w->recs, w->n);
-        pthread_mutex_unlock(&h->rec.mu);
+        status = kb_cw_commit(h, w, &remote);
+        if (remote) {
+            /* A broker-only node: the controller commits (the waiter owns the completion,
+             * the operation count and the records from now on). */
+            status = kb_hctrl_write(host, w->recs, w->n, w->deadline_ms, w->done, w->arg);
+            if (status == KBX_OK) {
+                free(w);
+                return;
+            }
+        }
         if (status != KBX_OK)
             kb_hlog(KB_HLOG_ERROR, "plugin %s: controller_write of %zu records failed: %s",
                     host->name, w->n, kbx_err_str(status));
     }
-    /* Completion behind the deltas just queued. */
+    /* Completion behind the deltas the commit queued. */
     if (!run || atomic_load(&host->dead) ||
         kb_host_post_done(host, w->done, w->arg, status) != KBX_OK) {
         if (run && !atomic_load(&host->dead))
@@ -338,8 +311,8 @@ static int32_t kb_kbx_controller_write(kbx_host_t *host, const kbx_record_t *con
         return KBX_ERR_INVALID;
     for (uint32_t i = 0; i < count; i++) {
         if (!records[i] || records[i]->struct_size < offsetof(kbx_record_t, value_len) + 8 ||
-            (!records[i]->key && records[i]->key_len) || records[i]->key_len > UINT32_MAX ||
-            (records[i]->value && records[i]->value_len > UINT32_MAX))
+            (!records[i]->key && records[i]->key_len) || records[i]->key_len > KB_MREC_PLUGIN_MAX ||
+            (records[i]->value && records[i]->value_len > KB_MREC_PLUGIN_MAX))
             return KBX_ERR_INVALID;
     }
     w = calloc(1, sizeof(*w));

@@ -18,7 +18,12 @@
  *     handle fenced) and all three plugins report the new epoch;
  *   - with the controller killed, a bump on a broker-only node fails retriably (NETWORK or
  *     TIMEOUT) within its timeout, and the log names the controller;
- *   - SIGTERM of the last broker exits 0 (plugin unloaded, host and its client stopped).
+ *   - an old per-node plugin-record file on the controller is moved into the metadata log once
+ *     (renamed .migrated) and reaches every plugin;
+ *   - controller_write from broker-only nodes reaches the controller's metadata log and every
+ *     plugin's metadata listener (the writer's before the completion), deletes too, and
+ *     survives a restart of a broker-only node (SIGTERM) and of the controller (kill -9);
+ *   - SIGTERM of the nodes exits 0 (plugin unloaded, host and its client stopped).
  * Waiting is polling with deadlines, never sleeping.
  *
  * usage: broker_cluster_kbx KBROKER PLUGIN
@@ -31,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,6 +44,7 @@
 #include "kbat.h"
 #include "kbx.h"
 #include "kp_batch.h"
+#include "kp_crc32c.h"
 #include "kp_errcode.h"
 
 #define DEADLINE_MS  20000
@@ -397,6 +404,79 @@ static void itrunc(int via, int part, int32_t off, int flags, int32_t timeout_ms
     *ms = v[1];
 }
 
+/* controller_write of KEY=VALUE ("-": delete) by node @p via's plugin: the status and the value
+ * its own listener held for KEY at the completion (-1 absent). */
+static void cwrite(int via, const char *key, const char *value, int32_t *status, int32_t *seen)
+{
+    static const char *const names[] = {"cwrite_status", "cwrite_seen"};
+    int32_t v[2] = {-100, -100};
+    char c[96];
+    snprintf(c, sizeof(c), "cwrite:%s:%s", key, value);
+    CHECK(plugin_cmd(via, c, names, v, 2) == 0, "node %d: command %s failed", via, c);
+    *status = v[0];
+    *seen = v[1];
+}
+
+/* Poll until node @p via's plugin holds @p want (-1: absent) for plugin record @p key. */
+static void wait_rec(int via, const char *key, int32_t want)
+{
+    static const char *const names[] = {"crec_value"};
+    int64_t dl = kbat_now_ms() + DEADLINE_MS;
+    int32_t got = -100;
+    char c[64];
+    snprintf(c, sizeof(c), "crec:%s", key);
+    while (kbat_now_ms() < dl) {
+        int32_t v[1] = {-100};
+        if (plugin_cmd(via, c, names, v, 1) == 0 && (got = v[0]) == want)
+            return;
+        pace();
+    }
+    CHECK(0, "node %d: plugin record %s is %d, expected %d", via, key, got, want);
+}
+
+/* A pre-cluster plugin-record file (docs/broker.md "Plugin records": "KBXREC01", count, type,
+ * key length, key, value length, value, CRC-32C; big-endian) in node @p id's log dir holding
+ * @p key = @p value (type 7, the test plugin's). 0 or -1. */
+static int write_old_records(int id, const char *key, const char *value)
+{
+    uint8_t buf[256];
+    size_t o = 0, kl = strlen(key), vl = strlen(value);
+    char path[700];
+    FILE *f;
+    uint32_t crc;
+#define PUT32(v)                                                                                   \
+    do {                                                                                           \
+        uint32_t x_ = (uint32_t)(v);                                                               \
+        buf[o++] = (uint8_t)(x_ >> 24);                                                            \
+        buf[o++] = (uint8_t)(x_ >> 16);                                                            \
+        buf[o++] = (uint8_t)(x_ >> 8);                                                             \
+        buf[o++] = (uint8_t)x_;                                                                    \
+    } while (0)
+    memcpy(buf, "KBXREC01", 8);
+    o = 8;
+    PUT32(1);
+    PUT32(7);
+    PUT32(kl);
+    memcpy(buf + o, key, kl);
+    o += kl;
+    PUT32(vl);
+    memcpy(buf + o, value, vl);
+    o += vl;
+    crc = kp_crc32c(0, buf, o);
+    PUT32(crc);
+#undef PUT32
+    snprintf(path, sizeof(path), "%s/n%d", g_dir, id);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/n%d/kbroker-plugin-records", g_dir, id);
+    if (!(f = fopen(path, "wb")))
+        return -1;
+    if (fwrite(buf, 1, o, f) != o) {
+        fclose(f);
+        return -1;
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
 /* Whether node @p id's log has a line containing both @p a and @p b. */
 static bool log_has(int id, const char *a, const char *b)
 {
@@ -428,6 +508,9 @@ int main(int argc, char **argv)
         return 2;
     fprintf(stderr, "data and logs in %s\n", g_dir);
 
+    /* node 1 (the controller) starts with an old per-node plugin-record file: moved into the
+     * metadata log once, the file renamed .migrated */
+    CHECK(write_old_records(1, "kmig", "33") == 0, "write node 1's old plugin-record file");
     CHECK(start_node(1) == 0 && g_cport > 0, "start node 1");
     CHECK(start_node(2) == 0, "start node 2");
     CHECK(start_node(3) == 0, "start node 3");
@@ -510,6 +593,37 @@ int main(int argc, char **argv)
     CHECK(eb >= e0 + 5, "epoch %d after the bump, %d before", eb, e0);
     e0 = eb;
 
+    /* controller_write from broker-only nodes: through the controller into the metadata log,
+     * seen by the writer's listener before the completion and by all three plugins; a delete;
+     * node 2 restarted (SIGTERM: its image snapshot at close, then the log) sees the same */
+    for (int n = 1; n <= 3; n++)
+        wait_rec(n, "kmig", 33);
+    {
+        char p1[700], p2[700];
+        snprintf(p1, sizeof(p1), "%s/n1/kbroker-plugin-records", g_dir);
+        snprintf(p2, sizeof(p2), "%s/n1/kbroker-plugin-records.migrated", g_dir);
+        CHECK(access(p1, F_OK) != 0 && access(p2, F_OK) == 0,
+              "node 1's old plugin-record file renamed .migrated");
+    }
+    cwrite(2, "kc1", "11", &st, &seen);
+    CHECK(st == KBX_OK && seen == 11, "node 2 controller_write kc1=11: status %d, seen %d", st,
+          seen);
+    cwrite(3, "kc2", "22", &st, &seen);
+    CHECK(st == KBX_OK && seen == 22, "node 3 controller_write kc2=22: status %d, seen %d", st,
+          seen);
+    for (int n = 1; n <= 3; n++) {
+        wait_rec(n, "kc1", 11);
+        wait_rec(n, "kc2", 22);
+    }
+    cwrite(2, "kc1", "-", &st, &seen);
+    CHECK(st == KBX_OK && seen == -1, "node 2 deletes kc1: status %d, seen %d", st, seen);
+    for (int n = 1; n <= 3; n++)
+        wait_rec(n, "kc1", -1);
+    stop_node(2);
+    CHECK(start_node(2) == 0, "restart node 2");
+    wait_rec(2, "kc2", 22);
+    wait_rec(2, "kc1", -1);
+
     /* kill -9 the leader (node 3): the controller fences it and elects node 1 or 2; both
      * survivors' plugins name the new leader, with a higher epoch */
     kill_node(3);
@@ -546,8 +660,13 @@ int main(int argc, char **argv)
     CHECK(log_has(2, "leader_epoch_bump", "controller 1"),
           "node 2's log names controller 1 for the failed bump");
 
-    /* clean stop: the host's inter-broker client and threads go away with the plugin */
+    /* the controller restarted after kill -9 (no close snapshot: its metadata log) holds the
+     * plugin records as they were; clean stops of both */
+    CHECK(start_node(1) == 0, "restart node 1");
+    wait_rec(1, "kc2", 22);
+    wait_rec(1, "kc1", -1);
     stop_node(2);
+    stop_node(1);
 
 out:
     for (int i = 3; i >= 1; i--)

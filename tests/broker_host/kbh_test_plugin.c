@@ -441,7 +441,7 @@ static void kbh_cmd_basic(kbh_t *p, kbh_results_t *R)
         rc = kbh_op_wait(p);
     CHECK(R, "local_request_bad_version", rc == KBX_ERR_UNSUPPORTED, "-> %d", rc);
     kbh_op_begin(p);
-    rc = api->local_request(p->host, 1000, 0, NULL, 0, 5000, kbh_resp_cb, p);
+    rc = api->local_request(p->host, 2000, 0, NULL, 0, 5000, kbh_resp_cb, p);
     kbh_op_started(p);
     if (rc == KBX_OK)
         rc = kbh_op_wait(p);
@@ -1025,6 +1025,53 @@ static void kbh_cmd_records(kbh_t *p, kbh_results_t *R)
     pthread_mutex_unlock(&p->mu);
 }
 
+/* The value the metadata listener holds for plugin record key @p key (type KBH_REC_TYPE) as a
+ * number, or -1 when absent. mu held. */
+static int32_t kbh_rec_value(kbh_t *p, const char *key)
+{
+    for (int i = 0; i < p->nrecs; i++)
+        if (!strcmp(p->recs[i].key, key))
+            return p->recs[i].present ? atoi(p->recs[i].value) : -1;
+    return -1;
+}
+
+/* "cwrite:KEY:VALUE" (tests/broker_cluster): controller_write of one record (type KBH_REC_TYPE,
+ * VALUE "-" deletes KEY). Values: cwrite_status (start or completion status), cwrite_seen (the
+ * value this plugin's listener held for KEY when the write completed, -1 absent). */
+static void kbh_cmd_cwrite(kbh_t *p, kbh_results_t *R, const char *key, const char *value)
+{
+    kbx_record_t r = {.struct_size = sizeof(r),
+                      .record_type = KBH_REC_TYPE,
+                      .key = (const uint8_t *)key,
+                      .key_len = strlen(key),
+                      .value = strcmp(value, "-") ? (const uint8_t *)value : NULL,
+                      .value_len = strcmp(value, "-") ? strlen(value) : 0};
+    const kbx_record_t *w[] = {&r};
+    int32_t rc, seen = -2;
+
+    kbh_op_begin(p);
+    rc = p->api->controller_write(p->host, w, 1, 5000, kbh_done_cb, p);
+    kbh_op_started(p);
+    if (rc == KBX_OK)
+        rc = kbh_op_wait(p);
+    /* kbh_done_cb ran after the delta (kbx.h): what the listener holds now it held then */
+    pthread_mutex_lock(&p->mu);
+    seen = kbh_rec_value(p, key);
+    pthread_mutex_unlock(&p->mu);
+    kbh_check(R, "cwrite_status", true, rc, NULL, "-");
+    kbh_check(R, "cwrite_seen", true, seen, NULL, "-");
+}
+
+/* "crec:KEY": the value this plugin's metadata listener holds for KEY (crec_value, -1 absent). */
+static void kbh_cmd_crec(kbh_t *p, kbh_results_t *R, const char *key)
+{
+    int32_t v;
+    pthread_mutex_lock(&p->mu);
+    v = kbh_rec_value(p, key);
+    pthread_mutex_unlock(&p->mu);
+    kbh_check(R, "crec_value", true, v, NULL, "-");
+}
+
 static void kbh_cmd_status(kbh_t *p, kbh_results_t *R)
 {
     pthread_mutex_lock(&p->mu);
@@ -1419,6 +1466,10 @@ static void kbh_run(kbh_t *p, const char *cmd, kbh_results_t *R)
         kbh_cmd_itrunc(p, R, a, b);
     else if (!strncmp(cmd, "offs:", 5))
         kbh_cmd_offs(p, R, a, atoi(b));
+    else if (!strncmp(cmd, "cwrite:", 7))
+        kbh_cmd_cwrite(p, R, a, b);
+    else if (!strncmp(cmd, "crec:", 5))
+        kbh_cmd_crec(p, R, a);
     else if (!strncmp(cmd, "cbump:", 6))
         kbh_cmd_cbump(p, R, a, b);
     else if (!strncmp(cmd, "breq:", 5))

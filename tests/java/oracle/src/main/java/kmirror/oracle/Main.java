@@ -279,7 +279,7 @@ public final class Main {
    */
   static byte[] encode(Spec s, Map<String, Object> tree) {
     byte[] viaSchema = schemaWrite(s.schema, Model.toStruct(tree, s.model, s.schema));
-    if (s.data == null) return viaSchema;
+    if (s.data == null) return s.kind.equals("record") ? frame(s, viaSchema) : viaSchema;
     Message m = s.data.get();
     ByteBuffer in = ByteBuffer.wrap(viaSchema);
     m.read(new ByteBufferAccessor(in), s.dataVersion);
@@ -326,6 +326,17 @@ public final class Main {
     return b.toByteArray();
   }
 
+  /** An unsigned varint (at most 5 bytes); -1 when malformed. */
+  static int uvarint(ByteBuffer in) {
+    int v = 0;
+    for (int shift = 0; shift < 35 && in.hasRemaining(); shift += 7) {
+      int b = in.get() & 0xff;
+      v |= (b & 0x7f) << shift;
+      if ((b & 0x80) == 0) return v;
+    }
+    return -1;
+  }
+
   static int firstDiff(byte[] a, byte[] b) {
     int n = Math.min(a.length, b.length);
     for (int i = 0; i < n; i++) if (a[i] != b[i]) return i;
@@ -339,7 +350,18 @@ public final class Main {
     Map<String, Object> tree;
     byte[] again;
     try {
-      if (s.kind.equals("record")) {
+      if (s.kind.equals("record") && s.data == null) {
+        // a record Kafka has no class for (kbroker's own): the frame by hand, then the schema
+        int[] hdr = new int[3];
+        for (int k = 0; k < 3; k++) hdr[k] = uvarint(in);
+        if (hdr[0] != 1 || hdr[1] != s.apiKey || hdr[2] != s.version) {
+          problems.add("frame " + hdr[0] + " type " + hdr[1] + " version " + hdr[2]);
+          return null;
+        }
+        Struct st = s.schema.read(in);
+        tree = Model.fromStruct(st, s.model);
+        again = frame(s, schemaWrite(s.schema, Model.toStruct(tree, s.model, s.schema)));
+      } else if (s.kind.equals("record")) {
         ApiMessageAndVersion mv = MetadataRecordSerde.INSTANCE.read(new ByteBufferAccessor(in), bytes.length);
         if (mv.message().apiKey() != s.apiKey || mv.version() != s.version) {
           problems.add("Kafka reads record type " + mv.message().apiKey() + " version " + mv.version());

@@ -108,6 +108,7 @@ final class Specs {
     }
     boolean req = kind.equals("request");
     if (Mirror.KEYS.contains((int) key) && libraryName(key) == null) return v == 0 ? Mirror.spec(key, req) : null;
+    if (key == Kbroker.WRITE_PLUGIN_RECORDS && libraryName(key) == null) return v == 0 ? Kbroker.spec(req) : null;
     ApiMessageType t;
     try {
       t = ApiMessageType.fromApiKey(key);
@@ -182,6 +183,7 @@ final class Specs {
 
   /** A KRaft metadata record type (kafka-metadata's generated classes), or null. */
   static Spec record(short type, short v) {
+    if (type == Kbroker.PLUGIN_RECORD) return v == 0 ? Kbroker.record() : null;
     MetadataRecordType t;
     try {
       t = MetadataRecordType.fromId(type);
@@ -215,6 +217,43 @@ final class Specs {
   }
 
   // ------------------------------------------------------------------- KIP-1279 mirror RPCs
+
+  /**
+   * kbroker's own additions, written here from docs/broker.md ("Plugin records"), independently of
+   * the .kps files: the WritePluginRecords API (key 1000) and the KbrokerPluginRecord metadata
+   * record (type 10000), both version 0, flexible. Kafka has no class for them: they are checked
+   * with the library's generic Schema types (records framed as MetadataRecordSerde frames
+   * Kafka's own).
+   */
+  static final class Kbroker {
+    static final short WRITE_PLUGIN_RECORDS = 1000;
+    static final short PLUGIN_RECORD = 10000;
+
+    static Spec spec(boolean req) {
+      String name = "WritePluginRecords";
+      StructM m = req ? Mirror.msg(name + "Request",
+              Mirror.f("BrokerId", Mirror.i32()),
+              Mirror.f("BrokerEpoch", Mirror.i64(), -1L),
+              Mirror.f("Records", Mirror.arr(Mirror.struct("PluginRecord",
+                  Mirror.f("RecordType", Mirror.i32()),
+                  Mirror.f("Key", bytes()),
+                  Mirror.f("Value", nbytes(), null)))))
+          : Mirror.stdResponse(name, Mirror.f("MetadataOffset", Mirror.i64(), -1L));
+      return new Spec(WRITE_PLUGIN_RECORDS, req ? "request" : "response", (short) 0, m.name, "kbroker", m,
+          Model.toSchema(m), null, (short) 0);
+    }
+
+    static Spec record() {
+      StructM m = Mirror.msg("KbrokerPluginRecord",
+          Mirror.f("RecordType", Mirror.i32()),
+          Mirror.f("Key", bytes()),
+          Mirror.f("Value", nbytes(), null));
+      return new Spec(PLUGIN_RECORD, "record", (short) 0, m.name, "kbroker", m, Model.toSchema(m), null, (short) 0);
+    }
+
+    static TypeM bytes() { return Model.prim(Kind.BYTES, false, true); }
+    static TypeM nbytes() { return Model.prim(Kind.BYTES, true, true); }
+  }
 
   /** Hand-written layouts of the mirror RPCs (all: version 0, flexible, compact encodings). */
   static final class Mirror {
