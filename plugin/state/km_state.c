@@ -1129,6 +1129,7 @@ typedef struct km_state_md_ev {
     struct km_state_md_topic {
         kbx_uuid_t id;
         bool deleted;
+        int32_t partitions;
         char *name;
     } * topics;
     struct km_state_md_broker {
@@ -1227,6 +1228,13 @@ static void km_state_md_run(km_plugin_t *cm, void *arg)
         if (strcmp(mt->name, KM_STATE_TOPIC) == 0) {
             st->topic_seen = !mt->deleted;
             st->topic_id = mt->id;
+            if (!mt->deleted && mt->partitions > 0 && mt->partitions != st->nparts)
+                km_log_error(cm,
+                             "%s has %d partitions but mirror.state.topic.num.partitions is %d: "
+                             "keys are placed by the configured count, so state on partitions "
+                             "the topic lacks is unavailable; set the key back to %d",
+                             KM_STATE_TOPIC, (int)mt->partitions, (int)st->nparts,
+                             (int)mt->partitions);
             continue;
         }
         km_state_topic_forget(st, mt->name);
@@ -1278,6 +1286,7 @@ void km_state_on_metadata(km_plugin_t *cm, const kbx_metadata_delta_t *delta)
             goto free_ev;
         ev->topics[ev->ntopics].id = t->topic_id;
         ev->topics[ev->ntopics].deleted = (t->flags & KBX_TOPIC_DELETED) != 0;
+        ev->topics[ev->ntopics].partitions = t->partition_count;
         ev->ntopics++;
     }
     if (delta->broker_count != 0) {

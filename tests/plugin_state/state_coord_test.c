@@ -1472,6 +1472,21 @@ static void ts_test_lazy_create(void)
     CU_ASSERT_EQUAL(env.create_rf, 3); /* -1: min(3, four brokers) */
     CU_ASSERT_TRUE(env.create_compact);
     CU_ASSERT_TRUE(fakehost_log_contains(env.fh, "creating __mirror_state: 7 partitions"));
+    /* a __mirror_state with another partition count than configured is reported */
+    {
+        kbx_topic_change_t t = {.struct_size = sizeof(t),
+                                .flags = KBX_TOPIC_CREATED,
+                                .topic_id = TS_MS_ID,
+                                .name = "__mirror_state",
+                                .partition_count = 3};
+        const kbx_topic_change_t *tp[] = {&t};
+        kbx_metadata_delta_t d = {.struct_size = sizeof(d), .topics = tp, .topic_count = 1};
+
+        fakehost_publish_delta(env.fh, &d);
+        fakehost_run_until_idle(env.fh);
+        CU_ASSERT_TRUE(fakehost_log_contains(
+            env.fh, "__mirror_state has 3 partitions but mirror.state.topic.num.partitions is 7"));
+    }
     ts_env_stop(&env);
 }
 
