@@ -26,10 +26,12 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -711,6 +713,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: kmc_fakebroker --log FILE [--not-controller N]\n");
         return 2;
     }
+    /* Never outlive the test script, even one killed by a ctest timeout. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() == 1)
+        return 1;
     fb_cm = kmc_conf_plugin_new();
     fb_model_init();
     lfd = socket(AF_INET, SOCK_STREAM, 0);
