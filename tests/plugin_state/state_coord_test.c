@@ -1452,6 +1452,55 @@ static void ts_test_two_brokers(void)
     ts_env_stop(&b);
 }
 
+static int ts_authz_calls;
+
+/* Deny CLUSTER_ACTION on the cluster to everyone but User:broker. */
+static int32_t ts_authz(void *arg, const char *principal, int32_t resource_type, const char *name,
+                        int32_t operation)
+{
+    (void)arg;
+    ts_authz_calls++;
+    CU_ASSERT_EQUAL(resource_type, 4); /* CLUSTER */
+    CU_ASSERT_STRING_EQUAL(name, "kafka-cluster");
+    CU_ASSERT_EQUAL(operation, 9); /* CLUSTER_ACTION */
+    return strcmp(principal, "User:broker") == 0 ? KBX_AUTHZ_ALLOWED : KBX_AUTHZ_DENIED;
+}
+
+/* With an authorizer, the inter-broker RPCs need CLUSTER_ACTION on the cluster. */
+static void ts_test_authz(void)
+{
+    ts_env_t env;
+    uint8_t *resp = NULL;
+    size_t rlen = 0;
+    kp_ReadMirrorStatesRequest_t rq;
+    kp_ReadMirrorStatesResponse_t rs;
+    kp_writer_t wr;
+    kp_reader_t rd;
+    kp_arena_t ar;
+
+    ts_env_start(&env, 1, "1");
+    fakehost_set_authorizer(env.fh, ts_authz, NULL);
+    ts_env_init(&env);
+    fakehost_run_until_idle(env.fh);
+    kp_ReadMirrorStatesRequest_init(&rq);
+    rq.MirrorName = kp_str("m1");
+    rq.Topics.cnt = 0;
+    kp_writer_init(&wr);
+    kp_ReadMirrorStatesRequest_encode(&wr, &rq, 0);
+    CU_ASSERT_EQUAL_FATAL(ts_rpc(env.fh, KP_APIKEY_ReadMirrorStates, wr.buf, wr.len, &resp, &rlen),
+                          KBX_OK);
+    kp_writer_free(&wr);
+    kp_arena_init(&ar, 0);
+    kp_reader_init(&rd, resp, rlen);
+    CU_ASSERT_EQUAL_FATAL(kp_ReadMirrorStatesResponse_decode(&rd, &ar, &rs, 0), 0);
+    CU_ASSERT_EQUAL(rs.ErrorCode, KP_ERR_CLUSTER_AUTHORIZATION_FAILED);
+    CU_ASSERT_TRUE(rs.ErrorMessage.len > 0);
+    CU_ASSERT_EQUAL(ts_authz_calls, 1);
+    kp_arena_free(&ar);
+    free(resp);
+    ts_env_stop(&env);
+}
+
 /* No __mirror_state yet: the first WriteMirrorStates creates it (retriable answer meanwhile). */
 static void ts_test_lazy_create(void)
 {
@@ -1492,6 +1541,7 @@ static void ts_test_lazy_create(void)
 
 static CU_TestInfo ts_tests[] = {
     {"first write creates __mirror_state", ts_test_lazy_create},
+    {"CLUSTER_ACTION needed with an authorizer", ts_test_authz},
     {"transition table", ts_test_transitions},
     {"write rules: fencing, transitions, LME, failure details", ts_test_apply_rules},
     {"table replay: latest wins, tombstones, skipped records", ts_test_replay},
