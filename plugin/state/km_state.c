@@ -2403,6 +2403,7 @@ static int32_t km_state_rpc_handle(void *plugin_ctx, const kbx_rpc_request_t *re
     km_plugin_t *cm = plugin_ctx;
     km_state_t *st;
     km_state_rpc_t *rpc;
+    km_err_t err;
     int32_t az;
 
     KM_CHECK_PLUGIN(cm);
@@ -2430,12 +2431,13 @@ static int32_t km_state_rpc_handle(void *plugin_ctx, const kbx_rpc_request_t *re
                                 KM_STATE_OP_CLUSTER_ACTION);
     rpc->authorized = az == KBX_AUTHZ_ALLOWED;
     *token_ctx = rpc;
-    /* On KM_ERR_SHUTDOWN the drop answered already; on NOMEM nothing ran. */
-    if (km_coord_post(&cm->coord, km_state_rpc_run, km_state_rpc_drop, rpc) == KM_ERR_NOMEM) {
+    err = km_coord_post(&cm->coord, km_state_rpc_run, km_state_rpc_drop, rpc);
+    if (err == KM_ERR_NOMEM) { /* nothing ran: the host closes the connection */
         km_state_rpc_free(st, rpc);
         return KBX_ERR_NOMEM;
     }
-    return KBX_RPC_PENDING;
+    /* On KM_ERR_SHUTDOWN the drop answered already (COORDINATOR_NOT_AVAILABLE). */
+    return err == KM_ERR_SHUTDOWN ? KBX_RPC_DONE : KBX_RPC_PENDING;
 }
 
 static void km_state_rpc_cancel(void *plugin_ctx, kbx_token_t *token, void *token_ctx)
