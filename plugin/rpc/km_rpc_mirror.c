@@ -12,6 +12,8 @@
 #include "core/km_plugin_types.h"
 #include "kp_errcode.h"
 #include "kp_msgs.h"
+#include "mirror/km_mirror.h"
+#include "mirror/km_mpart.h"
 #include "rpc/km_rpc_int.h"
 #include "rpc/km_srcadm.h"
 #include "state/km_state.h"
@@ -473,6 +475,19 @@ static void km_delete_collect(void *arg, const km_cat_topic_t *t)
                      km_catalog_desired_name(t->desired));
         return;
     }
+    /* Desired STOPPED: the partitions this broker leads must have got there (the state
+     * machine's view; partitions other brokers lead are theirs to finish). */
+    for (int32_t p = 0; p < t->nparts; p++) {
+        km_mpart_mgr_t *mgr = km_mirror_mgr(c->req->cm);
+        km_mpart_desc_t d;
+        if (t->parts[p].role != KBX_ROLE_LEADER || mgr == NULL ||
+            km_mpart_describe(mgr, &t->id, p, &d) != KM_OK || d.state == KM_MPART_STOPPED)
+            continue;
+        if (c->not_stopped++ == 0)
+            snprintf(c->first, sizeof(c->first), "%s-%d (%s)", t->name, (int)p,
+                     d.state_name != NULL ? d.state_name : "UNKNOWN");
+        return;
+    }
     if (c->nres < c->cap) {
         kp_IncrementalAlterConfigsRequest_AlterConfigsResource_t *r = &c->res[c->nres++];
         kp_IncrementalAlterConfigsRequest_AlterableConfig_t *cfg =
@@ -592,9 +607,6 @@ void km_rpc_delete_mirror(km_rpc_req_t *req)
         return;
     }
     km_catalog_topic_foreach(&cm->catalog, km_delete_collect, &c);
-    /* TODO(mpart): also require every partition's actual state to be STOPPED (the partition
-     * state machine of plugin/mirror/) once its API lands; until then the desired state of each
-     * topic (its mirror.name suffix) is what is checked. */
     if (c.not_stopped > 0) {
         km_rpc_fail(req, KP_ERR_CLUSTER_MIRROR_NOT_EMPTY,
                     "Mirror %s still has %d topic(s) not stopped, e.g. %s: stop them first", name,
@@ -630,6 +642,32 @@ typedef struct km_describe_ctx {
     const char *mirror;
 } km_describe_ctx_t;
 
+/* The partition state machine's view of a partition this broker leads (plugin/mirror/). */
+static bool km_describe_mpart(km_rpc_req_t *req, const km_cat_topic_t *t, int32_t p,
+                              kp_DescribeMirrorsResponse_PartitionDetail_t *pd)
+{
+    km_mpart_mgr_t *mgr = km_mirror_mgr(req->cm);
+    km_mpart_desc_t d;
+    const char *err = NULL;
+
+    if (mgr == NULL || km_mpart_describe(mgr, &t->id, p, &d) != KM_OK)
+        return false;
+    pd->StateValue = km_rpc_str(req, d.state_name != NULL ? d.state_name : "UNKNOWN");
+    if (d.rec.error[0] != '\0')
+        err = d.rec.error;
+    else if (d.transient_error[0] != '\0')
+        err = d.transient_error;
+    else if (d.fetching && d.fetch.error[0] != '\0')
+        err = d.fetch.error;
+    pd->ErrorMessage = km_rpc_str(req, err);
+    pd->RetryAttempt = d.rec.non_retryable ? -1 : d.rec.retry_attempt;
+    pd->SourceOffset = d.fetching ? d.fetch.source_hw : -1;
+    pd->DestinationOffset = d.log_end_offset;
+    pd->LastMirrorEpoch = d.rec.lme_epoch;
+    pd->LastMirrorOffset = d.rec.lme_offset;
+    return true;
+}
+
 static void km_describe_topic(void *arg, const km_cat_topic_t *t)
 {
     km_describe_ctx_t *c = arg;
@@ -660,11 +698,12 @@ static void km_describe_topic(void *arg, const km_cat_topic_t *t)
         pd = &tr->Partitions.v[tr->Partitions.cnt++];
         kp_DescribeMirrorsResponse_PartitionDetail_init(pd);
         pd->PartitionIndex = p;
-        /* TODO(mpart): the partition state machine's state, error and retry count (through
-         * plugin/mirror/km_mpart.h) once it lands. Until then the state is honestly UNKNOWN
-         * and the message says what the catalog knows. */
+        if (km_describe_mpart(req, t, p, pd))
+            continue;
+        /* No state machine for it (yet): UNKNOWN, and the message says what the catalog
+         * knows. */
         pd->StateValue = km_rpc_str(req, "UNKNOWN");
-        pd->ErrorMessage = km_rpc_strf(req, "desired %s; no partition state machine yet",
+        pd->ErrorMessage = km_rpc_strf(req, "desired %s; no partition state machine here",
                                        km_catalog_desired_name(t->desired));
         if (cm->ref.api->partition_acquire(cm->ref.host, &t->id, p, -1, &part) == KBX_OK) {
             if (cm->ref.api->log_offsets(cm->ref.host, part, &offs) == KBX_OK)

@@ -17,6 +17,8 @@
 #include "core/km_plugin_types.h"
 #include "kp_errcode.h"
 #include "kp_msgs.h"
+#include "mirror/km_mirror.h"
+#include "mirror/km_mpart.h"
 #include "rpc/km_rpc_int.h"
 #include "rpc/km_srcadm.h"
 #include "util/km_log.h"
@@ -907,6 +909,27 @@ void km_rpc_start_topics(km_rpc_req_t *req)
 
 /* ================================ Stop / Pause / Resume ================================= */
 
+/* Partitions of t this broker leads whose state machine is in state; with retry, FAILED ones
+ * are sent back by the operator's retry as they are counted. */
+static int km_topic_local_count(km_plugin_t *cm, const km_cat_topic_t *t, int8_t state, bool retry)
+{
+    km_mpart_mgr_t *mgr = km_mirror_mgr(cm);
+    int n = 0;
+
+    for (int32_t p = 0; mgr != NULL && p < t->nparts; p++) {
+        km_mpart_desc_t d;
+        char err[256];
+
+        if (t->parts[p].role != KBX_ROLE_LEADER || km_mpart_describe(mgr, &t->id, p, &d) != KM_OK ||
+            d.state != state)
+            continue;
+        n++;
+        if (retry && km_mpart_operator_retry(mgr, &t->id, p, err, sizeof(err)) != KM_OK)
+            km_log_warn(cm, "%s-%d: retry refused: %s", t->name, (int)p, err);
+    }
+    return n;
+}
+
 typedef struct km_change_ctx {
     km_rpc_req_t *req;
     km_topics_st_t *st;
@@ -1052,9 +1075,11 @@ void km_rpc_change_topics(km_rpc_req_t *req)
                         it->name, mirror);
             continue;
         }
-        /* TODO(mpart): refuse while a partition is STOPPING (MIRROR_TOPIC_BEING_STOPPED) and
-         * let Resume send FAILED partitions back to PREPARING, through the partition state
-         * machine's API (plugin/mirror/km_mpart.h) once it lands. */
+        if (req->api_key != 96 && km_topic_local_count(cm, t, KM_MPART_STOPPING, false) > 0) {
+            km_item_err(req, it, KP_ERR_MIRROR_TOPIC_BEING_STOPPED, "Topic %s is being stopped",
+                        it->name);
+            continue;
+        }
         switch (req->api_key) {
         case 96:
             if (t->desired == KM_DESIRED_STOPPED)
@@ -1075,6 +1100,14 @@ void km_rpc_change_topics(km_rpc_req_t *req)
             value = km_rpc_cstr(req, km_rpc_strf(req, "%s.paused", mirror));
             break;
         default:
+            /* Resume also retries the FAILED partitions (the operator's recover, design M11):
+             * those this broker leads go back through the state machine at once. */
+            if (km_topic_local_count(cm, t, KM_MPART_FAILED, true) > 0 &&
+                t->desired == KM_DESIRED_RUNNING) {
+                km_log_info(cm, "mirror %s: FAILED partitions of %s retried by %s", mirror,
+                            it->name, req->principal);
+                continue;
+            }
             if (t->desired == KM_DESIRED_RUNNING) {
                 km_item_err(req, it, KP_ERR_MIRROR_TOPIC_NOT_PAUSED, "Topic %s is not paused",
                             it->name);

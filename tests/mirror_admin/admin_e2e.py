@@ -356,6 +356,18 @@ def wait_for(what, fn, timeout=20):
         time.sleep(0.1)
 
 
+def states(mirror, topic):
+    _, _, desc = describe_mirrors([mirror])
+    return [p["state"] for p in desc.get(mirror, {}).get("topics", {}).get(topic) or []]
+
+
+def wait_states(mirror, topic, want, n, timeout=30):
+    """Wait until DescribeMirrors shows n partitions of topic, all in state want."""
+    return wait_for("%s partitions of %s %s" % (n, topic, want),
+                    lambda: (lambda st: st if len(st) == n and all(x == want for x in st)
+                             else None)(states(mirror, topic)), timeout)
+
+
 # ---- the scenario -------------------------------------------------------------------------
 
 src_cluster, _ = metadata(SRC)
@@ -447,11 +459,12 @@ check(ec == NONE and "payments" not in res, "exclude wins within a request: %s" 
 ec, msg, res = start_topics("m1", include=["payments"])
 check(ec == NONE and "payments" not in res, "the stored exclusion applies later: %s" % res)
 
-# Writes to a mirror topic are refused (pending until the partition state machine marks the
-# partition read-only: NOT_ENOUGH_REPLICAS, retriable; then READ_ONLY_TOPIC).
+# The partition state machine takes the new partitions to MIRRORING; then writes to them are
+# refused as read-only on the wire.
+check(wait_states("m1", "orders-eu", "MIRRORING", 3), "orders-eu MIRRORING")
+check(wait_states("m1", "orders-us", "MIRRORING", 2), "orders-us MIRRORING")
 ec, msg = produce(DST, "orders-eu")
-check(ec in (READ_ONLY_TOPIC, NOT_ENOUGH_REPLICAS), "produce to a mirror topic refused (%s: %s)"
-      % (ec, msg))
+check(ec == READ_ONLY_TOPIC, "produce to a mirror topic: READ_ONLY_TOPIC (%s: %s)" % (ec, msg))
 
 # Pause / resume / stop change the suffix; the catalog (ListMirrors, Describe) follows.
 ec, msg, res = change_topics(102, "m1", ["orders-eu", "payments"])
@@ -462,15 +475,17 @@ check(res.get("orders-eu", (None,))[0] == MIRROR_TOPIC_ALREADY_PAUSED, "pause tw
 ec, msg, res = change_topics(103, "m1", ["orders-us"])
 check(res.get("orders-us", (None,))[0] == MIRROR_TOPIC_NOT_PAUSED, "resume a running topic: %s"
       % res)
+check(wait_states("m1", "orders-eu", "PAUSED", 3), "orders-eu PAUSED")
 ec, msg, res = change_topics(103, "m1", ["orders-eu"])
 check(res.get("orders-eu", (None,))[0] == NONE, "resume orders-eu: %s" % res)
+check(wait_states("m1", "orders-eu", "MIRRORING", 3), "orders-eu MIRRORING again")
 
 ec, msg, desc = describe_mirrors()
 m1 = desc.get("m1", {})
 check(ec == NONE and m1.get("cluster") == src_cluster, "DescribeMirrors m1 (%s)" % msg)
 parts = m1.get("topics", {}).get("orders-eu") or []
 check(sorted(p["p"] for p in parts) == [0, 1, 2], "orders-eu: this broker leads 3 partitions")
-check(all("desired RUNNING" in (p["err"] or "") for p in parts), "orders-eu desired RUNNING again")
+check(all(p["dst"] >= 0 for p in parts), "orders-eu destination offsets reported")
 ec, msg, desc = describe_mirrors(["nope"])
 check(desc.get("nope", {}).get("ec") == UNKNOWN_CLUSTER_MIRROR, "describe an unknown mirror")
 
@@ -483,10 +498,13 @@ check(ec == NONE and all(v[0] == NONE for v in res.values()) and len(res) == 2,
 # Stop's patterns join topics.exclude: starting orders-eu by pattern again selects nothing.
 ec, msg, res = start_topics("m1", include=["orders-eu"])
 check(ec == NONE and "orders-eu" not in res, "a stopped pattern stays excluded: %s" % res)
-ec, msg, desc = describe_mirrors(["m1"])
-parts = desc.get("m1", {}).get("topics", {}).get("orders-us") or []
-check(parts and all("desired STOPPED" in (p["err"] or "") for p in parts),
-      "orders-us desired STOPPED")
+check(wait_states("m1", "orders-us", "STOPPED", 2), "orders-us STOPPED")
+check(wait_states("m1", "orders-eu", "STOPPED", 3), "orders-eu STOPPED")
+# Failover done: the stopped topic takes writes again.
+ec, msg = wait_for("produce to a stopped topic accepted",
+                   lambda: (lambda r: r if r[0] == NONE else None)(produce(DST, "orders-us"))
+                   ) or (None, None)
+check(ec == NONE, "produce to the stopped orders-us accepted")
 ec, msg = delete_mirror("m1")
 check(ec == NONE, "delete allowed once stopped (%s: %s)" % (ec, msg))
 ec, _, mirrors = list_mirrors()
