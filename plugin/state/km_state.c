@@ -383,12 +383,14 @@ static void km_state_timer_run(km_plugin_t *cm, void *arg)
     km_state_t *st = km_state_of(cm);
     km_state_shard_t *sh;
 
+    /* Found by address before it is touched: km_state_stop may have cancelled and freed it
+     * after it fired (no timer starts once stopping, so the address is not reused). */
+    for (pt = &st->timers; *pt != NULL && *pt != tm; pt = &(*pt)->next)
+        ;
+    if (*pt == NULL)
+        return;
+    *pt = tm->next;
     KM_CHECK_OBJ(cm, tm, KM_STATE_TIMER_MAGIC);
-    for (pt = &st->timers; *pt != NULL; pt = &(*pt)->next)
-        if (*pt == tm) {
-            *pt = tm->next;
-            break;
-        }
     cm->ref.api->timer_cancel(cm->ref.host, tm->timer);
     sh = st->shards != NULL ? st->shards[tm->partition] : NULL;
     if (sh != NULL && sh->gen == tm->gen) {

@@ -1466,6 +1466,36 @@ static int32_t ts_authz(void *arg, const char *principal, int32_t resource_type,
     return strcmp(principal, "User:broker") == 0 ? KBX_AUTHZ_ALLOWED : KBX_AUTHZ_DENIED;
 }
 
+/* A load whose Fetch fails is retried after a delay (timer); stopping with a retry pending
+ * leaves nothing behind. */
+static void ts_test_load_retry(void)
+{
+    ts_env_t env;
+
+    ts_env_start(&env, 1, "1");
+    CU_ASSERT_EQUAL(
+        fakehost_partition_add(env.fh, &TS_MS_ID, "__mirror_state", 0, 2, true, KBX_WRITE_PENDING),
+        0);
+    fakehost_inject_request_error(env.fh, FAKEHOST_LOCAL, KP_APIKEY_Fetch, KBX_ERR_IO, 2);
+    ts_env_init(&env);
+    fakehost_run_until_idle(env.fh);
+    ts_publish_orders(&env);
+    CU_ASSERT_FALSE(km_state_shard_loaded(env.cm, 0));
+    CU_ASSERT_TRUE(fakehost_log_contains(env.fh, "__mirror_state-0: loading at offset 0"));
+    CU_ASSERT_EQUAL(ts_read(&env, "m1", 0, NULL), KP_ERR_COORDINATOR_LOAD_IN_PROGRESS);
+    fakehost_advance_ms(env.fh, 250); /* second failure */
+    CU_ASSERT_FALSE(km_state_shard_loaded(env.cm, 0));
+    fakehost_advance_ms(env.fh, 250); /* third try works */
+    fakehost_run_until_idle(env.fh);
+    CU_ASSERT_TRUE(km_state_shard_loaded(env.cm, 0));
+    /* again, and stop while the retry timer is pending */
+    fakehost_inject_request_error(env.fh, FAKEHOST_LOCAL, KP_APIKEY_Fetch, KBX_ERR_IO, 1);
+    fakehost_partition_set_leader(env.fh, &TS_MS_ID, 0, 3, true);
+    fakehost_run_until_idle(env.fh);
+    CU_ASSERT_FALSE(km_state_shard_loaded(env.cm, 0));
+    ts_env_stop(&env);
+}
+
 /* With an authorizer, the inter-broker RPCs need CLUSTER_ACTION on the cluster. */
 static void ts_test_authz(void)
 {
@@ -1542,6 +1572,7 @@ static void ts_test_lazy_create(void)
 static CU_TestInfo ts_tests[] = {
     {"first write creates __mirror_state", ts_test_lazy_create},
     {"CLUSTER_ACTION needed with an authorizer", ts_test_authz},
+    {"a failed load is retried; stop with a retry pending", ts_test_load_retry},
     {"transition table", ts_test_transitions},
     {"write rules: fencing, transitions, LME, failure details", ts_test_apply_rules},
     {"table replay: latest wins, tombstones, skipped records", ts_test_replay},
