@@ -748,7 +748,8 @@ static int kmc_do_start(kmc_run_t *run)
     kp_msg_init(&kp_StartMirrorTopicsRequest_desc, &req);
     req.MirrorName = kp_str(run->a.mirror);
     /* The broker resolves the patterns against the source's topic list (it holds the source
-     * connection settings; design M14). */
+     * connection settings) and keeps them in the mirror's topics.include/topics.exclude
+     * (design M14). */
     req.Topics.cnt = 0;
     for (int i = 0; i < run->a.ntopics; i++)
         inc[i] = kp_str(run->a.topics[i]);
@@ -778,7 +779,7 @@ static int kmc_do_start(kmc_run_t *run)
     if (rc == KMC_EXIT_OK && !run->a.json) {
         if (n == 0)
             printf("No topic of the source of mirror %s matches the pattern now; nothing was "
-                   "started.\n",
+                   "started (the pattern is kept in the mirror's topics.include).\n",
                    run->a.mirror);
         else if (!run->a.wait)
             printf("Follow their progress with --describe --mirror %s.\n", run->a.mirror);
@@ -910,8 +911,8 @@ static int kmc_do_topics(kmc_run_t *run)
         kp_msg_init(&kp_StopMirrorTopicsRequest_desc, &req);
         req.MirrorName = kp_str(run->a.mirror);
         KMC_TOPICS_SET(run, req, kp_StopMirrorTopicsRequest_TopicMetadata, names, nt, ok);
-        /* The patterns too: the broker selects the mirror's topics by them as well, and with
-         * automatic discovery they leave topics.include (design M11). */
+        /* The patterns too: the broker selects the mirror's topics by them as well, and they
+         * leave topics.include and join topics.exclude (design M11, M14). */
         for (int i = 0; i < run->a.ntopics; i++)
             pats[i] = kp_str(run->a.topics[i]);
         req.Patterns.cnt = run->a.ntopics;
@@ -972,7 +973,8 @@ static int kmc_do_topics(kmc_run_t *run)
     rc = kmc_results(run, what, ec, emsg, r, nres);
     if (rc == KMC_EXIT_OK && !run->a.json) {
         if (run->a.action == KMC_ACT_STOP && nt == 0)
-            printf("No topic of mirror %s matches the pattern; nothing was stopped.\n",
+            printf("No topic of mirror %s matches the pattern; nothing was stopped (the pattern "
+                   "moved to the mirror's topics.exclude).\n",
                    run->a.mirror);
         else if (run->a.action == KMC_ACT_STOP && !run->a.wait)
             printf("The topics become writable once every partition is STOPPED: watch with "

@@ -149,7 +149,7 @@ stderr_has "add already mirrored" "hint: TOPIC_ALREADY_IN_CLUSTER_MIRROR: the to
 
 km 0 "start matching nothing yet" --start --mirror m2 --topic 'later.*' --timeout-ms 4000
 stdout_is "start nothing" <<'EOF'
-No topic of the source of mirror m2 matches the pattern now; nothing was started.
+No topic of the source of mirror m2 matches the pattern now; nothing was started (the pattern is kept in the mirror's topics.include).
 EOF
 sent_has "start nothing" '"IncludePatterns":["later.*"],"ExcludePatterns":[],"TimeoutMs":4000}'
 
@@ -230,7 +230,7 @@ EOF
 
 km 0 "stop with no matching topic: the patterns are still sent" --stop --mirror m2 --topic 'zzz'
 stdout_is "stop nothing" <<'EOF'
-No topic of mirror m2 matches the pattern; nothing was stopped.
+No topic of mirror m2 matches the pattern; nothing was stopped (the pattern moved to the mirror's topics.exclude).
 EOF
 sent_has "stop nothing" 'StopMirrorTopicsRequest {"MirrorName":"m2","Topics":[],"Patterns":["zzz"],"StateOffset":-1}'
 
