@@ -1736,6 +1736,8 @@ static void km_state_remote_done(km_state_t *st, km_state_call_t *call)
             v.u.partition.non_retryable = pr->RetryAttempt < 0;
             v.u.partition.retry_attempt = pr->RetryAttempt < 0 ? 0 : pr->RetryAttempt;
             v.u.partition.previous_state = pr->PreviousState;
+            /* With ErrorCode NONE, ErrorMessage is the stored failure's message. */
+            v.u.partition.error_message = pr->ErrorMessage;
             km_state_pop_finish(st, pop, 0, NULL, &v.u.partition);
         }
     } else {

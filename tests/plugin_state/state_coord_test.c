@@ -817,6 +817,7 @@ typedef struct ts_result {
     int16_t err;
     int32_t epoch;
     km_state_pstate_t st;
+    bool saw_error; /* st.error_message was "source topic deleted" during the callback */
 } ts_result_t;
 
 static void ts_delete_run(km_plugin_t *cm, void *arg);
@@ -1226,8 +1227,12 @@ static void ts_read_cb(km_plugin_t *cm, void *arg, int16_t err, const char *msg,
     res->done++;
     res->err = err;
     CU_ASSERT_TRUE(err == 0 || msg != NULL);
-    if (st != NULL)
+    if (st != NULL) {
         res->st = *st;
+        res->saw_error =
+            st->error_message != NULL && strcmp(st->error_message, "source topic deleted") == 0;
+        res->st.error_message = NULL; /* valid during the call only */
+    }
 }
 
 static void ts_write_cb(km_plugin_t *cm, void *arg, int16_t err, const char *msg,
@@ -1372,6 +1377,31 @@ static void ts_test_two_brokers(void)
     ts_client(&a, &rq);
     CU_ASSERT_EQUAL(res.err, 0);
     CU_ASSERT_EQUAL(res.epoch, 2);
+    /* A FAILED state's message and attempt reach a remote reader. */
+    km_state_pwrite_init(&rq.w);
+    rq.w.state = KP_PSTATE_FAILED;
+    rq.w.leader_epoch = 7;
+    rq.w.error_message = kp_str("source topic deleted");
+    rq.w.retry_attempt = 2;
+    ts_client(&a, &rq);
+    CU_ASSERT_EQUAL(res.err, 0);
+    CU_ASSERT_EQUAL(res.epoch, 3);
+    rq.kind = 1;
+    res.st.error_message = NULL;
+    ts_client(&a, &rq);
+    CU_ASSERT_EQUAL(res.err, 0);
+    CU_ASSERT_EQUAL(res.st.state, KP_PSTATE_FAILED);
+    CU_ASSERT_EQUAL(res.st.previous_state, KP_PSTATE_MIRRORING);
+    CU_ASSERT_EQUAL(res.st.retry_attempt, 2);
+    CU_ASSERT_TRUE(res.saw_error);
+    /* back to MIRRORING (FAILED -> MIRRORING is valid) */
+    rq.kind = 2;
+    km_state_pwrite_init(&rq.w);
+    rq.w.state = KP_PSTATE_MIRRORING;
+    rq.w.leader_epoch = 7;
+    ts_client(&a, &rq);
+    CU_ASSERT_EQUAL(res.err, 0);
+    CU_ASSERT_EQUAL(res.epoch, 4);
     /* FENCED_LEADER_EPOCH is not retried: the writer is stale. */
     km_state_pwrite_init(&rq.w);
     rq.w.state = KP_PSTATE_PAUSING;
@@ -1414,7 +1444,7 @@ static void ts_test_two_brokers(void)
     ts_client(&a, &rq);
     CU_ASSERT_EQUAL(res.err, 0);
     CU_ASSERT_EQUAL(res.st.state, KP_PSTATE_MIRRORING);
-    CU_ASSERT_EQUAL(res.st.state_epoch, 2);
+    CU_ASSERT_EQUAL(res.st.state_epoch, 4);
 
     /* Listing and deleting a mirror (the local shards). */
     {
