@@ -2,7 +2,8 @@
 """Leader elections on a three-node kbroker cluster (elect_cluster.sh; docs/broker.md "Cluster").
 
 Node 1 is broker,controller, nodes 2 and 3 broker-only (ElectLeaders reaches the controller in an
-Envelope). The controller first runs with auto.leader.rebalance.enable=false:
+Envelope). The controller first runs with auto.leader.rebalance.enable=false (and a 1 s check
+interval, so that a rebalance despite it would show):
   1. ElectLeaders PREFERRED on partitions led by their preferred replica: ELECTION_NOT_NEEDED
      (Java AdminClient, explicit partitions; raw v1 requests to both broker-only nodes, which
      forward them); with null partitions the answer names none;
@@ -240,7 +241,8 @@ def log_has(n, text):
 
 
 TOPICS = ("el", "unc", "unc2")
-NO_AUTO = "auto.leader.rebalance.enable=false\n"
+# the check runs every second (unclean elections of topics that allow them), rebalancing is off
+NO_AUTO = "auto.leader.rebalance.enable=false\nleader.imbalance.check.interval.seconds=1\n"
 
 
 def balanced(v):
@@ -347,7 +349,7 @@ try:
     agree("unc", lambda v: v[u][0] == -1 and v[u][2] == (a,), what="unc-%d offline" % u)
     start(b)                                            # alive, not in sync
     agree("el", lambda v: b in v[E[b]][2], nodes=[1, b], what="node %d is back" % b)
-    hold(lambda: (view(1, "unc") or {u: (-1,)})[u][0] == -1, 1.5,
+    hold(lambda: (view(1, "unc") or {u: (-1,)})[u][0] == -1, 1.0,
          "unc-%d stays offline: unclean election is off" % u)
     rc, lines = java_elect(b, "preferred", "unc:%d" % u)
     check(lines == ["elect unc %d error=PREFERRED_LEADER_NOT_AVAILABLE" % u],
@@ -385,7 +387,7 @@ try:
     agree("unc2", lambda v: v[w][0] == -1, what="unc2-%d offline" % w)
     start(d)
     agree("el", lambda v: d in v[E[d]][2], nodes=[1, d], what="node %d is back" % d)
-    hold(lambda: (view(1, "unc2") or {w: (-1,)})[w][0] == -1, 1.5,
+    hold(lambda: (view(1, "unc2") or {w: (-1,)})[w][0] == -1, 1.0,
          "unc2-%d stays offline before the topic allows unclean election" % w)
     admin(d).alter_configs([ConfigResource(ConfigResourceType.TOPIC, "unc2",
                                            configs={"unclean.leader.election.enable": "true"})],
