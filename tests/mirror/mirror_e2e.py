@@ -200,6 +200,21 @@ except Exception as e:
     if "ReadOnlyTopic" not in type(e).__name__ and "READ_ONLY" not in str(e).upper():
         print("note: write refused with %s: %s" % (type(e).__name__, e), flush=True)
 
+# Pause: the destination stops following; resume: it catches up from its log end.
+kmc("--pause", "--mirror", "m1", "--topic", "orders")
+wait_for("orders paused", lambda: "PAUSED" in kmc("--describe", "--mirror", "m1", "--topic",
+                                                  "orders"), 30)
+before = end_offsets(DST, "orders", 2)
+produce(SRC, "orders", 1, 7, b"p")
+src_end["orders"] = end_offsets(SRC, "orders", 2)
+time.sleep(1)
+if end_offsets(DST, "orders", 2) != before:
+    fail("orders moved while paused")
+kmc("--resume", "--mirror", "m1", "--topic", "orders")
+wait_for("orders resumed and caught up", lambda: end_offsets(DST, "orders", 2) == src_end["orders"])
+if records(DST, "orders", 1)[0] != records(SRC, "orders", 1)[0]:
+    fail("orders-1 differs after pause and resume")
+
 
 def check_stopped(t):
     # Exactly one ABORT marker (the open transaction) and one MIRROR_PID_RESET after the
