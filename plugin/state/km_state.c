@@ -108,6 +108,8 @@ struct km_state_pop {
     char *errmsg; /* owned copy behind w.error_message */
     bool from_rpc;
     bool retried;
+    bool waited;           /* queued behind a loading shard at least once */
+    int64_t wait_since_ms; /* monotonic, when first queued (valid when waited) */
     /* set while queued for a Produce */
     uint8_t *value;
     size_t value_len;
@@ -196,6 +198,11 @@ static bool km_state_stopping(km_state_t *st)
 static int64_t km_state_now_ms(km_state_t *st)
 {
     return st->cm->ref.api->clock_wall_ms(st->cm->ref.host);
+}
+
+static int64_t km_state_now_mono_ms(km_state_t *st)
+{
+    return st->cm->ref.api->clock_monotonic_ns(st->cm->ref.host) / 1000000;
 }
 
 /* ---- pops -------------------------------------------------------------------------------- */
@@ -600,8 +607,28 @@ static void km_state_shard_fetch(km_state_t *st, km_state_shard_t *sh)
     sh->busy = true;
 }
 
+/* Local requests wait for a load at most mirror.coordinator.write.timeout.ms. */
+static void km_state_expire_waiters(km_state_t *st, km_state_shard_t *sh)
+{
+    int64_t limit = km_state_now_mono_ms(st) - st->cm->conf.coordinator_write_timeout_ms;
+    km_state_pop_t **pp = &sh->waiting, *pop, *expired = NULL;
+
+    while ((pop = *pp) != NULL) {
+        if (pop->waited && pop->wait_since_ms <= limit) {
+            *pp = pop->next;
+            pop->next = expired;
+            expired = pop;
+        } else {
+            pp = &pop->next;
+        }
+    }
+    km_state_pop_fail_list(st, expired, KP_ERR_COORDINATOR_LOAD_IN_PROGRESS,
+                           "the __mirror_state partition of the key is still loading");
+}
+
 static void km_state_load_retry(km_state_t *st, km_state_shard_t *sh, const char *why)
 {
+    km_state_expire_waiters(st, sh);
     sh->load_errors++;
     if (sh->load_errors == 1 || sh->load_errors % 50 == 0)
         km_log_warn(st->cm, "__mirror_state-%d: loading at offset %lld: %s; retrying",
@@ -620,6 +647,7 @@ static void km_state_fetch_done(km_state_t *st, km_state_shard_t *sh, km_state_c
     char why[160];
 
     sh->busy = false;
+    km_state_expire_waiters(st, sh);
     if (call->status != KBX_OK) {
         snprintf(why, sizeof(why), "local Fetch failed: %s", km_state_kbx_str(call->status));
         km_state_load_retry(st, sh, why);
@@ -997,6 +1025,10 @@ static void km_state_pop_local(km_state_t *st, km_state_pop_t *pop)
             km_state_pop_finish(st, pop, KP_ERR_COORDINATOR_LOAD_IN_PROGRESS,
                                 "the __mirror_state partition of the key is loading", NULL);
             return;
+        }
+        if (!pop->waited) {
+            pop->waited = true;
+            pop->wait_since_ms = km_state_now_mono_ms(st);
         }
         pop->next = sh->waiting;
         sh->waiting = pop;
@@ -1853,6 +1885,7 @@ static void km_state_client_write_done(km_state_t *st, km_state_pop_t *pop, int1
             if (rpop != NULL) {
                 *rpop = *pop;
                 rpop->kind = KM_STATE_POP_READ;
+                rpop->waited = false;
                 rpop->mirror = km_strdup(st->cm, pop->mirror);
                 rpop->topic = km_strdup(st->cm, pop->topic);
                 rpop->errmsg = NULL;

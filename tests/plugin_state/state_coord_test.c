@@ -1599,6 +1599,35 @@ static void ts_test_lazy_create(void)
     ts_env_stop(&env);
 }
 
+/* A local read waits for a loading shard, at most mirror.coordinator.write.timeout.ms. */
+static void ts_test_load_wait_bound(void)
+{
+    ts_env_t env;
+    ts_result_t res;
+    ts_req_t rq = {.kind = 1, .mirror = "m1", .partition = 0, .res = &res};
+
+    ts_env_start(&env, 1, "1");
+    fakehost_config_set(env.fh, "mirror.coordinator.write.timeout.ms", "5000");
+    CU_ASSERT_EQUAL(
+        fakehost_partition_add(env.fh, &TS_MS_ID, "__mirror_state", 0, 2, true, KBX_WRITE_PENDING),
+        0);
+    fakehost_inject_request_error(env.fh, FAKEHOST_LOCAL, KP_APIKEY_Fetch, KBX_ERR_IO, 1000);
+    ts_env_init(&env);
+    fakehost_run_until_idle(env.fh);
+    ts_publish_orders(&env);
+    memset(&res, 0, sizeof(res));
+    CU_ASSERT_EQUAL_FATAL(km_coord_post(&env.cm->coord, ts_req_run, NULL, &rq), KM_OK);
+    fakehost_run_until_idle(env.fh);
+    CU_ASSERT_EQUAL(res.done, 0); /* waiting for the load */
+    fakehost_advance_ms(env.fh, 4000);
+    CU_ASSERT_EQUAL(res.done, 0);
+    fakehost_advance_ms(env.fh, 1500);
+    fakehost_run_until_idle(env.fh);
+    CU_ASSERT_EQUAL(res.done, 1);
+    CU_ASSERT_EQUAL(res.err, KP_ERR_COORDINATOR_LOAD_IN_PROGRESS);
+    ts_env_stop(&env);
+}
+
 static CU_TestInfo ts_tests[] = {
     {"first write creates __mirror_state", ts_test_lazy_create},
     {"CLUSTER_ACTION needed with an authorizer", ts_test_authz},
@@ -1608,6 +1637,7 @@ static CU_TestInfo ts_tests[] = {
     {"table replay: latest wins, tombstones, skipped records", ts_test_replay},
     {"one broker: load, read/write on the wire, fencing, resignation", ts_test_shard},
     {"two brokers: remote shard, leader lookup, retries", ts_test_two_brokers},
+    {"a local read waits for a load, bounded", ts_test_load_wait_bound},
     CU_TEST_INFO_NULL,
 };
 
