@@ -2208,22 +2208,20 @@ static km_state_pop_t *km_state_rpc_pop(km_state_t *st, km_state_rpc_t *rpc, int
     pop->topic_id = t->id;
     pop->partition = partition;
     {
-        char mname[KP_STATE_MIRROR_NAME_MAX + 1];
         kp_state_key_t key = {
             .type = KP_STATE_REC_PARTITION_STATE, .mirror = mirror, .partition = partition};
         kp_writer_t wr;
 
-        (void)mname;
         memcpy(key.topicId.b, t->id.bytes, 16);
         kp_writer_init_fixed(&wr, pop->key, sizeof(pop->key));
-        if (kp_state_key_encode(&wr, &key) != 0 || wr.err != 0) {
+        if (kp_state_key_encode(&wr, &key) != 0 || wr.err != 0 ||
+            (pop->shard = kp_state_key_partition(&key, st->nparts)) < 0) {
             km_free(st->cm, pop);
             *err = KP_ERR_INVALID_REQUEST;
             *msg = "invalid mirror name";
             return NULL;
         }
         pop->key_len = (uint32_t)wr.len;
-        pop->shard = kp_state_key_partition(&key, st->nparts);
     }
     pop->done = km_state_rpc_pop_done;
     pop->ctx = rpc;

@@ -951,12 +951,10 @@ static void ts_test_shard(void)
     CU_ASSERT_EQUAL(ts_log_len(&env, 0), len_before);
     CU_ASSERT_EQUAL(ts_write(&env, "m1", 0, KP_PSTATE_PAUSED, -1, -1, &epoch), 0);
     CU_ASSERT_EQUAL(epoch, 4);
-    /* An unknown topic name is answered per partition. */
-    {
-        kp_ReadMirrorStatesResponse_PartitionResult_t x;
-
-        (void)x;
-    }
+    /* Bad mirror names and partitions are answered per partition, with a message. */
+    CU_ASSERT_EQUAL(ts_read(&env, "", 0, NULL), KP_ERR_INVALID_REQUEST);
+    CU_ASSERT_EQUAL(ts_write(&env, "", 0, KP_PSTATE_PAUSED, -1, -1, NULL), KP_ERR_INVALID_REQUEST);
+    CU_ASSERT_EQUAL(ts_read(&env, "m1", -3, NULL), KP_ERR_UNKNOWN_TOPIC_OR_PARTITION);
 
     /* Resignation: NOT_COORDINATOR. */
     fakehost_partition_set_leader(env.fh, &TS_MS_ID, 0, 6, false);
