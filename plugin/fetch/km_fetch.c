@@ -239,6 +239,8 @@ void km_fetch_status_update(km_fetch_mgr_t *fm, km_fetch_part_t *fpart, int32_t 
     }
     if (mr->m_lag != NULL)
         api->metric_record(host, mr->m_lag, (double)mr->lag_sum);
+    if (bytes > 0)
+        st->last_append_ms = api->clock_wall_ms(host);
     if (bytes > 0 && mr->m_bytes != NULL)
         api->metric_record(host, mr->m_bytes, (double)bytes);
     if (records > 0 && mr->m_records != NULL)
@@ -246,6 +248,11 @@ void km_fetch_status_update(km_fetch_mgr_t *fm, km_fetch_part_t *fpart, int32_t 
     if (error_class != KM_FETCH_ERR_NONE && mr->m_errors != NULL)
         api->metric_record(host, mr->m_errors, 1);
     pthread_mutex_unlock(&fm->lock);
+}
+
+void *km_fetch_partition_opaque(const km_fetch_part_t *fpart)
+{
+    return fpart->opaque;
 }
 
 void km_fetch_partition_status(km_fetch_mgr_t *fm, const km_fetch_part_t *fpart,
@@ -261,6 +268,20 @@ void km_fetch_counters(km_fetch_mgr_t *fm, km_fetch_counters_t *out)
     pthread_mutex_lock(&fm->lock);
     *out = fm->counters;
     pthread_mutex_unlock(&fm->lock);
+}
+
+km_fetch_part_t *km_fetch_partition_find(km_fetch_mgr_t *fm, const kbx_uuid_t *topic_id,
+                                         int32_t partition)
+{
+    km_fetch_part_t *found = NULL;
+
+    pthread_mutex_lock(&fm->lock);
+    for (km_fetch_part_t *p = fm->parts; p != NULL && found == NULL; p = p->reg_next)
+        if (!p->removing && p->partition == partition &&
+            memcmp(&p->dst_topic_id, topic_id, sizeof(*topic_id)) == 0)
+            found = p;
+    pthread_mutex_unlock(&fm->lock);
+    return found;
 }
 
 size_t km_fetch_thread_count(km_fetch_mgr_t *fm)
@@ -657,6 +678,9 @@ void km_fetch_mgr_destroy(km_fetch_mgr_t *fm)
     while (fm->parts != NULL) {
         km_fetch_part_t *fpart = fm->parts;
         fm->parts = fpart->reg_next;
+        if (fm->opts.free_opaque != NULL && fpart->opaque != NULL)
+            fm->opts.free_opaque(cm, fpart->opaque);
+        fpart->opaque = NULL;
         km_fetch_part_unref(fpart);
     }
     while (fm->mirrors != NULL) {
@@ -905,6 +929,7 @@ km_err_t km_fetch_partition_add(km_fetch_mgr_t *fm, const km_fetch_part_spec_t *
     fpart->st.source_leader_epoch = -1;
     fpart->st.high_watermark = -1;
     fpart->st.lag = -1;
+    fpart->st.last_append_ms = -1;
     if (api->partition_acquire(cm->ref.host, &spec->dest_topic_id, spec->partition,
                                spec->dest_leader_epoch, &fpart->dst) != KBX_OK) {
         km_log_warn(cm, "%s-%d: no destination replica at leader epoch %d", spec->source_topic,
@@ -914,13 +939,17 @@ km_err_t km_fetch_partition_add(km_fetch_mgr_t *fm, const km_fetch_part_spec_t *
     }
     fpart->fetch_offset = spec->fetch_offset;
     fpart->lfe = spec->last_fetched_epoch;
-    if (spec->fetch_offset < 0) {
+    if (spec->fetch_offset < 0 || spec->last_fetched_epoch < 0) {
         if (api->log_offsets(cm->ref.host, fpart->dst, &lo) != KBX_OK) {
             km_fetch_part_unref(fpart);
             return KM_ERR_HOST;
         }
-        fpart->fetch_offset = lo.log_end_offset;
-        fpart->lfe = lo.latest_cached_epoch;
+        if (spec->fetch_offset < 0)
+            fpart->fetch_offset = lo.log_end_offset;
+        /* An unknown last fetched epoch at the log end is the log's newest epoch: divergence
+         * detection then covers a restart from an existing log too. */
+        if (spec->last_fetched_epoch < 0 && fpart->fetch_offset == lo.log_end_offset)
+            fpart->lfe = lo.latest_cached_epoch;
     }
     fpart->st.fetch_offset = fpart->fetch_offset;
     fpart->st.last_fetched_epoch = fpart->lfe;

@@ -87,6 +87,9 @@ typedef void (*km_fetch_done_fn)(km_plugin_t *cm, void *arg);
 
 /** Manager options. */
 typedef struct km_fetch_opts {
+    /** Called by km_fetch_mgr_destroy for the opaque of every partition whose removal did not
+     *  complete (the completion is dropped then). May be NULL. @thread fini */
+    void (*free_opaque)(km_plugin_t *cm, void *opaque);
     km_fetch_event_fn on_event; /**< required */
     int32_t poll_ms;            /**< longest wait of a fetcher step in its kc_ poll (100) */
     int32_t latch_wait_ms;      /**< 0 (production): the kc_ poll is the thread's wait; > 0 also
@@ -103,7 +106,8 @@ typedef struct km_fetch_part_spec {
     kbx_uuid_t dest_topic_id;   /**< destination topic id */
     int32_t dest_leader_epoch;  /**< destination leader epoch the handle is bound to */
     int64_t fetch_offset;       /**< where to start: the local log end offset; -1: read it */
-    int32_t last_fetched_epoch; /**< epoch of the last local batch, -1 if none/unknown */
+    int32_t last_fetched_epoch; /**< epoch of the last local batch; -1: unknown, then taken
+                                     from the log's epoch cache when fetch_offset is its end */
     void *opaque;               /**< passed back with every event of this partition */
 } km_fetch_part_spec_t;
 
@@ -119,10 +123,11 @@ typedef struct km_fetch_status {
     uint64_t bytes;         /**< appended bytes */
     uint64_t records;       /**< appended records (batch record counts) */
     uint64_t batches;
-    int32_t retries;     /**< consecutive transient errors */
-    int32_t error_class; /**< KM_FETCH_ERR_* of the last error (NONE after success) */
-    int16_t error_code;  /**< Kafka error code of the last error, -1 none */
-    char error[256];     /**< last error text, "" if none */
+    int32_t retries;        /**< consecutive transient errors */
+    int32_t error_class;    /**< KM_FETCH_ERR_* of the last error (NONE after success) */
+    int16_t error_code;     /**< Kafka error code of the last error, -1 none */
+    char error[256];        /**< last error text, "" if none */
+    int64_t last_append_ms; /**< wall clock of the last append, -1 never */
 } km_fetch_status_t;
 
 /**
@@ -187,9 +192,19 @@ km_err_t km_fetch_partition_pause(km_fetch_mgr_t *fm, km_fetch_part_t *fpart);
 km_err_t km_fetch_partition_resume(km_fetch_mgr_t *fm, km_fetch_part_t *fpart,
                                    int32_t dest_leader_epoch);
 
+/** The opaque given at km_fetch_partition_add. @thread any */
+void *km_fetch_partition_opaque(const km_fetch_part_t *fpart);
+
 /** Copy fpart's status. @thread any */
 void km_fetch_partition_status(km_fetch_mgr_t *fm, const km_fetch_part_t *fpart,
                                km_fetch_status_t *out);
+
+/**
+ * The partition fetched into destination (topic_id, partition), not being removed; NULL if none.
+ * @thread coord
+ */
+km_fetch_part_t *km_fetch_partition_find(km_fetch_mgr_t *fm, const kbx_uuid_t *topic_id,
+                                         int32_t partition);
 
 /** Number of fetcher threads running. @thread any */
 size_t km_fetch_thread_count(km_fetch_mgr_t *fm);

@@ -478,7 +478,16 @@ static void km_fw_send_metadata(km_fetcher_t *t)
         if (dup)
             continue;
         kp_MetadataRequest_MetadataRequestTopic_init(&md->rq.Topics.v[k]);
-        md->rq.Topics.v[k].Name = kp_str(p->topic);
+        {
+            /* Copied: the message is encoded when the connection is ready, and the partition
+             * may be gone by then. */
+            size_t tl = strlen(p->topic);
+            char *name = kp_arena_alloc(&md->ar, tl + 1);
+            if (name == NULL)
+                goto fail;
+            memcpy(name, p->topic, tl + 1);
+            md->rq.Topics.v[k].Name = kp_str(name);
+        }
         k++;
     }
     md->rq.Topics.cnt = (int32_t)k;

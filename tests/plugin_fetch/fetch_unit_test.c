@@ -80,6 +80,7 @@ typedef struct src_s {
     int64_t log_start; /* earliest offset (ListOffsets -2); below it: OFFSET_OUT_OF_RANGE */
     int16_t fetch_max; /* advertised Fetch max version */
     int32_t leader_epoch;
+    kbx_uuid_t topic_id;
     bool sessions;
     int32_t diverge_epoch; /* >= 0: answer DivergingEpoch (epoch, diverge_end) once */
     int64_t diverge_end;
@@ -188,7 +189,7 @@ static void src_metadata(int fd, int32_t corr, int16_t ver)
     b.Host = kp_str("127.0.0.1");
     b.Port = SRC.port;
     t.Name = kp_str("src");
-    memcpy(t.TopicId.b, SRC_ID.bytes, 16);
+    memcpy(t.TopicId.b, SRC.topic_id.bytes, 16);
     p.PartitionIndex = 0;
     p.LeaderId = 0;
     pthread_mutex_lock(&SRC.mu);
@@ -270,7 +271,7 @@ static void src_fetch(int fd, int32_t corr, int16_t ver, kp_FetchRequest_t *rq)
             off = SRC.reqs[i].fetch_offset;
     }
     tr.Topic = kp_str("src");
-    memcpy(tr.TopicId.b, SRC_ID.bytes, 16);
+    memcpy(tr.TopicId.b, SRC.topic_id.bytes, 16);
     pd.PartitionIndex = 0;
     pd.HighWatermark = src_log_end();
     pd.LastStableOffset = pd.HighWatermark;
@@ -478,6 +479,7 @@ static void src_start(void)
     SRC.fetch_max = 18;
     SRC.leader_epoch = 5;
     SRC.sessions = true;
+    SRC.topic_id = SRC_ID;
     SRC.diverge_epoch = -1;
     SRC.ofle_epoch = -1;
     SRC.ofle_end = -1;
@@ -1049,6 +1051,42 @@ static void test_config_refused(void)
     tc_teardown();
 }
 
+/* The owner knows the log end but not the last epoch: the fetcher takes it from the log, so the
+ * first fetch carries LastFetchedEpoch and the source can answer DivergingEpoch. */
+static void test_lfe_from_log(void)
+{
+    const km_fetch_event_t *ev;
+    uint8_t *b;
+    size_t len;
+
+    tc_setup(10);
+    CU_ASSERT_FATAL(fakehost_batch_build(0, 3, -1, -1, false, 6, &b, &len) == 0);
+    {
+        kbx_partition_t *p = NULL;
+        const kbx_api_t *api = fakehost_api(T.fh);
+        CU_ASSERT_EQUAL(api->partition_acquire(fakehost_host(T.fh), &DST_ID, 0, 10, &p), KBX_OK);
+        CU_ASSERT_EQUAL(api->log_append(fakehost_host(T.fh), p, b, len, NULL), KBX_OK);
+        api->partition_release(fakehost_host(T.fh), p);
+    }
+    free(b);
+    src_add_batch(0, 3, 4);
+    SRC.diverge_epoch = 3;
+    SRC.diverge_end = 4;
+    tc_add(6, -1, 10);
+    WANT_EV = KM_FETCH_EV_DIVERGED;
+    CU_ASSERT_FATAL(tc_wait(c_ev));
+    ev = tc_find(KM_FETCH_EV_DIVERGED);
+    CU_ASSERT_EQUAL(ev->epoch, 3);
+    CU_ASSERT_EQUAL(ev->end_offset, 4);
+    pthread_mutex_lock(&SRC.mu);
+    CU_ASSERT(SRC.nreqs >= 1);
+    CU_ASSERT_EQUAL(SRC.reqs[0].fetch_offset, 6);
+    CU_ASSERT_EQUAL(SRC.reqs[0].last_fetched_epoch, 3);
+    pthread_mutex_unlock(&SRC.mu);
+    CU_ASSERT_EQUAL(tc_dst_leo(), 6);
+    tc_teardown();
+}
+
 int main(void)
 {
     CU_TestInfo tests[] = {
@@ -1063,6 +1101,7 @@ int main(void)
         {"epoch_exceeded_then_resume", test_epoch_exceeded_then_resume},
         {"fenced", test_fenced},
         {"config_refused", test_config_refused},
+        {"lfe_from_log", test_lfe_from_log},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"fetch", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
