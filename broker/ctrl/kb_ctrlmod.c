@@ -182,12 +182,11 @@ static kb_ctrl_t *kb_ctrl_check(void *opaque, kb_reqctx_t *ctx)
     if (!ctl || ctl->magic != KB_CTRL_MAGIC)
         return NULL;
     if (!kb_ctrl_listener_ok(ctl, ctx)) {
+        const kp_api_info_t *api = kp_api_lookup(ctx->api_key);
         kb_log_info("ctrl",
                     "%s: %s on listener %s, which is not a controller listener "
                     "(controller.listener.names): connection closed",
-                    ctx->peer,
-                    ctx->api_key == KP_APIKEY_BrokerRegistration ? "BrokerRegistration"
-                                                                 : "BrokerHeartbeat",
+                    ctx->peer, api ? api->name : "a controller API",
                     ctx->listener ? ctx->listener : "?");
         return NULL;
     }

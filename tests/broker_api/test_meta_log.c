@@ -1110,6 +1110,96 @@ static void t_snapshot(void)
     kbat_rmrf(dir);
 }
 
+/* ---- plugin records (KbrokerPluginRecord, kbx controller_write) ------------------------------ */
+
+/* A plugin record borrowing @p key / @p value ("-": delete); never kb_mrec_clear'd. */
+static kb_mrec_t prec(int32_t type, const char *key, const char *value)
+{
+    kb_mrec_t r;
+    kb_mrec_init(&r, KB_MREC_PLUGIN);
+    r.plugin_type = type;
+    r.pkey = (uint8_t *)key;
+    r.pkey_len = strlen(key);
+    r.has_pvalue = strcmp(value, "-") != 0;
+    r.pvalue = r.has_pvalue ? (uint8_t *)value : NULL;
+    r.pvalue_len = r.has_pvalue ? strlen(value) : 0;
+    return r;
+}
+
+/* The image's plugin records as "type:key=value;" in image order. */
+static void precs_dump(kb_meta_t *meta, char *out, size_t size)
+{
+    kb_mrec_t *v;
+    size_t n, o = 0;
+    out[0] = '\0';
+    CU_ASSERT_EQUAL_FATAL(kb_meta_plugin_records(meta, &v, &n), 0);
+    for (size_t i = 0; i < n; i++) {
+        int w = snprintf(out + o, size - o, "%d:%.*s=%.*s;", (int)v[i].plugin_type,
+                         (int)v[i].pkey_len, (const char *)v[i].pkey, (int)v[i].pvalue_len,
+                         v[i].pvalue ? (const char *)v[i].pvalue : "");
+        if (w > 0 && (size_t)w < size - o)
+            o += (size_t)w;
+        kb_mrec_clear(&v[i]);
+    }
+    free(v);
+}
+
+static int g_prec_events, g_prec_snap;
+
+static void prec_listener(void *opaque, const kb_meta_event_t *ev)
+{
+    (void)opaque;
+    if (ev->type != KB_META_EV_PLUGIN || !ev->acl || ev->acl->type != KB_MREC_PLUGIN)
+        return;
+    if (ev->snapshot)
+        g_prec_snap++;
+    else
+        g_prec_events++;
+}
+
+/* Latest value per (type, key), deletes, events (live and in a listener's snapshot), image
+ * snapshots and log replay; a broker-only node cannot commit them. */
+static void t_plugin_records(void)
+{
+    char dir[512], err[512], msg[256], want[512], got[512];
+    kb_mrec_t b1[] = {prec(7, "k1", "v1"), prec(7, "k2", "v2"), prec(8, "k1", "other")};
+    kb_mrec_t b2[] = {prec(7, "k2", "-"), prec(7, "k1", "v1b"), prec(7, "k3", ""),
+                      prec(7, "nokey", "-")};
+    kb_meta_listener_t *l;
+    int64_t off = -2;
+    mstack_t s;
+
+    CU_ASSERT_EQUAL_FATAL(kbat_tmpdir(dir, sizeof(dir)), 0);
+    CU_ASSERT_EQUAL_FATAL(mstack_open(&s, dir, true, NULL, err, sizeof(err)), 0);
+    g_prec_events = g_prec_snap = 0;
+    l = kb_meta_listen(s.meta, prec_listener, NULL, false);
+    CU_ASSERT_EQUAL(kb_meta_commit_records_at(s.meta, b1, 3, &off, msg, sizeof(msg)), 0);
+    CU_ASSERT_EQUAL(off, kb_meta_offset(s.meta));
+    CU_ASSERT_EQUAL(kb_meta_commit_records(s.meta, b2, 4, msg, sizeof(msg)), 0);
+    CU_ASSERT_EQUAL(g_prec_events, 7); /* every record as written, deletes of absent keys too */
+    kb_meta_unlisten(s.meta, l);
+    precs_dump(s.meta, want, sizeof(want));
+    CU_ASSERT_STRING_EQUAL(want, "7:k1=v1b;8:k1=other;7:k3=;");
+    l = kb_meta_listen(s.meta, prec_listener, NULL, true);
+    CU_ASSERT_EQUAL(g_prec_snap, 3); /* the live keys */
+    kb_meta_unlisten(s.meta, l);
+    /* image snapshot at close, then no snapshot (the log alone) */
+    mstack_close(&s);
+    CU_ASSERT_EQUAL_FATAL(mstack_open(&s, dir, true, NULL, err, sizeof(err)), 0);
+    precs_dump(s.meta, got, sizeof(got));
+    CU_ASSERT_STRING_EQUAL(got, want);
+    mstack_close(&s);
+    CU_ASSERT(rm_snapshots(dir) >= 1);
+    CU_ASSERT_EQUAL_FATAL(mstack_open(&s, dir, true, NULL, err, sizeof(err)), 0);
+    precs_dump(s.meta, got, sizeof(got));
+    CU_ASSERT_STRING_EQUAL(got, want);
+    /* a broker-only node's image is the controller's copy */
+    kb_meta_set_remote(s.meta, 9);
+    CU_ASSERT_EQUAL(kb_meta_commit_records(s.meta, b1, 1, msg, sizeof(msg)), KP_ERR_NOT_CONTROLLER);
+    mstack_close(&s);
+    kbat_rmrf(dir);
+}
+
 /* ---- damaged records from the wire --------------------------------------------------------- */
 
 /* Records with random bytes changed (and valid batch CRCs, so they reach the decoder and the
@@ -1241,6 +1331,7 @@ int main(void)
     CU_add_test(s, "undecodable / inapplicable record stops the start", t_corrupt);
     CU_add_test(s, "migration of the old snapshot", t_migrate);
     CU_add_test(s, "image snapshots", t_snapshot);
+    CU_add_test(s, "plugin records", t_plugin_records);
     CU_add_test(s, "damaged records from the wire", t_garbage);
     CU_add_test(s, "metadata.log.dir", t_metadata_dir);
     CU_basic_set_mode(CU_BRM_VERBOSE);
