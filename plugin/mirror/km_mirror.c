@@ -504,6 +504,67 @@ static const km_catalog_ops_t km_mirror_catalog_ops = {
     .on_partition = km_mirror_on_partition,
 };
 
+/* ---- metrics --------------------------------------------------------------------------------- */
+
+/* Partitions per state, the KIP's gauge names (LogTruncation = PREPARING); NULL: no gauge. */
+static const char *const km_mirror_state_gauges[KM_MPART_NSTATES] = {
+    [KM_MPART_PREPARING + 1] = "LogTruncationPartitionState",
+    [KM_MPART_EPOCH_FENCING + 1] = "EpochFencingPartitionState",
+    [KM_MPART_MIRRORING + 1] = "MirroringPartitionState",
+    [KM_MPART_PAUSING + 1] = "PausingPartitionState",
+    [KM_MPART_PAUSED + 1] = "PausedPartitionState",
+    [KM_MPART_STOPPING + 1] = "StoppingPartitionState",
+    [KM_MPART_STOPPED + 1] = "StoppedPartitionState",
+    [KM_MPART_FAILED + 1] = "FailedPartitionState",
+};
+
+_Static_assert(sizeof(((km_mirror_t *)0)->m_states) / sizeof(kbx_metric_t *) == KM_MPART_NSTATES,
+               "one gauge slot per state");
+
+static km_err_t km_mirror_metrics_start(km_mirror_t *mm)
+{
+    kbx_metric_desc_t desc;
+    int i;
+
+    for (i = 0; i < KM_MPART_NSTATES; i++) {
+        if (km_mirror_state_gauges[i] == NULL)
+            continue;
+        memset(&desc, 0, sizeof(desc));
+        desc.struct_size = sizeof(desc);
+        desc.type = KBX_METRIC_GAUGE;
+        desc.group = "kafka.server.mirror";
+        desc.name = km_mirror_state_gauges[i];
+        desc.help = "mirror partitions led by this broker in this state";
+        if (mm->cm->ref.api->metric_register(mm->cm->ref.host, &desc, &mm->m_states[i]) != KBX_OK) {
+            mm->m_states[i] = NULL;
+            return KM_ERR_HOST;
+        }
+    }
+    return KM_OK;
+}
+
+static void km_mirror_metrics_stop(km_mirror_t *mm)
+{
+    int i;
+
+    for (i = 0; i < KM_MPART_NSTATES; i++) {
+        if (mm->m_states[i] != NULL)
+            mm->cm->ref.api->metric_unregister(mm->cm->ref.host, mm->m_states[i]);
+        mm->m_states[i] = NULL;
+    }
+}
+
+static void km_mirror_metrics_update(km_mirror_t *mm)
+{
+    uint32_t counts[KM_MPART_NSTATES];
+    int i;
+
+    km_mpart_mgr_state_counts(mm->mgr, counts);
+    for (i = 0; i < KM_MPART_NSTATES; i++)
+        if (mm->m_states[i] != NULL)
+            mm->cm->ref.api->metric_record(mm->cm->ref.host, mm->m_states[i], counts[i]);
+}
+
 /* ---- tick ------------------------------------------------------------------------------------ */
 
 static void km_mirror_tick_run(km_plugin_t *cm, void *arg)
@@ -511,8 +572,11 @@ static void km_mirror_tick_run(km_plugin_t *cm, void *arg)
     km_mirror_t *mm = km_mirror_of(cm);
 
     atomic_store(&mm->tick_queued, false);
-    if (mm->mgr != NULL)
-        km_mpart_mgr_tick(mm->mgr);
+    if (mm->mgr == NULL)
+        return;
+    km_mpart_mgr_tick(mm->mgr);
+    if (++mm->ticks % (1000 / KM_MIRROR_TICK_MS) == 0)
+        km_mirror_metrics_update(mm);
 }
 
 static void km_mirror_tick_drop(km_plugin_t *cm, void *arg)
@@ -558,6 +622,10 @@ km_err_t km_mirror_start(km_plugin_t *cm, char *errstr, size_t errstr_size)
         snprintf(errstr, errstr_size, "out of memory (partition state machines)");
         goto fail;
     }
+    if (km_mirror_metrics_start(mm) != KM_OK) {
+        snprintf(errstr, errstr_size, "cannot register the partition state gauges");
+        goto fail;
+    }
     if (km_catalog_subscribe(&cm->catalog, &km_mirror_catalog_ops, mm) != KM_OK) {
         snprintf(errstr, errstr_size, "cannot subscribe to the catalog");
         goto fail;
@@ -572,6 +640,7 @@ km_err_t km_mirror_start(km_plugin_t *cm, char *errstr, size_t errstr_size)
     mm->started = true;
     return KM_OK;
 fail:
+    km_mirror_metrics_stop(mm);
     km_mpart_mgr_free(mm->mgr);
     mm->mgr = NULL;
     km_fetch_mgr_destroy(mm->fm);
@@ -598,6 +667,7 @@ void km_mirror_destroy(km_plugin_t *cm)
     if (mm->magic != KM_MIRROR_MAGIC)
         return;
     km_mirror_stop(cm);
+    km_mirror_metrics_stop(mm);
     /* The fetcher's threads are joined; its pending completions are dropped. */
     km_fetch_mgr_destroy(mm->fm);
     mm->fm = NULL;

@@ -26,6 +26,8 @@ typedef struct km_mirror {
     atomic_bool tick_queued;
     atomic_uint nparts; /**< machines alive: the timer posts ticks only when there are some */
     bool started;
+    uint32_t ticks;
+    kbx_metric_t *m_states[10]; /**< partitions per state (KM_MPART_NSTATES), NULL: none */
 } km_mirror_t;
 
 #endif /* KM_MIRROR_TYPES_H */

@@ -1350,6 +1350,18 @@ size_t km_mpart_mgr_count(const km_mpart_mgr_t *mgr)
     return mgr->count;
 }
 
+void km_mpart_mgr_state_counts(const km_mpart_mgr_t *mgr, uint32_t counts[KM_MPART_NSTATES])
+{
+    const km_mpart_t *mp;
+    size_t b;
+
+    memset(counts, 0, KM_MPART_NSTATES * sizeof(counts[0]));
+    for (b = 0; b < KM_MPART_BUCKETS; b++)
+        for (mp = mgr->buckets[b]; mp != NULL; mp = mp->next)
+            if (mp->rec.state >= -1 && mp->rec.state < KM_MPART_NSTATES - 1)
+                counts[mp->rec.state + 1]++;
+}
+
 static bool km_mpart_id_valid(const km_mpart_id_t *id)
 {
     return id != NULL && id->mirror != NULL && id->mirror[0] != '\0' &&

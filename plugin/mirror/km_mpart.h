@@ -169,6 +169,12 @@ uint32_t km_mpart_mgr_inflight(const km_mpart_mgr_t *mgr);
 /** Number of machines. */
 size_t km_mpart_mgr_count(const km_mpart_mgr_t *mgr);
 
+/** Index of a state in km_mpart_mgr_state_counts' array: state + 1 (UNKNOWN is 0). */
+#define KM_MPART_NSTATES 10
+
+/** counts[state + 1] = machines in that state (as persisted), for the per-state gauges. */
+void km_mpart_mgr_state_counts(const km_mpart_mgr_t *mgr, uint32_t counts[KM_MPART_NSTATES]);
+
 /* ---- inputs ------------------------------------------------------------------------------ */
 
 /** What the coordinator knows of a partition this broker leads. */

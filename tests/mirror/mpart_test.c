@@ -500,6 +500,12 @@ static void mp_test_fresh(void)
     CU_ASSERT_TRUE(d.fetching);
     CU_ASSERT_EQUAL(d.fetch.source_hw, 1000);
     CU_ASSERT_EQUAL(d.log_end_offset, 0);
+    {
+        uint32_t counts[KM_MPART_NSTATES];
+        km_mpart_mgr_state_counts(tw.mgr, counts);
+        CU_ASSERT_EQUAL(counts[KM_MPART_MIRRORING + 1], 1);
+        CU_ASSERT_EQUAL(counts[KM_MPART_PREPARING + 1], 0);
+    }
     /* the same leadership again changes nothing */
     tw_lead(KM_MPART_WANT_RUNNING);
     CU_ASSERT_EQUAL(tw.writes, 2);
