@@ -147,6 +147,7 @@ static void kb_hbump_answer(void *arg, int status, const uint8_t *body, size_t l
     kb_hctrl_t *c = &w->host->h->ctrl;
     int32_t voter = w->host->h->kb->cfg->voter_id;
     int32_t kst = KBX_OK;
+    int64_t off = -1; /* write: the batch offset the controller answered (set under mu) */
     int16_t ec = -1;
 
     if (status == 0 && w->write) {
@@ -158,10 +159,10 @@ static void kb_hbump_answer(void *arg, int status, const uint8_t *body, size_t l
         kp_WritePluginRecordsResponse_init(&resp);
         if (kp_msg_decode(&kp_WritePluginRecordsResponse_desc, &rd, &ar, &resp, 0) == 0) {
             ec = resp.ErrorCode;
-            w->target_off = resp.MetadataOffset;
+            off = resp.MetadataOffset;
         }
         kp_arena_free(&ar);
-        kst = ec == 0 && w->target_off >= 0 ? KBX_OK
+        kst = ec == 0 && off >= 0           ? KBX_OK
               : ec == KP_ERR_NOT_CONTROLLER ? KBX_ERR_NETWORK
                                             : KBX_ERR_IO;
         if (kst != KBX_OK)
@@ -212,7 +213,7 @@ static void kb_hbump_answer(void *arg, int status, const uint8_t *body, size_t l
      * write whose batch the listener has seen already ends here. */
     if (kst != KBX_OK)
         kb_hbump_finish_locked(c, w, kst);
-    else if (w->write && c->seen >= w->target_off)
+    else if (w->write && (w->target_off = off) >= 0 && c->seen >= off)
         kb_hbump_finish_locked(c, w, KBX_OK);
     c->inflight--;
     pthread_cond_broadcast(&c->cv);
