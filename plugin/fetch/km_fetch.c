@@ -299,7 +299,11 @@ size_t km_fetch_thread_count(km_fetch_mgr_t *fm)
 
 void km_fetcher_wake(km_fetcher_t *t)
 {
-    kc_client_wakeup(t->kc);
+    /* Under the lock: the thread swaps its client under it (reconnect, exit). */
+    pthread_mutex_lock(&t->fm->lock);
+    if (t->kc != NULL)
+        kc_client_wakeup(t->kc);
+    pthread_mutex_unlock(&t->fm->lock);
     t->fm->cm->ref.api->latch_set(t->fm->cm->ref.host, t->latch);
 }
 
@@ -315,40 +319,17 @@ static void km_fetcher_kc_log(void *opaque, int level, const char *msg)
 
 static int32_t km_fetcher_step(void *arg);
 
-/* Find or start the fetcher of (mirror, broker, idx). host/port: the broker's address when
- * known. fm->lock held. */
-km_fetcher_t *km_fetcher_get(km_fetch_mgr_t *fm, km_fmirror_t *mr, int32_t broker, int32_t idx,
-                             const char *host, int32_t port)
+/* A kc_ client for t from its mirror's connection settings, with the bootstrap addresses and,
+ * when known, its broker's address. fm->lock held. */
+static kc_client_t *km_fetcher_client_new(km_fetcher_t *t)
 {
-    km_plugin_t *cm = fm->cm;
-    const kbx_api_t *api = cm->ref.api;
-    km_fetcher_t *t;
+    km_plugin_t *cm = t->fm->cm;
+    km_fmirror_t *mr = t->mirror;
+    kc_client_t *kc;
     kc_opts_t o;
     char err[256];
     char cid[256];
-    int32_t rc;
 
-    for (t = fm->fetchers; t != NULL; t = t->next) {
-        if (t->mirror == mr && t->broker == broker && t->idx == idx) {
-            if (host != NULL && port > 0)
-                kc_client_node_set(t->kc, broker, host, port);
-            return t;
-        }
-    }
-    t = km_calloc(cm, 1, sizeof(*t));
-    if (t == NULL)
-        return NULL;
-    t->magic = KM_FETCHER_MAGIC;
-    t->fm = fm;
-    t->mirror = mr;
-    t->broker = broker;
-    t->idx = idx;
-    t->fetch_ver = -1;
-    atomic_init(&t->stop, 0);
-    kp_arena_init(&t->rq_ar, 0);
-    /* Kafka's naming: MirrorFetcherThread-{sourceBroker}-{fetcherId}-{mirror} */
-    snprintf(t->name, sizeof(t->name), "MirrorFetcherThread-%d-%d-%s", (int)broker, (int)idx,
-             mr->name);
     if (mr->client_id != NULL && mr->client_id[0] != '\0')
         snprintf(cid, sizeof(cid), "%s", mr->client_id);
     else
@@ -369,17 +350,63 @@ km_fetcher_t *km_fetcher_get(km_fetch_mgr_t *fm, km_fmirror_t *mr, int32_t broke
     o.log_opaque = t;
     o.log_level = KC_LOG_INFO;
     o.software_name = "kmirror";
-    t->kc = kc_client_new(&o, err, sizeof(err));
-    if (t->kc == NULL) {
+    kc = kc_client_new(&o, err, sizeof(err));
+    if (kc == NULL) {
         km_log_error(cm, "%s: cannot create the source client: %s", t->name, err);
-        goto free_t;
+        return NULL;
     }
-    if (kc_client_add_bootstrap(t->kc, mr->bootstrap) != 0) {
+    if (kc_client_add_bootstrap(kc, mr->bootstrap) != 0) {
         km_log_error(cm, "%s: bad bootstrap.servers", t->name);
-        goto free_kc;
+        kc_client_destroy(kc);
+        return NULL;
     }
-    if (broker >= 0 && host != NULL && port > 0)
-        kc_client_node_set(t->kc, broker, host, port);
+    if (t->broker >= 0 && t->port > 0)
+        kc_client_node_set(kc, t->broker, t->host, t->port);
+    return kc;
+}
+
+/* Find or start the fetcher of (mirror, broker, idx). host/port: the broker's address when
+ * known. fm->lock held. */
+km_fetcher_t *km_fetcher_get(km_fetch_mgr_t *fm, km_fmirror_t *mr, int32_t broker, int32_t idx,
+                             const char *host, int32_t port)
+{
+    km_plugin_t *cm = fm->cm;
+    const kbx_api_t *api = cm->ref.api;
+    km_fetcher_t *t;
+    int32_t rc;
+
+    for (t = fm->fetchers; t != NULL; t = t->next) {
+        if (t->mirror == mr && t->broker == broker && t->idx == idx) {
+            if (host != NULL && port > 0 && t->kc != NULL) {
+                kc_client_node_set(t->kc, broker, host, port);
+                snprintf(t->host, sizeof(t->host), "%s", host);
+                t->port = port;
+            }
+            return t;
+        }
+    }
+    t = km_calloc(cm, 1, sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    t->magic = KM_FETCHER_MAGIC;
+    t->fm = fm;
+    t->mirror = mr;
+    t->broker = broker;
+    t->idx = idx;
+    t->fetch_ver = -1;
+    atomic_init(&t->stop, 0);
+    kp_arena_init(&t->rq_ar, 0);
+    /* Kafka's naming: MirrorFetcherThread-{sourceBroker}-{fetcherId}-{mirror} */
+    snprintf(t->name, sizeof(t->name), "MirrorFetcherThread-%d-%d-%s", (int)broker, (int)idx,
+             mr->name);
+    t->conn_gen = mr->conn_gen;
+    if (host != NULL && port > 0) {
+        snprintf(t->host, sizeof(t->host), "%s", host);
+        t->port = port;
+    }
+    t->kc = km_fetcher_client_new(t);
+    if (t->kc == NULL)
+        goto free_t;
     if (api->latch_create(cm->ref.host, &t->latch) != KBX_OK)
         goto free_kc;
     rc = api->thread_start(cm->ref.host, t->name, km_fetcher_step, t, &t->thread);
@@ -396,6 +423,7 @@ free_latch:
     api->latch_destroy(cm->ref.host, t->latch);
 free_kc:
     kc_client_destroy(t->kc);
+    t->kc = NULL;
 free_t:
     kp_arena_free(&t->rq_ar);
     t->magic = 0;
@@ -561,6 +589,47 @@ static void km_fetcher_inbox(km_fetcher_t *t)
     }
 }
 
+/* The mirror's connection settings changed: a new client (in-flight requests are dropped,
+ * the session starts anew, partitions look their leader up again). */
+static void km_fetcher_reconnect(km_fetcher_t *t)
+{
+    km_fetch_mgr_t *fm = t->fm;
+    kc_client_t *old, *kc;
+
+    pthread_mutex_lock(&fm->lock);
+    if (t->conn_gen == t->mirror->conn_gen && t->kc != NULL) {
+        pthread_mutex_unlock(&fm->lock);
+        return;
+    }
+    t->conn_gen = t->mirror->conn_gen;
+    kc = km_fetcher_client_new(t);
+    if (kc == NULL) {
+        t->conn_gen--; /* tried again at the next step */
+        pthread_mutex_unlock(&fm->lock);
+        return;
+    }
+    old = t->kc;
+    t->kc = kc;
+    pthread_mutex_unlock(&fm->lock);
+    if (old != NULL)
+        kc_client_destroy(old); /* callbacks see KC_E_DESTROYED and only free */
+    km_log_info(fm->cm, "%s: reconnecting to the source with new settings", t->name);
+    t->fetch_busy = false;
+    t->md_busy = false;
+    t->md_wanted = true;
+    t->fetch_ver = -1;
+    km_fetch_wire_reset(t);
+}
+
+/* No client (it could not be created): wait and try again. */
+static int32_t km_fetcher_idle(km_fetcher_t *t)
+{
+    const kbx_api_t *api = t->fm->cm->ref.api;
+
+    api->latch_wait(t->fm->cm->ref.host, t->latch, t->fm->opts.poll_ms);
+    return KBX_THREAD_CONTINUE;
+}
+
 static int32_t km_fetcher_step(void *arg)
 {
     km_fetcher_t *t = arg;
@@ -569,11 +638,19 @@ static int32_t km_fetcher_step(void *arg)
     int32_t wait_ms;
 
     if (atomic_load(&t->stop)) {
-        /* In-flight requests are called back with KC_E_DESTROYED here. */
-        kc_client_destroy(t->kc);
+        kc_client_t *kc;
+        pthread_mutex_lock(&fm->lock);
+        kc = t->kc;
         t->kc = NULL;
+        pthread_mutex_unlock(&fm->lock);
+        /* In-flight requests are called back with KC_E_DESTROYED here. */
+        if (kc != NULL)
+            kc_client_destroy(kc);
         return KBX_THREAD_EXIT;
     }
+    km_fetcher_reconnect(t);
+    if (t->kc == NULL)
+        return km_fetcher_idle(t);
     km_fetcher_inbox(t);
     wait_ms = km_fetch_wire_work(t, fm->opts.poll_ms);
     kc_client_poll(t->kc, wait_ms);
@@ -746,7 +823,7 @@ km_err_t km_fetch_mirror_set(km_fetch_mgr_t *fm, const char *mirror, const km_mi
     km_plugin_t *cm = fm->cm;
     km_fmirror_t *mr;
     char *bootstrap, *client_id;
-    bool fresh = false;
+    bool fresh = false, reconnect = false;
 
     if (mirror == NULL || mirror[0] == '\0' || conf == NULL) {
         snprintf(errstr, errstr_size, "mirror name and configuration are required");
@@ -791,6 +868,21 @@ km_err_t km_fetch_mirror_set(km_fetch_mgr_t *fm, const char *mirror, const km_mi
         fm->mirrors = mr;
         fresh = true;
     }
+    if (!fresh) {
+        /* A connection setting changed: the threads reconnect (fetch.* apply as they are). */
+        int32_t cto = conf->socket_connection_setup_timeout_ms > INT32_MAX
+                          ? INT32_MAX
+                          : (int32_t)conf->socket_connection_setup_timeout_ms;
+        if (strcmp(mr->bootstrap, bootstrap) != 0 || strcmp(mr->client_id, client_id) != 0 ||
+            mr->request_timeout_ms != conf->request_timeout_ms || mr->connect_timeout_ms != cto ||
+            mr->reconnect_backoff_ms != conf->reconnect_backoff_ms ||
+            mr->reconnect_backoff_max_ms != conf->reconnect_backoff_max_ms ||
+            mr->socket_recv_buffer != conf->socket_receive_buffer_bytes ||
+            mr->socket_send_buffer != conf->socket_send_buffer_bytes) {
+            mr->conn_gen++;
+            reconnect = true;
+        }
+    }
     km_free(cm, mr->bootstrap);
     mr->bootstrap = bootstrap;
     km_free(cm, mr->client_id);
@@ -813,6 +905,16 @@ km_err_t km_fetch_mirror_set(km_fetch_mgr_t *fm, const char *mirror, const km_mi
     mr->fetch_min_bytes = conf->fetch_min_bytes;
     mr->fetch_response_max_bytes = conf->fetch_response_max_bytes;
     mr->fetch_max_bytes = conf->fetch_max_bytes;
+    if (reconnect) {
+        km_log_info(cm, "mirror %s: source connection settings changed, reconnecting", mirror);
+        for (km_fetcher_t *t = fm->fetchers; t != NULL; t = t->next) {
+            if (t->mirror != mr)
+                continue;
+            if (t->kc != NULL)
+                kc_client_wakeup(t->kc);
+            cm->ref.api->latch_set(cm->ref.host, t->latch);
+        }
+    }
     pthread_mutex_unlock(&fm->lock);
     if (fresh) {
         /* Registered outside the lock; only this (coordinator) thread changes the mirror list

@@ -147,8 +147,8 @@ void km_fetch_mgr_destroy(km_fetch_mgr_t *fm);
 /**
  * Add or update a mirror's source connection settings (conf borrowed; what the fetcher needs
  * is copied). Only PLAINTEXT sources for now: other security.protocol values are refused with
- * KM_ERR_CONFIG and a message. fetch.* changes apply to the next fetch; connection changes
- * apply to fetcher threads started afterwards.
+ * KM_ERR_CONFIG and a message. fetch.* changes apply to the next fetch; a changed connection
+ * setting makes the mirror's threads reconnect (new client and session, leaders looked up again).
  * @return KM_OK, KM_ERR_CONFIG, KM_ERR_NOMEM, KM_ERR_INVALID
  * @thread coord
  */

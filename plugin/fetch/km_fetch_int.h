@@ -50,6 +50,7 @@ typedef struct km_fmirror {
     int32_t fetch_min_bytes;
     int32_t fetch_response_max_bytes;
     int32_t fetch_max_bytes;
+    uint32_t conn_gen; /* + 1 when a connection setting changed: threads reconnect */
     int32_t nparts;
     int64_t lag_sum;
     kbx_metric_t *m_bytes;
@@ -125,6 +126,9 @@ struct km_fetcher {
     int32_t broker;     /* source broker id, -1: the lookup thread */
     int32_t idx;
     char name[64];
+    char host[256]; /* the broker's address, when known */
+    int32_t port;
+    uint32_t conn_gen; /* of the mirror's settings this client was made with */
     kbx_thread_t *thread;
     kbx_latch_t *latch;
     kc_client_t *kc;

@@ -115,6 +115,18 @@ static void km_fw_session_reset(km_fetcher_t *t)
     pthread_mutex_unlock(&t->fm->lock);
 }
 
+void km_fetch_wire_reset(km_fetcher_t *t)
+{
+    km_fw_session_reset(t);
+    for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next) {
+        p->rpc_busy = false;
+        p->oor_step = 0;
+        p->validated = false;
+        if (p->state == KM_FETCH_ST_FETCHING)
+            p->state = KM_FETCH_ST_LOOKUP;
+    }
+}
+
 /* ---- partition outcomes --------------------------------------------------------------------- */
 
 static void km_fw_event(km_fetcher_t *t, km_fetch_part_t *fpart, int32_t type, int16_t code,
@@ -427,6 +439,9 @@ static void km_fw_on_metadata(kc_client_t *kc, int err, int16_t ver, const uint8
                 kp_errcode_name(pp->ErrorCode != 0 ? pp->ErrorCode : KP_ERR_LEADER_NOT_AVAILABLE));
             continue;
         }
+        if (p->state == KM_FETCH_ST_FETCHING && pp->LeaderEpoch >= 0 &&
+            pp->LeaderEpoch < p->src_epoch)
+            continue; /* older than what the leader told us: stale metadata of another broker */
         if (pp->LeaderId != p->src_leader || pp->LeaderEpoch != p->src_epoch)
             p->validated = false;
         p->src_leader = pp->LeaderId;

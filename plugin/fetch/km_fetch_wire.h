@@ -14,6 +14,10 @@ int32_t km_fetch_wire_work(km_fetcher_t *t, int32_t poll_ms);
 /** fpart leaves t's fetch session (forgotten in the next incremental request). @thread t */
 void km_fetch_wire_leave_session(km_fetcher_t *t, km_fetch_part_t *fpart);
 
+/** The client was replaced: new session, every partition looks its leader up again, pending
+ *  ListOffsets / OffsetsForLeaderEpoch steps start over. @thread t */
+void km_fetch_wire_reset(km_fetcher_t *t);
+
 /** Free the forget lists. @thread t, or any once t has exited */
 void km_fetch_wire_forget_free(km_fetcher_t *t);
 

@@ -481,6 +481,30 @@ static void test_mirror_real_source(void)
         CU_ASSERT_EQUAL(T.nev[KM_FETCH_EV_DIVERGED], 0);
     }
 
+    /* a connection setting changes: the threads reconnect (new client, new full session) and
+     * mirroring goes on */
+    {
+        km_fetch_counters_t c2, c3;
+        int64_t end;
+        km_fetch_counters(T.fm, &c2);
+        CU_ASSERT_EQUAL(km_config_set(T.cm, &km_config_mirror_scope, &T.mc, "client.id",
+                                      "km-fetch-renamed", err, sizeof(err)),
+                        KM_OK);
+        CU_ASSERT_EQUAL(km_fetch_mirror_set(T.fm, "m1", &T.mc, err, sizeof(err)), KM_OK);
+        end = now_ms() + WAIT_MS;
+        do {
+            fakehost_advance_ms(T.fh, 1);
+            km_fetch_counters(T.fm, &c3);
+        } while (c3.full_fetches == c2.full_fetches && now_ms() < end);
+        CU_ASSERT(c3.full_fetches > c2.full_fetches);
+        CU_ASSERT(c3.session_resets > c2.session_resets);
+        CU_ASSERT_FATAL(kcat_produce(2, "lz4", 5, "renamed") == 0);
+        set_want_from_source();
+        CU_ASSERT_FATAL(step_until(c_caught_up, WAIT_MS));
+        compare_all(&ctrl, &txn);
+        CU_ASSERT_EQUAL(T.nev[KM_FETCH_EV_FATAL], 0);
+    }
+
     km_fetch_mgr_destroy(T.fm);
     km_config_free(T.cm, &km_config_mirror_scope, &T.mc);
     kbx_plugin_entry()->fini(T.cm);
