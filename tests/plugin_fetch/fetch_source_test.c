@@ -156,7 +156,8 @@ static void on_resp(kc_client_t *c, int err, int16_t ver, const uint8_t *body, s
 }
 
 /* The source partition's whole log as complete batches, with its high watermark. */
-static uint8_t *source_log(int32_t part, size_t *out_len, int64_t *hw)
+static uint8_t *source_log_at(const char *bs, const char *topic, int32_t part, size_t *out_len,
+                              int64_t *hw)
 {
     kc_opts_t o;
     char err[128];
@@ -169,7 +170,7 @@ static uint8_t *source_log(int32_t part, size_t *out_len, int64_t *hw)
     o.client_id = "km-fetch-check";
     c = kc_client_new(&o, err, sizeof(err));
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_FATAL(kc_client_add_bootstrap(c, bootstrap) == 0);
+    CU_ASSERT_FATAL(kc_client_add_bootstrap(c, bs) == 0);
     *hw = -1;
     for (int round = 0; round < 1000; round++) {
         kp_FetchRequest_t rq;
@@ -191,7 +192,7 @@ static uint8_t *source_log(int32_t part, size_t *out_len, int64_t *hw)
         rq.MinBytes = 1;
         rq.MaxBytes = 1 << 20;
         rq.SessionEpoch = -1;
-        t.Topic = kp_str(TOPIC);
+        t.Topic = kp_str(topic);
         p.Partition = part;
         p.FetchOffset = off;
         p.PartitionMaxBytes = 1 << 20;
@@ -232,6 +233,11 @@ static uint8_t *source_log(int32_t part, size_t *out_len, int64_t *hw)
     kc_client_destroy(c);
     *out_len = len;
     return out;
+}
+
+static uint8_t *source_log(int32_t part, size_t *out_len, int64_t *hw)
+{
+    return source_log_at(bootstrap, TOPIC, part, out_len, hw);
 }
 
 /* ---- the destination ----------------------------------------------------------------------- */
@@ -518,41 +524,320 @@ static void test_mirror_real_source(void)
     fakehost_free(T.fh);
 }
 
+/* ---- a source cluster: the leader moves ---------------------------------------------------- */
+
+#define CL_NODES   3
+#define CL_TOPIC   "mc"
+#define CL_SESSION 1500
+
+static pid_t cl_pid[CL_NODES + 1];
+static int cl_port[CL_NODES + 1], cl_cport;
+
+/* Start node id (1: broker and controller; 2, 3: brokers); 0 or -1. */
+static int cl_start(int id)
+{
+    char cfg[700], logp[700], buf[8192];
+    int p[2];
+    size_t got = 0;
+    int64_t dl;
+    FILE *f;
+
+    snprintf(cfg, sizeof(cfg), "%s/server-%d.properties", dir, id);
+    snprintf(logp, sizeof(logp), "%s/kbroker-%d.log", dir, id);
+    f = fopen(cfg, "w");
+    if (f == NULL)
+        return -1;
+    fprintf(f,
+            "node.id=%d\nlog.dirs=%s/n%d\ncluster.id=kmFetchLeaderMove00001\n"
+            "broker.heartbeat.interval.ms=200\nbroker.session.timeout.ms=%d\n"
+            "controller.listener.names=CONTROLLER\n"
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+            "num.network.threads=1\nnum.io.threads=2\nlog.cleaner.enable=false\n"
+            "replica.lag.time.max.ms=1500\nreplica.fetch.backoff.ms=200\n"
+            "auto.create.topics.enable=false\n",
+            id, dir, id, CL_SESSION);
+    if (id == 1)
+        fprintf(f, "process.roles=broker,controller\n"
+                   "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0\n");
+    else
+        fprintf(f,
+                "process.roles=broker\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+                "controller.quorum.voters=1@127.0.0.1:%d\n",
+                cl_cport);
+    fclose(f);
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return -1;
+    cl_pid[id] = fork();
+    if (cl_pid[id] == 0) {
+        int lfd = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(p[1], 1);
+        dup2(lfd, 2);
+        execl(kbroker_bin, kbroker_bin, "--config", cfg, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    dl = now_ms() + WAIT_MS;
+    while (now_ms() < dl && got < sizeof(buf) - 1) {
+        struct pollfd pf = {.fd = p[0], .events = POLLIN};
+        ssize_t n;
+        char *line, *q;
+        if (poll(&pf, 1, 100) <= 0)
+            continue;
+        n = read(p[0], buf + got, sizeof(buf) - 1 - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        buf[got] = '\0';
+        line = strstr(buf, "kbroker started (");
+        if (line != NULL && strchr(line, '\n') != NULL) {
+            if ((q = strstr(line, "PLAINTEXT://127.0.0.1:")) != NULL)
+                cl_port[id] = atoi(q + strlen("PLAINTEXT://127.0.0.1:"));
+            if (id == 1 && (q = strstr(line, "CONTROLLER://127.0.0.1:")) != NULL)
+                cl_cport = atoi(q + strlen("CONTROLLER://127.0.0.1:"));
+            close(p[0]);
+            return cl_port[id] > 0 ? 0 : -1;
+        }
+    }
+    close(p[0]);
+    fprintf(stderr, "node %d did not start (see %s)\n", id, logp);
+    return -1;
+}
+
+/* CreateTopics mc (1 partition, replication factor 3) through node 1, retried until every
+ * broker has registered. */
+static bool cl_create_topic(void)
+{
+    int64_t end = now_ms() + WAIT_MS;
+    char bs[32], err[128];
+    kc_opts_t o;
+    kc_client_t *c;
+    bool ok = false;
+
+    snprintf(bs, sizeof(bs), "127.0.0.1:%d", cl_port[1]);
+    kc_opts_init(&o);
+    c = kc_client_new(&o, err, sizeof(err));
+    if (c == NULL || kc_client_add_bootstrap(c, bs) != 0)
+        return false;
+    while (!ok && now_ms() < end) {
+        kp_CreateTopicsRequest_t rq;
+        kp_CreateTopicsRequest_CreatableTopic_t t;
+        kp_CreateTopicsResponse_t resp;
+        kp_arena_t ar;
+        kp_reader_t rd;
+        fres_t r = {0};
+        int64_t dl = now_ms() + 5000;
+
+        kp_CreateTopicsRequest_init(&rq);
+        kp_CreateTopicsRequest_CreatableTopic_init(&t);
+        t.Name = kp_str(CL_TOPIC);
+        t.NumPartitions = 1;
+        t.ReplicationFactor = CL_NODES;
+        t.MirrorInfo_null = true;
+        rq.Topics.v = &t;
+        rq.Topics.cnt = 1;
+        rq.TimeoutMs = 5000;
+        if (kc_request_msg(c, KC_NODE_ANY, &kp_CreateTopicsRequest_desc, 7, &rq, 6000, 0, on_resp,
+                           &r) <= 0)
+            break;
+        while (!r.done && now_ms() < dl)
+            kc_client_poll(c, 50);
+        if (r.done && r.err == KC_E_OK) {
+            kp_arena_init(&ar, 0);
+            kp_CreateTopicsResponse_init(&resp);
+            kp_reader_init(&rd, r.body, r.len);
+            if (kp_CreateTopicsResponse_decode(&rd, &ar, &resp, r.ver) == 0 &&
+                resp.Topics.cnt == 1 &&
+                (resp.Topics.v[0].ErrorCode == 0 || resp.Topics.v[0].ErrorCode == 36))
+                ok = true;
+            kp_arena_free(&ar);
+        }
+        free(r.body);
+        if (!ok)
+            kc_client_poll(c, 200); /* brokers still registering */
+    }
+    kc_client_destroy(c);
+    return ok;
+}
+
+static int cl_produce(const char *bs, int n, const char *tag)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "for i in $(seq 1 %d); do echo \"%s-$i\"; done | kcat -P -q -b %s -t %s -p 0 "
+             "-X acks=all -X message.send.max.retries=50 -X retry.backoff.ms=200 "
+             "-X message.timeout.ms=20000",
+             n, tag, bs, CL_TOPIC);
+    return run(cmd);
+}
+
+static int64_t CL_WANT;
+static bool c_cl_caught_up(void)
+{
+    return dst_leo(0) >= CL_WANT;
+}
+static int32_t CL_OLD_LEADER;
+static bool c_cl_moved(void)
+{
+    km_fetch_status_t st;
+    km_fetch_partition_status(T.fm, T.fp[0], &st);
+    return st.source_leader > 0 && st.source_leader != CL_OLD_LEADER &&
+           st.state == KM_FETCH_ST_FETCHING;
+}
+
+static void test_leader_move(void)
+{
+    void *ctx = NULL;
+    char err[256] = "", all[128], lbs[32];
+    km_fetch_opts_t o = {.on_event = on_event, .poll_ms = 5, .latch_wait_ms = 1};
+    km_fetch_status_t st;
+    km_fetch_part_spec_t s = {.mirror = "m1",
+                              .source_topic = CL_TOPIC,
+                              .partition = 0,
+                              .dest_topic_id = DST_ID,
+                              .dest_leader_epoch = 100,
+                              .fetch_offset = -1,
+                              .last_fetched_epoch = -1};
+    size_t slen, dlen;
+    uint8_t *src;
+    const uint8_t *dst;
+    int32_t leader;
+    int st2;
+
+    for (int id = 1; id <= CL_NODES; id++)
+        CU_ASSERT_FATAL(cl_start(id) == 0);
+    snprintf(all, sizeof(all), "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", cl_port[1], cl_port[2],
+             cl_port[3]);
+    CU_ASSERT_FATAL(cl_create_topic());
+    CU_ASSERT_FATAL(cl_produce(all, 30, "before") == 0);
+
+    T.fh = fakehost_new(NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(T.fh);
+    fakehost_config_set(T.fh, "mirror.enable", "true");
+    fakehost_set_log_level(T.fh, KBX_LOG_INFO);
+    CU_ASSERT_EQUAL_FATAL(
+        fakehost_partition_add(T.fh, &DST_ID, "mc-dst", 0, 100, true, KBX_WRITE_READ_ONLY), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        kbx_plugin_entry()->init(fakehost_api(T.fh), fakehost_host(T.fh), &ctx, err, sizeof(err)),
+        0);
+    T.cm = ctx;
+    T.fm = km_fetch_mgr_create(T.cm, &o, err, sizeof(err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(T.fm);
+    CU_ASSERT_EQUAL_FATAL(km_config_init(T.cm, &km_config_mirror_scope, &T.mc, err, sizeof(err)),
+                          KM_OK);
+    km_config_set(T.cm, &km_config_mirror_scope, &T.mc, "bootstrap.servers", all, err, sizeof(err));
+    km_config_set(T.cm, &km_config_mirror_scope, &T.mc, "fetch.backoff.ms", "50", err, sizeof(err));
+    km_config_set(T.cm, &km_config_mirror_scope, &T.mc, "fetch.wait.max.ms", "50", err,
+                  sizeof(err));
+    km_config_set(T.cm, &km_config_mirror_scope, &T.mc, "retry.backoff.ms", "50", err, sizeof(err));
+    km_config_set(T.cm, &km_config_mirror_scope, &T.mc, "reconnect.backoff.max.ms", "200", err,
+                  sizeof(err));
+    km_config_set(T.cm, &km_config_mirror_scope, &T.mc, "request.timeout.ms", "2000", err,
+                  sizeof(err));
+    CU_ASSERT_EQUAL_FATAL(km_fetch_mirror_set(T.fm, "m1", &T.mc, err, sizeof(err)), KM_OK);
+    CU_ASSERT_EQUAL_FATAL(km_fetch_partition_add(T.fm, &s, &T.fp[0]), KM_OK);
+    CL_WANT = 30;
+    CU_ASSERT_FATAL(step_until(c_cl_caught_up, WAIT_MS));
+    km_fetch_partition_status(T.fm, T.fp[0], &st);
+    leader = st.source_leader;
+    CU_ASSERT_FATAL(leader >= 1 && leader <= CL_NODES);
+
+    /* kill -9 the source leader: the controller moves leadership after the session timeout,
+     * the fetcher follows it by itself */
+    kill(cl_pid[leader], SIGKILL);
+    waitpid(cl_pid[leader], &st2, 0);
+    cl_pid[leader] = 0;
+    CL_OLD_LEADER = leader;
+    memset(T.nev, 0, sizeof(T.nev));
+    CU_ASSERT_FATAL(step_until(c_cl_moved, WAIT_MS));
+    CU_ASSERT(T.nev[KM_FETCH_EV_TRANSIENT] > 0);
+    km_fetch_partition_status(T.fm, T.fp[0], &st);
+    CU_ASSERT(st.source_leader_epoch > 0);
+    CU_ASSERT(km_fetch_thread_count(T.fm) >= 3); /* lookup, old leader's, new leader's */
+    snprintf(lbs, sizeof(lbs), "127.0.0.1:%d", cl_port[st.source_leader]);
+    CU_ASSERT_FATAL(cl_produce(lbs, 20, "after") == 0);
+    {
+        uint8_t *b = source_log_at(lbs, CL_TOPIC, 0, &slen, &CL_WANT);
+        free(b);
+    }
+    CU_ASSERT(CL_WANT >= 50);
+    CU_ASSERT_FATAL(step_until(c_cl_caught_up, WAIT_MS));
+    src = source_log_at(lbs, CL_TOPIC, 0, &slen, &CL_WANT);
+    dst = fakehost_partition_log(T.fh, &DST_ID, 0, &dlen, NULL);
+    CU_ASSERT_EQUAL(dlen, slen);
+    CU_ASSERT(dlen == slen && memcmp(src, dst, slen) == 0);
+    free(src);
+    CU_ASSERT_EQUAL(T.nev[KM_FETCH_EV_FATAL], 0);
+    CU_ASSERT_EQUAL(T.nev[KM_FETCH_EV_DIVERGED], 0);
+
+    km_fetch_mgr_destroy(T.fm);
+    km_config_free(T.cm, &km_config_mirror_scope, &T.mc);
+    kbx_plugin_entry()->fini(T.cm);
+    {
+        char buf[512];
+        int rc = fakehost_check_clean(T.fh, buf, sizeof(buf));
+        CU_ASSERT_EQUAL(rc, 0);
+        if (rc != 0)
+            fprintf(stderr, "\n    fake host not clean: %s\n", buf);
+    }
+    fakehost_free(T.fh);
+}
+
 int main(int argc, char **argv)
 {
     CU_TestInfo tests[] = {
         {"mirror_real_source", test_mirror_real_source},
         CU_TEST_INFO_NULL,
     };
+    CU_TestInfo cl_tests[] = {
+        {"leader_move", test_leader_move},
+        CU_TEST_INFO_NULL,
+    };
     CU_SuiteInfo suites[] = {{"fetch_source", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+    CU_SuiteInfo cl_suites[] = {{"fetch_source_cluster", NULL, NULL, NULL, NULL, cl_tests},
+                                CU_SUITE_INFO_NULL};
+    bool cluster = false;
     int rc;
 
     signal(SIGPIPE, SIG_IGN);
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--kbroker") == 0)
-            kbroker_bin = argv[i + 1];
-        else if (strcmp(argv[i], "--python") == 0)
-            python_bin = argv[i + 1];
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--kbroker") == 0 && i + 1 < argc)
+            kbroker_bin = argv[++i];
+        else if (strcmp(argv[i], "--python") == 0 && i + 1 < argc)
+            python_bin = argv[++i];
+        else if (strcmp(argv[i], "--cluster") == 0)
+            cluster = true;
     }
     if (kbroker_bin == NULL) {
-        fprintf(stderr, "usage: %s --kbroker PATH [--python PATH]\n", argv[0]);
+        fprintf(stderr, "usage: %s --kbroker PATH [--python PATH] [--cluster]\n", argv[0]);
         return 2;
     }
     if (mkdtemp(dir) == NULL)
         return 1;
-    src_pid = spawn_kbroker(0, &src_port);
-    if (src_pid < 0 || src_port <= 0) {
-        fprintf(stderr, "kbroker did not start (see %s/kbroker.log)\n", dir);
-        if (src_pid > 0)
-            kill(src_pid, SIGKILL);
-        return 1;
-    }
-    snprintf(bootstrap, sizeof(bootstrap), "127.0.0.1:%d", src_port);
-    rc = fh_cunit_run(suites);
-    if (src_pid > 0) {
-        int st;
-        kill(src_pid, SIGTERM);
-        waitpid(src_pid, &st, 0);
+    if (cluster) {
+        rc = fh_cunit_run(cl_suites);
+        for (int id = 1; id <= CL_NODES; id++) {
+            if (cl_pid[id] > 0) {
+                int st;
+                kill(cl_pid[id], SIGKILL);
+                waitpid(cl_pid[id], &st, 0);
+            }
+        }
+    } else {
+        src_pid = spawn_kbroker(0, &src_port);
+        if (src_pid < 0 || src_port <= 0) {
+            fprintf(stderr, "kbroker did not start (see %s/kbroker.log)\n", dir);
+            if (src_pid > 0)
+                kill(src_pid, SIGKILL);
+            return 1;
+        }
+        snprintf(bootstrap, sizeof(bootstrap), "127.0.0.1:%d", src_port);
+        rc = fh_cunit_run(suites);
+        if (src_pid > 0) {
+            int st;
+            kill(src_pid, SIGTERM);
+            waitpid(src_pid, &st, 0);
+        }
     }
     if (rc == 0) {
         char cmd[600];
