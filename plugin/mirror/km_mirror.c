@@ -462,10 +462,22 @@ static void km_mirror_sync_partition(km_mirror_t *mm, const km_cat_topic_t *topi
     l.desired = km_mirror_desired(topic->desired);
     l.unclean_election = false; /* the catalog does not keep the topic's opt-in yet */
     l.source_cluster_id = def != NULL ? def->source_cluster_id : NULL;
-    if (km_mpart_lead(mm->mgr, &l) != KM_OK)
-        km_log_warn(mm->cm, "%s-%d of mirror %s: cannot start its state machine", topic->name,
-                    (int)p, topic->mirror);
+    if (km_mpart_lead(mm->mgr, &l) != KM_OK) {
+        km_log_warn(mm->cm, "%s-%d of mirror %s: cannot start its state machine (retried)",
+                    topic->name, (int)p, topic->mirror);
+        atomic_store(&mm->resync, true);
+    }
     atomic_store(&mm->nparts, (unsigned)km_mpart_mgr_count(mm->mgr));
+}
+
+static void km_mirror_resync_topic(void *arg, const km_cat_topic_t *topic)
+{
+    int32_t p;
+
+    if (topic->mirror == NULL)
+        return;
+    for (p = 0; p < topic->nparts && p < topic->partition_count; p++)
+        km_mirror_sync_partition(arg, topic, p);
 }
 
 static void km_mirror_on_partition(void *arg, const km_cat_topic_t *topic, int32_t partition,
@@ -574,6 +586,8 @@ static void km_mirror_tick_run(km_plugin_t *cm, void *arg)
     atomic_store(&mm->tick_queued, false);
     if (mm->mgr == NULL)
         return;
+    if (atomic_exchange(&mm->resync, false))
+        km_catalog_topic_foreach(&cm->catalog, km_mirror_resync_topic, mm);
     km_mpart_mgr_tick(mm->mgr);
     if (++mm->ticks % (1000 / KM_MIRROR_TICK_MS) == 0)
         km_mirror_metrics_update(mm);
@@ -589,7 +603,8 @@ static void km_mirror_tick_fire(void *arg)
 {
     km_mirror_t *mm = arg;
 
-    if (atomic_load(&mm->nparts) == 0 || atomic_exchange(&mm->tick_queued, true))
+    if ((atomic_load(&mm->nparts) == 0 && !atomic_load(&mm->resync)) ||
+        atomic_exchange(&mm->tick_queued, true))
         return;
     if (km_coord_post(&mm->cm->coord, km_mirror_tick_run, km_mirror_tick_drop, NULL) ==
         KM_ERR_NOMEM)
@@ -610,6 +625,7 @@ km_err_t km_mirror_start(km_plugin_t *cm, char *errstr, size_t errstr_size)
     mm->cm = cm;
     atomic_init(&mm->tick_queued, false);
     atomic_init(&mm->nparts, 0);
+    atomic_init(&mm->resync, false);
     memset(&fo, 0, sizeof(fo));
     fo.on_event = km_mirror_on_fetch_event;
     fo.poll_ms = 100;

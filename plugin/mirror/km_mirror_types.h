@@ -25,6 +25,7 @@ typedef struct km_mirror {
     kbx_timer_t *timer;  /**< periodic tick */
     atomic_bool tick_queued;
     atomic_uint nparts; /**< machines alive: the timer posts ticks only when there are some */
+    atomic_bool resync; /**< a partition could not be led (no memory): the tick leads again */
     bool started;
     uint32_t ticks;
     kbx_metric_t *m_states[10]; /**< partitions per state (KM_MPART_NSTATES), NULL: none */

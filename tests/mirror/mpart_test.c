@@ -345,6 +345,24 @@ static void tw_history(void)
     tw_append(5, 10, -1, false);
 }
 
+static km_err_t tw_lead_rc(int32_t desired)
+{
+    km_mpart_lead_t l;
+    km_err_t err;
+
+    memset(&l, 0, sizeof(l));
+    l.id.mirror = "m1";
+    l.id.topic = "t";
+    l.id.topic_id = tw.tid;
+    l.id.partition = 0;
+    l.leader_epoch = tw_epoch();
+    l.desired = desired;
+    l.source_cluster_id = "src-cluster";
+    err = km_mpart_lead(tw.mgr, &l);
+    tw_settle();
+    return err;
+}
+
 static void tw_lead(int32_t desired)
 {
     km_mpart_lead_t l;
@@ -966,6 +984,26 @@ static void mp_test_leadership_lost(void)
     tw_end();
 }
 
+/* Every allocation of a failover fails in turn (once): the step is retried and the failover
+ * still ends with the same LME, one ABORT, one reset and nothing open. */
+static void mp_test_stopping_alloc_failures(void)
+{
+    int k, failed_some = 0;
+
+    for (k = 0; k < 12; k++) {
+        mp_stop_setup();
+        fakehost_fail_alloc(tw.fh, k, false);
+        if (tw_lead_rc(KM_MPART_WANT_STOPPED) == KM_ERR_NOMEM)
+            tw_lead(KM_MPART_WANT_STOPPED); /* the binding leads it again (resync) */
+        failed_some += fakehost_alloc_failures(tw.fh) != 0;
+        tw_advance(1100);
+        tw_advance(1100);
+        mp_stop_check(5, 35);
+        tw_end();
+    }
+    CU_ASSERT(failed_some >= 3); /* the machine allocates on this path: the faults hit */
+}
+
 /* A state write that fails is not taken for done: the state is read again, decided again. */
 static void mp_test_write_failure(void)
 {
@@ -999,6 +1037,7 @@ int main(void)
         {"STOPPING from every state, source down", mp_test_stopping_from_states},
         {"leadership lost mid-step", mp_test_leadership_lost},
         {"state write failure", mp_test_write_failure},
+        {"STOPPING with failing allocations", mp_test_stopping_alloc_failures},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {
