@@ -447,7 +447,6 @@ bool km_fetch_handover(km_fetcher_t *t, km_fetch_part_t *fpart, int32_t leader, 
 {
     km_fetch_mgr_t *fm = t->fm;
     km_fetcher_t *to;
-    km_fetch_part_t **pp;
 
     pthread_mutex_lock(&fm->lock);
     if (fpart->ctl != 0 || fpart->in_inbox) {
@@ -460,13 +459,7 @@ bool km_fetch_handover(km_fetcher_t *t, km_fetch_part_t *fpart, int32_t leader, 
         pthread_mutex_unlock(&fm->lock);
         return to == t;
     }
-    for (pp = &t->parts; *pp != NULL; pp = &(*pp)->t_next) {
-        if (*pp == fpart) {
-            *pp = fpart->t_next;
-            break;
-        }
-    }
-    fpart->t_next = NULL;
+    km_fetch_wire_detach(t, fpart);
     km_fetch_wire_leave_session(t, fpart);
     fpart->owner = to;
     km_fetch_inbox_push(to, fpart, KM_FCTL_ADOPT);
@@ -551,8 +544,7 @@ static void km_fetcher_inbox(km_fetcher_t *t)
         pthread_mutex_unlock(&fm->lock);
 
         if (ctl & KM_FCTL_ADOPT) {
-            fpart->t_next = t->parts;
-            t->parts = fpart;
+            km_fetch_wire_attach(t, fpart);
             fpart->in_session = false;
             if (t->broker < 0 || fpart->src_leader != t->broker) {
                 if (fpart->state == KM_FETCH_ST_FETCHING)
@@ -562,14 +554,7 @@ static void km_fetcher_inbox(km_fetcher_t *t)
                 t->md_wanted = true;
         }
         if (ctl & KM_FCTL_REMOVE) {
-            km_fetch_part_t **pp;
-            for (pp = &t->parts; *pp != NULL; pp = &(*pp)->t_next) {
-                if (*pp == fpart) {
-                    *pp = fpart->t_next;
-                    break;
-                }
-            }
-            fpart->t_next = NULL;
+            km_fetch_wire_detach(t, fpart);
             km_fetch_wire_leave_session(t, fpart);
             fpart->state = KM_FETCH_ST_REMOVING;
             km_fetch_status_update(fm, fpart, KM_FETCH_ERR_NONE, -1, NULL, 0, 0, 0);

@@ -87,6 +87,12 @@ struct km_fetch_part {
 
     /* owned by the fetcher thread that holds it */
     struct km_fetch_part *t_next;
+    struct km_fetch_part **t_pprev;
+    km_fetcher_t *t_owner;            /* the thread whose list holds it, NULL in transit */
+    struct km_fetch_part *hid_next;   /* t->by_id chain */
+    struct km_fetch_part *hname_next; /* t->by_name chain */
+    uint32_t hid, hname;              /* their hashes */
+    bool hid_in;
     kbx_partition_t *dst;
     int32_t dst_epoch;
     int32_t state; /* KM_FETCH_ST_* */
@@ -139,6 +145,10 @@ struct km_fetcher {
 
     /* owned by the thread */
     km_fetch_part_t *parts;
+    size_t nparts;
+    km_fetch_part_t **by_id;   /* (source topic id, partition) -> partition, for v13+ answers */
+    km_fetch_part_t **by_name; /* (source topic name, partition) -> partition */
+    size_t nbuckets;           /* of both, a power of two */
     km_fforget_t *forget;
     size_t nforget, cap_forget;
     km_fforget_t *forget_sent;

@@ -36,10 +36,119 @@ static bool km_fw_fetchable(const km_fetch_part_t *fpart)
 
 static bool km_fw_owned(km_fetcher_t *t, const km_fetch_part_t *fpart)
 {
-    for (const km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next)
-        if (p == fpart)
-            return true;
-    return false;
+    return fpart->t_owner == t;
+}
+
+/* ---- the thread's set: a list plus two hash indexes (a response names thousands of
+ *      partitions; each must be found in O(1)) ----------------------------------------------- */
+
+static uint32_t km_fw_hash_bytes(const void *b, size_t n, int32_t partition)
+{
+    const uint8_t *p = b;
+    uint32_t h = 2166136261u;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 16777619u;
+    h = (h ^ (uint32_t)partition) * 16777619u;
+    return h ^ (h >> 15);
+}
+
+static void km_fw_index_put(km_fetcher_t *t, km_fetch_part_t *p)
+{
+    size_t mask = t->nbuckets - 1;
+
+    p->hname = km_fw_hash_bytes(p->topic, strlen(p->topic), p->partition);
+    p->hname_next = t->by_name[p->hname & mask];
+    t->by_name[p->hname & mask] = p;
+    p->hid_in = p->src_id_known;
+    if (p->hid_in) {
+        p->hid = km_fw_hash_bytes(p->src_topic_id.bytes, 16, p->partition);
+        p->hid_next = t->by_id[p->hid & mask];
+        t->by_id[p->hid & mask] = p;
+    }
+}
+
+static void km_fw_index_del(km_fetcher_t *t, km_fetch_part_t *p)
+{
+    size_t mask = t->nbuckets - 1;
+    km_fetch_part_t **pp;
+
+    for (pp = &t->by_name[p->hname & mask]; *pp != NULL; pp = &(*pp)->hname_next) {
+        if (*pp == p) {
+            *pp = p->hname_next;
+            break;
+        }
+    }
+    p->hname_next = NULL;
+    if (p->hid_in) {
+        for (pp = &t->by_id[p->hid & mask]; *pp != NULL; pp = &(*pp)->hid_next) {
+            if (*pp == p) {
+                *pp = p->hid_next;
+                break;
+            }
+        }
+    }
+    p->hid_next = NULL;
+    p->hid_in = false;
+}
+
+/* Grow the indexes to twice the partitions (at least 64 buckets); false when out of memory,
+ * the old ones stay. */
+static bool km_fw_index_grow(km_fetcher_t *t, size_t want)
+{
+    km_plugin_t *cm = t->fm->cm;
+    size_t nb = t->nbuckets ? t->nbuckets : 64;
+    km_fetch_part_t **bi, **bn;
+
+    while (nb < want * 2)
+        nb *= 2;
+    if (nb == t->nbuckets)
+        return true;
+    bi = km_calloc(cm, nb, sizeof(*bi));
+    bn = km_calloc(cm, nb, sizeof(*bn));
+    if (bi == NULL || bn == NULL) {
+        km_free(cm, bi);
+        km_free(cm, bn);
+        return t->nbuckets > 0;
+    }
+    km_free(cm, t->by_id);
+    km_free(cm, t->by_name);
+    t->by_id = bi;
+    t->by_name = bn;
+    t->nbuckets = nb;
+    for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next)
+        km_fw_index_put(t, p);
+    return true;
+}
+
+void km_fetch_wire_attach(km_fetcher_t *t, km_fetch_part_t *fpart)
+{
+    fpart->t_next = t->parts;
+    if (t->parts != NULL)
+        t->parts->t_pprev = &fpart->t_next;
+    t->parts = fpart;
+    fpart->t_pprev = &t->parts;
+    fpart->t_owner = t;
+    t->nparts++;
+    if (t->nparts * 2 > t->nbuckets && km_fw_index_grow(t, t->nparts))
+        return; /* the rebuild indexed it */
+    if (t->nbuckets > 0)
+        km_fw_index_put(t, fpart);
+}
+
+void km_fetch_wire_detach(km_fetcher_t *t, km_fetch_part_t *fpart)
+{
+    if (fpart->t_owner != t)
+        return;
+    if (t->nbuckets > 0)
+        km_fw_index_del(t, fpart);
+    *fpart->t_pprev = fpart->t_next;
+    if (fpart->t_next != NULL)
+        fpart->t_next->t_pprev = fpart->t_pprev;
+    fpart->t_next = NULL;
+    fpart->t_pprev = NULL;
+    fpart->t_owner = NULL;
+    t->nparts--;
 }
 
 /* ---- session bookkeeping -------------------------------------------------------------------- */
@@ -89,6 +198,11 @@ static void km_fw_forget_clear(km_plugin_t *cm, km_fforget_t *v, size_t n)
 void km_fetch_wire_forget_free(km_fetcher_t *t)
 {
     km_plugin_t *cm = t->fm->cm;
+
+    km_free(cm, t->by_id);
+    km_free(cm, t->by_name);
+    t->by_id = t->by_name = NULL;
+    t->nbuckets = 0;
 
     km_fw_forget_clear(cm, t->forget, t->nforget);
     km_free(cm, t->forget);
@@ -420,8 +534,12 @@ static void km_fw_on_metadata(kc_client_t *kc, int err, int16_t ver, const uint8
                 continue;
             }
             if (!zero && !p->src_id_known) {
+                if (t->nbuckets > 0)
+                    km_fw_index_del(t, p);
                 p->src_topic_id = id;
                 p->src_id_known = true;
+                if (t->nbuckets > 0)
+                    km_fw_index_put(t, p);
             }
         }
         for (int32_t k = 0; k < tp->Partitions.cnt && pp == NULL; k++)
@@ -932,12 +1050,25 @@ static km_fetch_part_t *km_fw_find(km_fetcher_t *t,
                                    const kp_FetchResponse_FetchableTopicResponse_t *tr,
                                    int32_t partition, int16_t ver)
 {
-    for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next) {
-        if (p->partition != partition)
-            continue;
-        if (ver >= 13 ? memcmp(tr->TopicId.b, p->src_topic_id.bytes, 16) == 0
-                      : km_fw_str_eq(tr->Topic, p->topic))
-            return p;
+    size_t mask = t->nbuckets - 1;
+
+    if (t->nbuckets == 0)
+        return NULL;
+    if (ver >= 13) {
+        uint32_t h = km_fw_hash_bytes(tr->TopicId.b, 16, partition);
+        for (km_fetch_part_t *p = t->by_id[h & mask]; p != NULL; p = p->hid_next)
+            if (p->hid == h && p->partition == partition &&
+                memcmp(tr->TopicId.b, p->src_topic_id.bytes, 16) == 0)
+                return p;
+        return NULL;
+    }
+    if (tr->Topic.len < 0)
+        return NULL;
+    {
+        uint32_t h = km_fw_hash_bytes(tr->Topic.ptr, (size_t)tr->Topic.len, partition);
+        for (km_fetch_part_t *p = t->by_name[h & mask]; p != NULL; p = p->hname_next)
+            if (p->hname == h && p->partition == partition && km_fw_str_eq(tr->Topic, p->topic))
+                return p;
     }
     return NULL;
 }

@@ -18,7 +18,13 @@ void km_fetch_wire_leave_session(km_fetcher_t *t, km_fetch_part_t *fpart);
  *  ListOffsets / OffsetsForLeaderEpoch steps start over. @thread t */
 void km_fetch_wire_reset(km_fetcher_t *t);
 
-/** Free the forget lists. @thread t, or any once t has exited */
+/** Put fpart into t's set (list and lookup indexes). @thread t */
+void km_fetch_wire_attach(km_fetcher_t *t, km_fetch_part_t *fpart);
+
+/** Take fpart out of t's set. @thread t */
+void km_fetch_wire_detach(km_fetcher_t *t, km_fetch_part_t *fpart);
+
+/** Free the forget lists and the indexes. @thread t, or any once t has exited */
 void km_fetch_wire_forget_free(km_fetcher_t *t);
 
 /* km_fetch.c */
