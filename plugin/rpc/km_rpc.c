@@ -452,6 +452,61 @@ int32_t km_rpc_after(km_rpc_req_t *req, int64_t delay_ms, km_rpc_cont_fn cont, i
     return rc;
 }
 
+#define KM_RPC_METADATA_VERSION 12
+
+int32_t km_rpc_brokers_query(km_rpc_req_t *req, km_rpc_cont_fn cont, int32_t tag)
+{
+    kp_MetadataRequest_t rq;
+
+    kp_MetadataRequest_init(&rq);
+    rq.Topics.cnt = 0; /* brokers only */
+    rq.AllowAutoTopicCreation = false;
+    return km_rpc_local_request(req, 3, KM_RPC_METADATA_VERSION, &rq, &kp_MetadataRequest_desc,
+                                cont, tag);
+}
+
+const int32_t *km_rpc_brokers_decode(km_rpc_req_t *req, int32_t status, const uint8_t *body,
+                                     size_t len, size_t *n)
+{
+    km_plugin_t *cm = req->cm;
+    kp_MetadataResponse_t resp;
+    const int32_t *cat;
+    int32_t *ids;
+    kp_reader_t rd;
+    size_t nc;
+
+    *n = 0;
+    if (status == KBX_OK) {
+        kp_reader_init(&rd, body, len);
+        kp_MetadataResponse_init(&resp);
+        if (kp_MetadataResponse_decode(&rd, &req->ar, &resp, KM_RPC_METADATA_VERSION) == 0 &&
+            resp.Brokers.cnt > 0) {
+            ids = kp_arena_calloc(&req->ar, (size_t)resp.Brokers.cnt, sizeof(*ids));
+            if (ids != NULL) {
+                for (int32_t i = 0; i < resp.Brokers.cnt; i++)
+                    ids[i] = resp.Brokers.v[i].NodeId;
+                *n = (size_t)resp.Brokers.cnt;
+                return ids;
+            }
+        }
+    }
+    km_log_warn(cm,
+                "cannot list this cluster's brokers through Metadata (%s): using what the "
+                "metadata listener reported",
+                status == KBX_OK ? "unreadable answer" : "request failed");
+    cat = km_catalog_brokers(&cm->catalog, &nc);
+    ids = kp_arena_calloc(&req->ar, nc + 1, sizeof(*ids));
+    if (ids == NULL)
+        return NULL;
+    memcpy(ids, cat, nc * sizeof(*ids));
+    if (nc == 0) {
+        ids[0] = cm->broker_id;
+        nc = 1;
+    }
+    *n = nc;
+    return ids;
+}
+
 /* ---- the host's callbacks --------------------------------------------------------------- */
 
 static void km_rpc_req_run(km_plugin_t *cm, void *arg)

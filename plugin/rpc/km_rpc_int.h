@@ -92,6 +92,19 @@ int32_t km_rpc_controller_write(km_rpc_req_t *req, const kbx_record_t *const *re
 /** Continue with cont(req, KBX_OK, NULL, 0, tag) on the loop after delay_ms (a host timer). */
 int32_t km_rpc_after(km_rpc_req_t *req, int64_t delay_ms, km_rpc_cont_fn cont, int32_t tag);
 
+/**
+ * The registered brokers of this cluster: a Metadata request (no topics) to this broker through
+ * local_request, so that any host that serves Metadata works (the kbx metadata deltas of a host
+ * may list only the local broker). cont gets the response; km_rpc_brokers_decode reads it.
+ */
+int32_t km_rpc_brokers_query(km_rpc_req_t *req, km_rpc_cont_fn cont, int32_t tag);
+/**
+ * The broker ids of a km_rpc_brokers_query answer (in the request arena; *n 0 when the answer
+ * is unusable, then the catalog's list, else this broker alone).
+ */
+const int32_t *km_rpc_brokers_decode(km_rpc_req_t *req, int32_t status, const uint8_t *body,
+                                     size_t len, size_t *n);
+
 /** Authorize the request's principal for operation (Kafka AclOperation) on the cluster. */
 bool km_rpc_authorized(km_rpc_req_t *req, int32_t operation);
 

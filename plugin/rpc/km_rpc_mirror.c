@@ -72,7 +72,8 @@ typedef struct km_create_st {
     char **keys;
     char **values;
     char cluster_id[128];
-    bool state_ready; /* __mirror_state exists */
+    bool state_ready;   /* __mirror_state exists */
+    int state_attempts; /* km_state_ensure_topic calls so far */
     int answers_pending;
     int16_t broker_error;
     char broker_msg[256];
@@ -123,6 +124,26 @@ static void km_create_write_done(km_rpc_req_t *req, int32_t status, const uint8_
 
 static void km_create_write(km_rpc_req_t *req);
 
+/** __mirror_state creation is retried this often on a retriable error, this far apart. */
+#define KM_CREATE_STATE_ATTEMPTS   20
+#define KM_CREATE_STATE_BACKOFF_MS 250
+
+static bool km_create_state_retriable(int16_t err)
+{
+    return err == KP_ERR_NOT_CONTROLLER || err == KP_ERR_COORDINATOR_NOT_AVAILABLE ||
+           err == KP_ERR_REQUEST_TIMED_OUT || err == KP_ERR_COORDINATOR_LOAD_IN_PROGRESS;
+}
+
+static void km_create_state_retry(km_rpc_req_t *req, int32_t status, const uint8_t *body,
+                                  size_t len, int32_t tag)
+{
+    (void)status;
+    (void)body;
+    (void)len;
+    (void)tag;
+    km_create_write(req);
+}
+
 static void km_create_on_state(km_plugin_t *cm, void *arg, int16_t err, const char *msg)
 {
     km_rpc_req_t *req = arg;
@@ -131,6 +152,12 @@ static void km_create_on_state(km_plugin_t *cm, void *arg, int16_t err, const ch
     (void)cm;
     if (km_rpc_req_done(req)) {
         /* the client went away */
+    } else if (err != 0 && km_create_state_retriable(err) &&
+               ++st->state_attempts < KM_CREATE_STATE_ATTEMPTS &&
+               km_rpc_after(req, KM_CREATE_STATE_BACKOFF_MS, km_create_state_retry, 0) == KBX_OK) {
+        /* The controller channel of a broker-only node may not be up yet: try again. */
+        km_log_debug(req->cm, "CreateMirror %s: __mirror_state not ready (%s), retrying", st->name,
+                     msg != NULL ? msg : "");
     } else if (err != 0) {
         km_rpc_fail(req, err, "Mirror %s was not created: __mirror_state: %s", st->name,
                     msg != NULL ? msg : "not available");
@@ -249,20 +276,20 @@ static void km_create_on_versions(km_rpc_req_t *req, int32_t status, const uint8
 }
 
 /* Every broker of this cluster must advertise the mirror APIs (ARCHITECTURE §4). */
-static void km_create_check_brokers(km_rpc_req_t *req)
+static void km_create_on_brokers(km_rpc_req_t *req, int32_t status, const uint8_t *body, size_t len,
+                                 int32_t tag)
 {
     km_create_st_t *st = req->st;
-    km_plugin_t *cm = req->cm;
     kp_ApiVersionsRequest_t avr;
     const int32_t *brokers;
-    int32_t self = cm->broker_id;
     size_t nb;
     int32_t rc;
 
-    brokers = km_catalog_brokers(&cm->catalog, &nb);
-    if (nb == 0) {
-        brokers = &self; /* a node that lists no registrations: itself */
-        nb = 1;
+    (void)tag;
+    brokers = km_rpc_brokers_decode(req, status, body, len, &nb);
+    if (brokers == NULL) {
+        km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR, "out of memory");
+        return;
     }
     kp_ApiVersionsRequest_init(&avr);
     avr.ClientSoftwareName = km_rpc_str(req, "kmirror");
@@ -284,6 +311,14 @@ static void km_create_check_brokers(km_rpc_req_t *req)
         st->answers_pending++;
     }
     km_create_on_versions(req, KBX_OK, NULL, 0, INT32_MIN); /* releases the hold */
+}
+
+static void km_create_check_brokers(km_rpc_req_t *req)
+{
+    int32_t rc = km_rpc_brokers_query(req, km_create_on_brokers, 0);
+
+    if (rc != KBX_OK)
+        km_create_on_brokers(req, rc, NULL, 0, 0); /* falls back to the catalog's list */
 }
 
 static void km_create_on_source(km_plugin_t *cm, void *arg, const km_srcadm_result_t *res)
@@ -851,14 +886,42 @@ static void km_describe_on_broker(km_rpc_req_t *req, int32_t status, const uint8
         km_describe_finish(req);
 }
 
+/* Ask every other broker for its part (a fan-out leg: ClusterId = this cluster's id). */
+static void km_describe_fan_out(km_rpc_req_t *req, int32_t status, const uint8_t *body, size_t len,
+                                int32_t tag)
+{
+    const kp_DescribeMirrorsRequest_t *rq = req->rq;
+    km_describe_st_t *st = req->st;
+    km_plugin_t *cm = req->cm;
+    kp_DescribeMirrorsRequest_t fan;
+    const int32_t *brokers;
+    size_t nb;
+
+    (void)tag;
+    brokers = km_rpc_brokers_decode(req, status, body, len, &nb);
+    fan = *rq;
+    fan.ClusterId = km_rpc_str(req, cm->cluster_id);
+    fan.LastMirrorEpochLookups.cnt = 0;
+    st->pending = 1;
+    for (size_t i = 0; brokers != NULL && i < nb; i++) {
+        if (brokers[i] == cm->broker_id)
+            continue;
+        if (km_rpc_broker_request(req, brokers[i], 99, 0, &fan, &kp_DescribeMirrorsRequest_desc,
+                                  km_describe_on_broker, brokers[i]) == KBX_OK)
+            st->pending++;
+        else if (st->partial[0] == '\0')
+            snprintf(st->partial, sizeof(st->partial),
+                     "partial answer: broker %d could not be asked", (int)brokers[i]);
+    }
+    if (--st->pending == 0)
+        km_describe_finish(req);
+}
+
 void km_rpc_describe_mirrors(km_rpc_req_t *req)
 {
     const kp_DescribeMirrorsRequest_t *rq = req->rq;
     km_plugin_t *cm = req->cm;
     km_describe_st_t *st;
-    kp_DescribeMirrorsRequest_t fan;
-    const int32_t *brokers;
-    size_t nb;
     bool leg;
 
     if (!km_rpc_authorized(req, KM_RPC_OP_DESCRIBE)) {
@@ -878,25 +941,10 @@ void km_rpc_describe_mirrors(km_rpc_req_t *req)
      * them; until then LastMirrorEpoch/Offset stay -1 (none recorded). */
     leg = rq->ClusterId.len > 0 && (size_t)rq->ClusterId.len == strlen(cm->cluster_id) &&
           memcmp(rq->ClusterId.ptr, cm->cluster_id, (size_t)rq->ClusterId.len) == 0;
-    brokers = km_catalog_brokers(&cm->catalog, &nb);
-    if (leg || nb <= 1) {
+    if (leg) {
         km_describe_finish(req);
         return;
     }
-    fan = *rq;
-    fan.ClusterId = km_rpc_str(req, cm->cluster_id);
-    fan.LastMirrorEpochLookups.cnt = 0;
-    st->pending = 1;
-    for (size_t i = 0; i < nb; i++) {
-        if (brokers[i] == cm->broker_id)
-            continue;
-        if (km_rpc_broker_request(req, brokers[i], 99, 0, &fan, &kp_DescribeMirrorsRequest_desc,
-                                  km_describe_on_broker, brokers[i]) == KBX_OK)
-            st->pending++;
-        else if (st->partial[0] == '\0')
-            snprintf(st->partial, sizeof(st->partial),
-                     "partial answer: broker %d could not be asked", (int)brokers[i]);
-    }
-    if (--st->pending == 0)
-        km_describe_finish(req);
+    if (km_rpc_brokers_query(req, km_describe_fan_out, 0) != KBX_OK)
+        km_describe_fan_out(req, KBX_ERR_INVALID, NULL, 0, 0);
 }
