@@ -5,17 +5,19 @@
  * CreateTopics: Kafka's name rules; -1 partitions / replication factor = num.partitions /
  * default.replication.factor; the replication factor is kb_meta's to check (a single node: 1
  * only; a cluster's controller: at most the usable brokers, INVALID_REPLICATION_FACTOR);
- * explicit assignments must name this broker and
- * partitions 0..n-1; configs validated (unknown keys, types, ranges; mirror.name refused);
- * internal topic names refused; ValidateOnly; random topic ids; v5+ results carry partitions,
- * replication factor and every config with its source; v7+ the topic id. CreateTopics v8's
+ * explicit assignments (both counts -1) are checked by kb_meta as Kafka's controller does
+ * (registered brokers, none twice, one replica count, partitions 0..n-1); configs validated
+ * (unknown keys, types, ranges; mirror.name refused); internal topic names refused;
+ * ValidateOnly; random topic ids; v5+ results carry partitions, replication factor and every
+ * config with its source; v7+ the topic id. CreateTopics v8's
  * MirrorInfo (provisional) is accepted only on the broker's internal path
  * (KB_PRINCIPAL_INTERNAL): it gives the topic the source's topic id and mirror.name; from
  * clients it is INVALID_REQUEST.
  *
  * DeleteTopics by name or (v6) by id; delete.topic.enable; internal topics only internally.
- * CreatePartitions: grow only, assignments must name this broker. DeleteRecords: up to the HW
- * (-1 = HW), refused on read-only / pending (mirror) partitions like Produce.
+ * CreatePartitions: grow only, assignments as CreateTopics' (one per new partition, partition
+ * 0's replica count). DeleteRecords: up to the HW (-1 = HW), refused on read-only / pending
+ * (mirror) partitions like Produce.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -75,7 +77,7 @@ static void kb_ct_one(kb_apisvc_t *svc, kb_reqctx_t *ctx, const kp_CreateTopicsR
     char msg[512];
     int32_t parts = t->NumPartitions;
     int32_t rf = t->ReplicationFactor;
-    int32_t node = kb_meta_node_id(svc->meta);
+    kb_meta_assignment_t *asg = NULL;
     kb_kv_t *kv;
     size_t nkv = 0;
     kb_topic_spec_t spec;
@@ -104,37 +106,33 @@ static void kb_ct_one(kb_apisvc_t *svc, kb_reqctx_t *ctx, const kp_CreateTopicsR
         return;
     }
     if (t->Assignments.cnt > 0) {
-        if (parts != -1 || rf != -1) {
+        /* Kafka's controller: both counts -1; the lists are kb_meta's to check against the
+         * registered brokers (kb_meta_manual_plan). */
+        if (rf != -1) {
             r->ErrorCode = KP_ERR_INVALID_REQUEST;
-            r->ErrorMessage = kb_h_view("Both numPartitions or replicationFactor and "
-                                        "replicasAssignments were set. Both cannot be used at "
-                                        "the same time.");
+            r->ErrorMessage = kb_h_view("A manual partition assignment was specified, but "
+                                        "replication factor was not set to -1.");
+            return;
+        }
+        if (parts != -1) {
+            r->ErrorCode = KP_ERR_INVALID_REQUEST;
+            r->ErrorMessage = kb_h_view("A manual partition assignment was specified, but "
+                                        "numPartitions was not set to -1.");
+            return;
+        }
+        asg = kp_arena_calloc(ctx->arena, (size_t)t->Assignments.cnt, sizeof(*asg));
+        if (!asg) {
+            r->ErrorCode = KP_ERR_UNKNOWN_SERVER_ERROR;
             return;
         }
         for (int32_t i = 0; i < t->Assignments.cnt; i++) {
             const kp_CreateTopicsRequest_CreatableReplicaAssignment_t *a = &t->Assignments.v[i];
-            bool seen = false;
-            for (int32_t k = 0; k < t->Assignments.cnt; k++)
-                if (t->Assignments.v[k].PartitionIndex == i)
-                    seen = true;
-            if (!seen) {
-                r->ErrorCode = KP_ERR_INVALID_REPLICA_ASSIGNMENT;
-                r->ErrorMessage = kb_h_view("Partitions should be a consecutive 0-based integer "
-                                            "sequence");
-                return;
-            }
-            if (a->BrokerIds.cnt != 1 || a->BrokerIds.v[0] != node) {
-                r->ErrorCode = KP_ERR_INVALID_REPLICA_ASSIGNMENT;
-                r->ErrorMessage = kb_h_fmt(ctx->arena,
-                                           "Replica assignment of partition %" PRId32
-                                           " must be exactly [%" PRId32 "]: this cluster has one "
-                                           "broker",
-                                           a->PartitionIndex, node);
-                return;
-            }
+            asg[i].partition = a->PartitionIndex;
+            asg[i].brokers = a->BrokerIds.v;
+            asg[i].nbrokers = a->BrokerIds.cnt > 0 ? a->BrokerIds.cnt : 0;
         }
         parts = t->Assignments.cnt;
-        rf = 1;
+        rf = asg[0].nbrokers; /* every list has as many once kb_meta accepted them */
     } else {
         if (parts == -1)
             parts = cfg->num_partitions;
@@ -186,6 +184,8 @@ static void kb_ct_one(kb_apisvc_t *svc, kb_reqctx_t *ctx, const kp_CreateTopicsR
     spec.partitions = parts;
     spec.replication_factor = rf; /* kb_meta checks it against the brokers there are */
     spec.privileged = privileged;
+    spec.assignments = asg;
+    spec.nassignments = asg ? (size_t)parts : 0;
     if (ctx->api_version >= KP_CREATE_TOPICS_MIRROR_INFO_VERSION && !t->MirrorInfo_null) {
         char *mname = kb_h_str(ctx->arena, t->MirrorInfo.MirrorName);
         spec.id = &t->MirrorInfo.TopicId;
@@ -369,7 +369,7 @@ static kb_api_result_t kb_create_partitions_handle(void *opaque, kb_req_t *req, 
     kb_reqctx_t *ctx = kb_req_ctx(req);
     kp_CreatePartitionsRequest_t rq;
     kp_CreatePartitionsResponse_t resp;
-    int32_t n, node = kb_meta_node_id(svc->meta);
+    int32_t n;
     kp_str_t *names;
     bool *dups = NULL;
 
@@ -392,6 +392,8 @@ static kb_api_result_t kb_create_partitions_handle(void *opaque, kb_req_t *req, 
         kp_CreatePartitionsResponse_CreatePartitionsTopicResult_t *r = &resp.Results.v[i];
         char *name = kb_h_str(ctx->arena, t->Name);
         kb_topic_info_t ti;
+        kb_meta_assignment_t *asg = NULL;
+        int32_t nasg = -1;
         char msg[512];
         bool dup = dups && dups[i];
         kp_CreatePartitionsResponse_CreatePartitionsTopicResult_init(r);
@@ -407,21 +409,19 @@ static kb_api_result_t kb_create_partitions_handle(void *opaque, kb_req_t *req, 
             continue;
         }
         if (t->Assignments.cnt >= 0 && t->Count > ti.partitions) {
-            bool bad = t->Assignments.cnt != t->Count - ti.partitions;
-            for (int32_t k = 0; !bad && k < t->Assignments.cnt; k++)
-                bad = t->Assignments.v[k].BrokerIds.cnt != 1 ||
-                      t->Assignments.v[k].BrokerIds.v[0] != node;
-            if (bad) {
-                r->ErrorCode = KP_ERR_INVALID_REPLICA_ASSIGNMENT;
-                r->ErrorMessage = kb_h_fmt(ctx->arena,
-                                           "Increasing the number of partitions by %" PRId32
-                                           " needs as many assignments, each exactly [%" PRId32 "]",
-                                           t->Count - ti.partitions, node);
-                continue;
+            asg = kp_arena_calloc(ctx->arena, (size_t)t->Assignments.cnt + 1, sizeof(*asg));
+            if (!asg)
+                return KB_API_CLOSE;
+            for (int32_t k = 0; k < t->Assignments.cnt; k++) {
+                asg[k].partition = ti.partitions + k;
+                asg[k].brokers = t->Assignments.v[k].BrokerIds.v;
+                asg[k].nbrokers =
+                    t->Assignments.v[k].BrokerIds.cnt > 0 ? t->Assignments.v[k].BrokerIds.cnt : 0;
             }
+            nasg = t->Assignments.cnt;
         }
-        r->ErrorCode =
-            kb_meta_create_partitions(svc->meta, name, t->Count, rq.ValidateOnly, msg, sizeof(msg));
+        r->ErrorCode = kb_meta_create_partitions_assigned(svc->meta, name, t->Count, asg, nasg,
+                                                          rq.ValidateOnly, msg, sizeof(msg));
         if (r->ErrorCode)
             r->ErrorMessage = kb_h_dup(ctx->arena, msg);
     }

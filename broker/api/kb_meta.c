@@ -1962,6 +1962,185 @@ static void kb_meta_unstage(kb_meta_t *meta, kb_mtopic_t *st)
     free(st);
 }
 
+/* ---- manual replica assignments ------------------------------------------------------------ */
+
+/* Checked manual assignments: partition i (of n) has replicas rep[i*rf..] and ISR isr[i*rf..]
+ * (nisr[i] of them), all malloc'd. */
+typedef struct kb_mplan_s {
+    int32_t n, rf;
+    int32_t *rep, *isr, *nisr;
+} kb_mplan_t;
+
+static void kb_mplan_free(kb_mplan_t *p)
+{
+    free(p->rep);
+    free(p->isr);
+    free(p->nisr);
+    memset(p, 0, sizeof(*p));
+}
+
+static int kb_mplan_cmp(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Broker @p id in the image's registrations @p bs (sorted): NULL when not registered. A node
+ * without registrations (single node) knows itself only: returned as @p self. */
+static const kb_meta_broker_t *kb_mplan_broker(const kb_meta_broker_t *bs, size_t nb, int32_t id,
+                                               const kb_meta_broker_t *self)
+{
+    size_t lo = 0, hi = nb;
+    if (nb == 0)
+        return id == self->id ? self : NULL;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (bs[mid].id == id)
+            return &bs[mid];
+        if (bs[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* Kafka's checks of manual assignments @p a (n lists), in the order of its controller: per list
+ * in request order, a partition assigned twice, an empty list, an unregistered broker, a broker
+ * twice (sorted order), a count other than the first list's (or @p rf when > 0), no unfenced
+ * replica; then (@p first < 0, CreateTopics) partitions 0..n-1. @p first >= 0 (CreatePartitions):
+ * list i is partition first+i. Fills @p plan. change_mu held. */
+static int16_t kb_meta_manual_plan(kb_meta_t *meta, const kb_meta_assignment_t *a, size_t n,
+                                   int32_t first, int32_t rf, kb_mplan_t *plan, char *msg,
+                                   size_t msg_size)
+{
+    kb_meta_broker_t *bs = NULL, self;
+    size_t nb = 0;
+    uint8_t *seen = NULL;
+    int32_t *sorted = NULL;
+    bool gap = false;
+    int16_t ec = 0;
+
+    memset(plan, 0, sizeof(*plan));
+    memset(&self, 0, sizeof(self));
+    self.id = meta->node_id;
+    if (n == 0 || n > KB_META_MAX_PART) {
+        snprintf(msg, msg_size, "Between 1 and %d manual partition assignments are supported.",
+                 KB_META_MAX_PART);
+        return KP_ERR_INVALID_REPLICA_ASSIGNMENT;
+    }
+    plan->n = (int32_t)n;
+    plan->rf = rf > 0 ? rf : a[0].nbrokers;
+    if (plan->rf <= 0 || plan->rf > KB_META_MAX_REPLICAS)
+        plan->rf = KB_META_MAX_REPLICAS; /* only sizes the arrays: the checks below refuse it */
+    plan->rep = calloc(n * (size_t)plan->rf, sizeof(int32_t));
+    plan->isr = calloc(n * (size_t)plan->rf, sizeof(int32_t));
+    plan->nisr = calloc(n, sizeof(int32_t));
+    seen = calloc(n, 1);
+    sorted = malloc((size_t)KB_META_MAX_REPLICAS * sizeof(int32_t));
+    if (!plan->rep || !plan->isr || !plan->nisr || !seen || !sorted ||
+        kb_meta_brokers(meta, &bs, &nb) != 0) {
+        snprintf(msg, msg_size, "out of memory");
+        ec = KP_ERR_UNKNOWN_SERVER_ERROR;
+        goto out;
+    }
+    for (size_t i = 0; i < n && !ec; i++) {
+        int32_t part = first >= 0 ? first + (int32_t)i : a[i].partition;
+        int32_t slot = first >= 0 ? (int32_t)i : a[i].partition;
+        int32_t cnt = a[i].nbrokers > 0 ? a[i].nbrokers : 0, k, nisr = 0;
+        bool in_range = slot >= 0 && (size_t)slot < n;
+        ec = KP_ERR_INVALID_REPLICA_ASSIGNMENT;
+        if (in_range && seen[slot]) {
+            snprintf(msg, msg_size, "Found multiple manual partition assignments for partition %d",
+                     (int)part);
+            break;
+        }
+        if (cnt == 0) {
+            snprintf(msg, msg_size,
+                     "The manual partition assignment includes an empty replica list.");
+            break;
+        }
+        if (cnt > KB_META_MAX_REPLICAS) {
+            snprintf(msg, msg_size,
+                     "The manual partition assignment includes %d replicas; at most %d are "
+                     "supported.",
+                     (int)cnt, KB_META_MAX_REPLICAS);
+            break;
+        }
+        memcpy(sorted, a[i].brokers, (size_t)cnt * sizeof(int32_t));
+        qsort(sorted, (size_t)cnt, sizeof(int32_t), kb_mplan_cmp);
+        for (k = 0; k < cnt; k++) {
+            if (!kb_mplan_broker(bs, nb, sorted[k], &self)) {
+                snprintf(msg, msg_size,
+                         "The manual partition assignment includes broker %d, but no such broker "
+                         "is registered.",
+                         (int)sorted[k]);
+                break;
+            }
+            if (k > 0 && sorted[k] == sorted[k - 1]) {
+                snprintf(msg, msg_size,
+                         "The manual partition assignment includes the broker %d more than once.",
+                         (int)sorted[k]);
+                break;
+            }
+        }
+        if (k < cnt)
+            break;
+        if (cnt != plan->rf) {
+            snprintf(msg, msg_size,
+                     "The manual partition assignment includes a partition with %d replica(s), "
+                     "but this is inconsistent with previous partitions, which have %d "
+                     "replica(s).",
+                     (int)cnt, (int)plan->rf);
+            break;
+        }
+        for (k = 0; k < cnt; k++) {
+            const kb_meta_broker_t *b = kb_mplan_broker(bs, nb, a[i].brokers[k], &self);
+            if (b && !b->fenced && in_range)
+                plan->isr[(size_t)slot * (size_t)plan->rf + (size_t)nisr] = a[i].brokers[k];
+            nisr += b && !b->fenced;
+        }
+        if (nisr == 0) {
+            snprintf(msg, msg_size,
+                     "All brokers specified in the manual partition assignment for partition %d "
+                     "are fenced or in controlled shutdown.",
+                     (int)part);
+            break;
+        }
+        if (in_range) {
+            seen[slot] = 1;
+            memcpy(&plan->rep[(size_t)slot * (size_t)plan->rf], a[i].brokers,
+                   (size_t)cnt * sizeof(int32_t));
+            plan->nisr[slot] = nisr;
+        } else {
+            gap = true;
+        }
+        ec = 0;
+    }
+    if (!ec && gap) {
+        snprintf(msg, msg_size, "partitions should be a consecutive 0-based integer sequence");
+        ec = KP_ERR_INVALID_REPLICA_ASSIGNMENT;
+    }
+out:
+    free(bs);
+    free(seen);
+    free(sorted);
+    if (ec)
+        kb_mplan_free(plan);
+    return ec;
+}
+
+/* Partition @p i of a checked @p plan as a kb_mpart_t (arrays point into the plan). */
+static void kb_mplan_part(const kb_mplan_t *plan, int32_t i, kb_mpart_t *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->replicas = &plan->rep[(size_t)i * (size_t)plan->rf];
+    p->nreplicas = plan->rf;
+    p->isr = &plan->isr[(size_t)i * (size_t)plan->rf];
+    p->nisr = plan->nisr[i];
+    p->leader = p->isr[0];
+}
+
 /* change_mu held. */
 static int16_t kb_meta_create_locked(kb_meta_t *meta, const kb_topic_spec_t *spec,
                                      bool validate_only, kp_uuid_t *id_out, char *msg,
@@ -1970,6 +2149,7 @@ static int16_t kb_meta_create_locked(kb_meta_t *meta, const kb_topic_spec_t *spe
     kb_mtopic_t *other, *st, like;
     kb_mrecs_t rs = {0};
     kb_mpart_t p0;
+    kb_mplan_t plan = {0};
     int32_t self;
     int16_t ec;
     char err[512];
@@ -2013,7 +2193,18 @@ static int16_t kb_meta_create_locked(kb_meta_t *meta, const kb_topic_spec_t *spe
                  (int)meta->remote);
         return KP_ERR_NOT_CONTROLLER;
     }
-    if (spec->replication_factor > 1 && !spec->internal) {
+    if (spec->nassignments > 0) {
+        /* Manual assignments: checked against the registered brokers of the image. */
+        if ((size_t)spec->partitions != spec->nassignments) {
+            snprintf(msg, msg_size, "%zu manual partition assignments for %" PRId32 " partitions",
+                     spec->nassignments, spec->partitions);
+            return KP_ERR_INVALID_REPLICA_ASSIGNMENT;
+        }
+        ec = kb_meta_manual_plan(meta, spec->assignments, spec->nassignments, -1, -1, &plan, msg,
+                                 msg_size);
+        if (ec)
+            return ec;
+    } else if (spec->replication_factor > 1 && !spec->internal) {
         /* A single node has one broker; a cluster's controller asks its assigner. */
         int32_t rf = spec->replication_factor, rv[KB_META_MAX_REPLICAS];
         if (!meta->assign || rf > KB_META_MAX_REPLICAS) {
@@ -2028,8 +2219,10 @@ static int16_t kb_meta_create_locked(kb_meta_t *meta, const kb_topic_spec_t *spe
         if (ec)
             return ec;
     }
-    if (validate_only)
+    if (validate_only) {
+        kb_mplan_free(&plan);
         return 0;
+    }
 
     memset(&like, 0, sizeof(like));
     like.name = (char *)spec->name;
@@ -2046,10 +2239,12 @@ static int16_t kb_meta_create_locked(kb_meta_t *meta, const kb_topic_spec_t *spe
     /* The logs first: a topic whose logs cannot be created is not committed. */
     st = kb_meta_stage(meta, &like, 0, spec->partitions, err, sizeof(err), &io_error);
     if (!st && io_error) {
+        kb_mplan_free(&plan);
         snprintf(msg, msg_size, "Cannot create the log of a partition of %s: %s", spec->name, err);
         return KP_ERR_KAFKA_STORAGE_ERROR;
     }
     if (!st) {
+        kb_mplan_free(&plan);
         snprintf(msg, msg_size, "out of memory");
         return KP_ERR_UNKNOWN_SERVER_ERROR;
     }
@@ -2059,7 +2254,9 @@ static int16_t kb_meta_create_locked(kb_meta_t *meta, const kb_topic_spec_t *spe
     for (int32_t i = 0; i < spec->partitions; i++) {
         int32_t rv[KB_META_MAX_REPLICAS];
         kb_mpart_t pa = p0;
-        if (meta->assign) {
+        if (plan.n > 0) {
+            kb_mplan_part(&plan, i, &pa);
+        } else if (meta->assign) {
             /* The controller of a cluster: replicas over the usable brokers. */
             int32_t rf = spec->replication_factor > 0 ? spec->replication_factor : 1;
             if (rf > KB_META_MAX_REPLICAS)
@@ -2068,6 +2265,7 @@ static int16_t kb_meta_create_locked(kb_meta_t *meta, const kb_topic_spec_t *spe
             if (ec) {
                 kb_meta_recs_free(rs.v, rs.n);
                 kb_meta_unstage(meta, st);
+                kb_mplan_free(&plan);
                 return ec;
             }
             pa.replicas = pa.isr = rv;
@@ -2079,6 +2277,7 @@ static int16_t kb_meta_create_locked(kb_meta_t *meta, const kb_topic_spec_t *spe
     for (size_t i = 0; i < spec->config_cnt; i++)
         kb_mrecs_config(&rs, KB_RES_TOPIC, spec->name, spec->configs[i].key,
                         spec->configs[i].value ? spec->configs[i].value : "");
+    kb_mplan_free(&plan);
     meta->staged = st;
     ec = kb_meta_commit(meta, &rs, msg, msg_size);
     kb_meta_unstage(meta, st);
@@ -2265,8 +2464,17 @@ int16_t kb_meta_delete_topic(kb_meta_t *meta, const char *name, const kp_uuid_t 
 int16_t kb_meta_create_partitions(kb_meta_t *meta, const char *name, int32_t count,
                                   bool validate_only, char *msg, size_t msg_size)
 {
+    return kb_meta_create_partitions_assigned(meta, name, count, NULL, -1, validate_only, msg,
+                                              msg_size);
+}
+
+int16_t kb_meta_create_partitions_assigned(kb_meta_t *meta, const char *name, int32_t count,
+                                           const kb_meta_assignment_t *asg, int32_t nasg,
+                                           bool validate_only, char *msg, size_t msg_size)
+{
     kb_mtopic_t *t, *st;
     kb_mrecs_t rs = {0};
+    kb_mplan_t plan = {0};
     kb_mpart_t p0;
     int32_t self;
     int16_t ec;
@@ -2295,14 +2503,34 @@ int16_t kb_meta_create_partitions(kb_meta_t *meta, const char *name, int32_t cou
         snprintf(msg, msg_size, "Number of partitions must be at most %d.", KB_META_MAX_PART);
         goto invalid;
     }
+    if (nasg >= 0) {
+        /* Kafka: as many lists as new partitions, each as long as partition 0's replicas. */
+        if (nasg != count - t->nparts) {
+            pthread_mutex_unlock(&meta->change_mu);
+            snprintf(msg, msg_size,
+                     "Attempted to add %" PRId32 " additional partition(s), but only %" PRId32
+                     " assignment(s) were specified.",
+                     count - t->nparts, nasg);
+            return KP_ERR_INVALID_REPLICA_ASSIGNMENT;
+        }
+        ec = kb_meta_manual_plan(meta, asg, (size_t)nasg, t->nparts,
+                                 t->nparts > 0 && t->pi[0].nreplicas > 0 ? t->pi[0].nreplicas : 1,
+                                 &plan, msg, msg_size);
+        if (ec) {
+            pthread_mutex_unlock(&meta->change_mu);
+            return ec;
+        }
+    }
     if (validate_only) {
         pthread_mutex_unlock(&meta->change_mu);
+        kb_mplan_free(&plan);
         return 0;
     }
     /* New partitions' logs are opened before they are committed. */
     st = kb_meta_stage(meta, t, t->nparts, count, err, sizeof(err), &io_error);
     if (!st) {
         pthread_mutex_unlock(&meta->change_mu);
+        kb_mplan_free(&plan);
         if (io_error) {
             snprintf(msg, msg_size, "Cannot create the new partitions: %s", err);
             return KP_ERR_KAFKA_STORAGE_ERROR;
@@ -2315,7 +2543,9 @@ int16_t kb_meta_create_partitions(kb_meta_t *meta, const char *name, int32_t cou
     for (int32_t i = t->nparts; i < count; i++) {
         int32_t rv[KB_META_MAX_REPLICAS];
         kb_mpart_t pa = p0;
-        if (meta->assign) {
+        if (plan.n > 0) {
+            kb_mplan_part(&plan, i - t->nparts, &pa);
+        } else if (meta->assign) {
             /* The controller of a cluster: as many replicas as the topic's first partition. */
             int32_t rf = t->nparts > 0 && t->pi[0].nreplicas > 0 ? t->pi[0].nreplicas : 1;
             if (rf > KB_META_MAX_REPLICAS)
@@ -2325,6 +2555,7 @@ int16_t kb_meta_create_partitions(kb_meta_t *meta, const char *name, int32_t cou
                 kb_meta_recs_free(rs.v, rs.n);
                 kb_meta_unstage(meta, st);
                 pthread_mutex_unlock(&meta->change_mu);
+                kb_mplan_free(&plan);
                 return ec;
             }
             pa.replicas = pa.isr = rv;
@@ -2333,6 +2564,7 @@ int16_t kb_meta_create_partitions(kb_meta_t *meta, const char *name, int32_t cou
         }
         kb_mrecs_partition(&rs, &t->id, i, &pa);
     }
+    kb_mplan_free(&plan);
     meta->staged = st;
     ec = kb_meta_commit(meta, &rs, msg, msg_size);
     kb_meta_unstage(meta, st);

@@ -146,6 +146,14 @@ bool kb_meta_topic_is_internal_name(const char *name);
 
 /* ---- mutations (return 0 or a Kafka error code with a message) ------------------------------ */
 
+/** One manual replica list (CreateTopics / CreatePartitions Assignments): broker ids in
+ *  preference order (the first is the preferred leader). */
+typedef struct kb_meta_assignment_s {
+    int32_t partition; /**< CreateTopics' PartitionIndex (CreatePartitions: by position) */
+    const int32_t *brokers;
+    int32_t nbrokers;
+} kb_meta_assignment_t;
+
 typedef struct kb_topic_spec_s {
     const char *name;
     int32_t partitions;
@@ -156,6 +164,13 @@ typedef struct kb_topic_spec_s {
                               whose TopicRecord has no such flag) */
     bool privileged;     /**< the broker itself or the plugin: hidden keys (mirror.name) allowed */
     int32_t replication_factor; /**< replicas per partition (<= 0: 1); used with an assigner */
+    /** Manual assignments (nassignments > 0; then @p partitions must equal nassignments and
+     *  @p replication_factor is ignored): checked as Kafka's controller does (every broker
+     *  registered in the image, none twice, the same count in every list, partitions 0..n-1,
+     *  INVALID_REPLICA_ASSIGNMENT); the ISR is the unfenced replicas in list order, the leader
+     *  the first of them. */
+    const kb_meta_assignment_t *assignments;
+    size_t nassignments;
 } kb_topic_spec_t;
 
 /** Create a topic (its logs first, then the metadata). With @p validate_only nothing changes.
@@ -174,6 +189,12 @@ int16_t kb_meta_delete_topic(kb_meta_t *meta, const char *name, const kp_uuid_t 
  *  KAFKA_STORAGE_ERROR. */
 int16_t kb_meta_create_partitions(kb_meta_t *meta, const char *name, int32_t count,
                                   bool validate_only, char *msg, size_t msg_size);
+/** kb_meta_create_partitions() with manual assignments for the new partitions (@p nasg < 0:
+ *  none; else exactly count minus the current count, each as many replicas as partition 0 has;
+ *  the lists' partition fields are ignored). Adds INVALID_REPLICA_ASSIGNMENT. */
+int16_t kb_meta_create_partitions_assigned(kb_meta_t *meta, const char *name, int32_t count,
+                                           const kb_meta_assignment_t *asg, int32_t nasg,
+                                           bool validate_only, char *msg, size_t msg_size);
 
 #define KB_CFGOP_SET      0
 #define KB_CFGOP_DELETE   1

@@ -414,7 +414,7 @@ static void t_create_topics(void)
         kp_CreateTopicsResponse_t resp;
         kp_CreateTopicsRequest_CreatableTopic_t t[3];
         kp_CreateTopicsRequest_CreatableReplicaAssignment_t as[2];
-        int32_t ok_ids[] = {1}, bad_ids[] = {2};
+        int32_t ok_ids[] = {1}, bad_ids[] = {2}, dup_ids[] = {1, 1};
         kp_CreateTopicsRequest_init(&rq);
         for (int i = 0; i < 3; i++) {
             kp_CreateTopicsRequest_CreatableTopic_init(&t[i]);
@@ -459,6 +459,36 @@ static void t_create_topics(void)
         kp_CreateTopicsResponse_init(&resp);
         CU_ASSERT_EQUAL_FATAL(kbat_call(g_fd, KP_APIKEY_CreateTopics, 5, &rq, &resp, &g_ar), 0);
         CU_ASSERT_EQUAL(resp.Topics.v[0].ErrorCode, KP_ERR_INVALID_REPLICA_ASSIGNMENT);
+        CU_ASSERT(streq(resp.Topics.v[0].ErrorMessage,
+                        "The manual partition assignment includes broker 2, but no such broker "
+                        "is registered."));
+        /* Kafka's controller: a list naming a broker twice; counts other than -1 */
+        as[1].BrokerIds.v = dup_ids;
+        as[1].BrokerIds.cnt = 2;
+        kp_CreateTopicsResponse_init(&resp);
+        CU_ASSERT_EQUAL_FATAL(kbat_call(g_fd, KP_APIKEY_CreateTopics, 5, &rq, &resp, &g_ar), 0);
+        CU_ASSERT_EQUAL(resp.Topics.v[0].ErrorCode, KP_ERR_INVALID_REPLICA_ASSIGNMENT);
+        CU_ASSERT(streq(resp.Topics.v[0].ErrorMessage,
+                        "The manual partition assignment includes the broker 1 more than once."));
+        as[1].BrokerIds.v = ok_ids;
+        as[1].BrokerIds.cnt = 1;
+        as[1].PartitionIndex = 0;
+        kp_CreateTopicsResponse_init(&resp);
+        CU_ASSERT_EQUAL_FATAL(kbat_call(g_fd, KP_APIKEY_CreateTopics, 5, &rq, &resp, &g_ar), 0);
+        CU_ASSERT_EQUAL(resp.Topics.v[0].ErrorCode, KP_ERR_INVALID_REPLICA_ASSIGNMENT);
+        CU_ASSERT(streq(resp.Topics.v[0].ErrorMessage,
+                        "Found multiple manual partition assignments for partition 0"));
+        as[1].PartitionIndex = 1;
+        t[0].ReplicationFactor = 1;
+        kp_CreateTopicsResponse_init(&resp);
+        CU_ASSERT_EQUAL_FATAL(kbat_call(g_fd, KP_APIKEY_CreateTopics, 5, &rq, &resp, &g_ar), 0);
+        CU_ASSERT_EQUAL(resp.Topics.v[0].ErrorCode, KP_ERR_INVALID_REQUEST);
+        t[0].ReplicationFactor = -1;
+        t[0].NumPartitions = 2;
+        kp_CreateTopicsResponse_init(&resp);
+        CU_ASSERT_EQUAL_FATAL(kbat_call(g_fd, KP_APIKEY_CreateTopics, 5, &rq, &resp, &g_ar), 0);
+        CU_ASSERT_EQUAL(resp.Topics.v[0].ErrorCode, KP_ERR_INVALID_REQUEST);
+        CU_ASSERT_NOT_EQUAL(kb_meta_topic_by_name(B.svc->meta, "asg2", NULL), 0);
     }
     down();
 }

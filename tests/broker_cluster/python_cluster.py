@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """kafka-python against a three-node kbroker cluster (python_cluster.sh): every node lists the
 three brokers; a topic created through node 3 (replication factor 3) shows the same topic id,
-leaders, replicas and ISR on every node; a config change through node 2 is seen on all nodes.
+leaders, replicas and ISR on every node; a config change through node 2 is seen on all nodes;
+manual replica assignments (CreateTopics through node 2, CreatePartitions through node 3) show
+as given on every node with the first replica leading, and bad ones are refused as Kafka 4.x
+refuses them.
 Polls with deadlines, never sleeps as synchronisation.
 
 usage: python_cluster.py HOST:PORT(node 1) HOST:PORT(node 2) HOST:PORT(node 3)"""
@@ -107,6 +110,85 @@ def retention(a):
 
 for i, a in enumerate(admins):
     poll(lambda a=a: retention(a), "node %d sees retention.ms=4242424" % (i + 1))
+
+# ---- manual replica assignments (CreateTopics / CreatePartitions Assignments) -----------------
+# Checked as Kafka 4.x's controller does; the lists show unchanged (order kept) on every node and
+# the first replica of each is its leader.
+INVALID_REQUEST, INVALID_REPLICA_ASSIGNMENT = 42, 39
+ASG = {0: [2, 3, 1], 1: [3, 1, 2], 2: [1, 2, 3]}
+res = admins[1].create_topics({"py-asg": {"assignments": ASG}}, raise_errors=False)
+check(res["topics"][0]["error_code"] == 0, "create_topics py-asg with assignments: %s" % (res,))
+
+
+def asg_view(a, topic, n):
+    t = a.describe_topics([topic])[0]
+    if t["error_code"] != 0 or len(t["partitions"]) != n:
+        return None
+    if any(p["error_code"] != 0 or p["leader_id"] < 0 or
+           len(p["isr_nodes"]) != len(p["replica_nodes"]) for p in t["partitions"]):
+        return None  # not yet a leader and a full ISR everywhere
+    return (t.get("topic_id"), sorted((p["partition_index"], p["leader_id"],
+                                       tuple(p["replica_nodes"])) for p in t["partitions"]))
+
+
+def asg_check(topic, want):
+    views = [poll(lambda a=a: asg_view(a, topic, len(want)), "node %d shows %s" % (i + 1, topic))
+             for i, a in enumerate(admins)]
+    if not all(views):
+        return
+    exp = sorted((k, v[0], tuple(v)) for k, v in want.items())
+    for i, v in enumerate(views):
+        check(v[1] == exp, "node %d: %s is %s, want %s (leader = first replica)" %
+              (i + 1, topic, v[1], exp))
+        check(v[0] == views[0][0], "node %d: topic id of %s" % (i + 1, topic))
+
+
+asg_check("py-asg", ASG)
+
+BAD = [  # (options, error code, part of the message)
+    ({"assignments": {0: [1, 2, 9], 1: [2, 3, 1]}}, INVALID_REPLICA_ASSIGNMENT,
+     "includes broker 9, but no such broker is registered"),
+    ({"assignments": {0: [1, 2, 1]}}, INVALID_REPLICA_ASSIGNMENT, "broker 1 more than once"),
+    ({"assignments": {0: [1, 2, 3], 1: [1, 2]}}, INVALID_REPLICA_ASSIGNMENT,
+     "a partition with 2 replica(s), but this is inconsistent with previous partitions, which "
+     "have 3 replica(s)"),
+    ({"assignments": {0: [1, 2, 3], 2: [2, 3, 1]}}, INVALID_REPLICA_ASSIGNMENT,
+     "consecutive 0-based"),
+    ({"assignments": {0: []}}, INVALID_REPLICA_ASSIGNMENT, "empty replica list"),
+    ({"num_partitions": 1, "assignments": {0: [1, 2, 3]}}, INVALID_REQUEST,
+     "numPartitions was not set to -1"),
+    ({"replication_factor": 3, "assignments": {0: [1, 2, 3]}}, INVALID_REQUEST,
+     "replication factor was not set to -1"),
+]
+for k, (opts, code, text) in enumerate(BAD):
+    res = admins[2].create_topics({"py-asg-bad": opts}, raise_errors=False)
+    t = res["topics"][0]
+    check(t["error_code"] == code and text in (t["error_message"] or ""),
+          "create_topics %s: %s %s, want %d '%s'" % (opts, t["error_code"], t["error_message"],
+                                                     code, text))
+check(all(a.describe_topics(["py-asg-bad"])[0]["error_code"] != 0 for a in admins),
+      "no refused topic was created")
+
+# CreatePartitions through node 3: two more partitions on chosen brokers
+NEW = {3: [3, 2, 1], 4: [2, 1, 3]}
+res = admins[2].create_partitions({"py-asg": {"count": 5, "assignments": [NEW[3], NEW[4]]}},
+                                  raise_errors=False)
+check(res.results[0].error_code == 0, "create_partitions py-asg: %s" % (res,))
+asg_check("py-asg", {**ASG, **NEW})
+for opts, code, text in [
+        ({"count": 7, "assignments": [[1, 2, 3]]}, INVALID_REPLICA_ASSIGNMENT,
+         "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified."),
+        ({"count": 6, "assignments": [[1, 2]]}, INVALID_REPLICA_ASSIGNMENT,
+         "inconsistent with previous partitions, which have 3 replica(s)"),
+        ({"count": 6, "assignments": [[4, 2, 1]]}, INVALID_REPLICA_ASSIGNMENT,
+         "includes broker 4, but no such broker is registered")]:
+    res = admins[1].create_partitions({"py-asg": opts}, raise_errors=False)
+    r = res.results[0]
+    check(r.error_code == code and text in (r.error_message or ""),
+          "create_partitions %s: %s %s, want %d '%s'" % (opts, r.error_code, r.error_message,
+                                                         code, text))
+check(all(len(a.describe_topics(["py-asg"])[0]["partitions"]) == 5 for a in admins),
+      "refused create_partitions added nothing")
 
 for a in admins:
     a.close()
