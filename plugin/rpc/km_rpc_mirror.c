@@ -853,9 +853,68 @@ static void km_describe_merge(km_rpc_req_t *req, kp_DescribeMirrorsResponse_t *i
     }
 }
 
+static bool km_describe_str_eq(kp_str_t a, kp_str_t b)
+{
+    return a.len >= 0 && a.len == b.len && memcmp(a.ptr, b.ptr, (size_t)a.len) == 0;
+}
+
+/*
+ * A failback lookup (design.md M1): the requesting cluster gave its own id (not ours) and maybe
+ * the partitions it needs. Keep the mirrors whose source is that cluster and, when partitions
+ * are listed, only those (topics matched by id through the catalog); their LastMirrorEpoch /
+ * LastMirrorOffset are what the state machines recorded at STOPPING.
+ */
+static void km_describe_filter_lookup(km_rpc_req_t *req, kp_DescribeMirrorsResponse_t *resp)
+{
+    const kp_DescribeMirrorsRequest_t *rq = req->rq;
+    km_plugin_t *cm = req->cm;
+    int32_t nm = 0;
+
+    for (int32_t i = 0; i < resp->Mirrors.cnt; i++) {
+        kp_DescribeMirrorsResponse_DescribedMirror_t *m = &resp->Mirrors.v[i];
+        int32_t nt = 0;
+
+        if (m->ErrorCode != 0 || !km_describe_str_eq(m->SourceClusterId, rq->ClusterId))
+            continue;
+        for (int32_t t = 0; rq->LastMirrorEpochLookups.cnt > 0 && t < m->Topics.cnt; t++) {
+            kp_DescribeMirrorsResponse_TopicResult_t *tr = &m->Topics.v[t];
+            char *name = km_rpc_cstr(req, tr->TopicName);
+            const km_cat_topic_t *ct =
+                name != NULL ? km_catalog_topic_find(&cm->catalog, name) : NULL;
+            const kp_DescribeMirrorsRequest_LastMirrorEpochLookup_t *lk = NULL;
+            int32_t np = 0;
+
+            for (int32_t k = 0; ct != NULL && lk == NULL && k < rq->LastMirrorEpochLookups.cnt; k++)
+                if (memcmp(rq->LastMirrorEpochLookups.v[k].TopicId.b, ct->id.bytes, 16) == 0)
+                    lk = &rq->LastMirrorEpochLookups.v[k];
+            if (lk == NULL)
+                continue;
+            for (int32_t p = 0; p < tr->Partitions.cnt; p++) {
+                bool want = lk->Partitions.cnt <= 0;
+                for (int32_t q = 0; !want && q < lk->Partitions.cnt; q++)
+                    want = lk->Partitions.v[q] == tr->Partitions.v[p].PartitionIndex;
+                if (want)
+                    tr->Partitions.v[np++] = tr->Partitions.v[p];
+            }
+            tr->Partitions.cnt = np;
+            m->Topics.v[nt++] = *tr;
+        }
+        if (rq->LastMirrorEpochLookups.cnt > 0)
+            m->Topics.cnt = nt;
+        resp->Mirrors.v[nm++] = *m;
+    }
+    resp->Mirrors.cnt = nm;
+}
+
 static void km_describe_finish(km_rpc_req_t *req)
 {
     km_describe_st_t *st = req->st;
+    const kp_DescribeMirrorsRequest_t *rq = req->rq;
+    km_plugin_t *cm = req->cm;
+
+    if (rq->ClusterId.len > 0 &&
+        !km_describe_str_eq(rq->ClusterId, km_rpc_str(req, cm->cluster_id)))
+        km_describe_filter_lookup(req, &st->resp);
 
     if (st->partial[0] != '\0')
         st->resp.ErrorMessage = km_rpc_str(req, st->partial);
@@ -936,9 +995,8 @@ void km_rpc_describe_mirrors(km_rpc_req_t *req)
     }
     req->st = st; /* in the arena: no st_free */
     /* A request carrying this cluster's own id is another broker's fan-out leg: answer with
-     * this broker's partitions only. (A failback LME lookup carries the *other* cluster's id.)
-     * TODO(state): answer LastMirrorEpochLookups from the LME records once plugin/state/ has
-     * them; until then LastMirrorEpoch/Offset stay -1 (none recorded). */
+     * this broker's partitions only. A failback LME lookup carries the *other* cluster's id:
+     * it is gathered like any describe and filtered at the end (km_describe_filter_lookup). */
     leg = rq->ClusterId.len > 0 && (size_t)rq->ClusterId.len == strlen(cm->cluster_id) &&
           memcmp(rq->ClusterId.ptr, cm->cluster_id, (size_t)rq->ClusterId.len) == 0;
     if (leg) {

@@ -4,12 +4,14 @@ kmirror.so loaded, mirroring from a real source kbroker. Python standard library
 requests are framed by hand (Kafka's flexible encoding), so what is checked is the bytes on
 the wire.
 
-Covers: CreateMirror (good, bad name, duplicate, unreachable source, unknown key, non-PLAINTEXT),
-ListMirrors (resolved source cluster id, topic count), StartMirrorTopics with a regex (topics
-created with the source's topic ids and partition counts, internal topics never, an existing
-topic with another id -> INCONSISTENT_TOPIC_ID), a produce to a mirror topic refused,
-Pause/Resume/Stop changing the mirror.name suffix (seen through DescribeMirrors/ListMirrors and
-the per-topic error codes), DeleteMirror refused while topics run and allowed once stopped.
+Covers: CreateMirror (good, bad name, duplicate, unreachable source, unknown key, non-PLAINTEXT,
+__mirror_state created), ListMirrors (resolved source cluster id, topic count, read-your-writes),
+StartMirrorTopics with a regex (topics created with the source's topic ids and partition counts,
+internal topics never, an existing topic with another id -> INCONSISTENT_TOPIC_ID, patterns kept
+in the mirror's filters), MIRRORING and then READ_ONLY_TOPIC on the wire for a produce,
+Pause/Resume/Stop changing the mirror.name suffix and the partition states DescribeMirrors
+reports, the failback lookup (last mirrored epoch/offset), a produce accepted after the stop,
+DeleteMirror refused while topics run and allowed once stopped, the name reusable.
 """
 import socket
 import sys
@@ -85,6 +87,9 @@ check(ec == UNKNOWN_CLUSTER_MIRROR, "start on an unknown mirror refused")
 ec, msg, res = start_topics("m1", include=["orders-(eu"])
 check(ec == INVALID_REGULAR_EXPRESSION and "offset" in (msg or ""),
       "bad regex refused with its offset (%s)" % msg)
+# A record on the source, so that the stop records a last mirrored epoch for orders-eu-0.
+ec, msg = produce(SRC, "orders-eu")
+check(ec == NONE, "a record produced to the source's orders-eu (%s)" % ec)
 ec, msg, res = start_topics("m1", include=["orders-.*"])
 check(ec == NONE, "start with a regex (%s: %s)" % (ec, msg))
 check(res.get("orders-eu", (None,))[0] == NONE and res.get("orders-us", (None,))[0] == NONE,
@@ -154,6 +159,19 @@ ec, msg, res = start_topics("m1", include=["orders-eu"])
 check(ec == NONE and "orders-eu" not in res, "a stopped pattern stays excluded: %s" % res)
 check(wait_states("m1", "orders-us", "STOPPED", 2), "orders-us STOPPED")
 check(wait_states("m1", "orders-eu", "STOPPED", 3), "orders-eu STOPPED")
+# The failback lookup (design M1): the old source asks with its own cluster id and the
+# partitions it needs; the answer has the last mirrored epoch recorded at the stop.
+ec, msg, desc = describe_mirrors(cluster_id=src_cluster,
+                                 lookups=[(src_topics["orders-eu"][0], [0, 2])])
+lk = {p["p"]: p for p in (desc.get("m1", {}).get("topics", {}).get("orders-eu") or [])}
+check(ec == NONE and sorted(lk) == [0, 2] and list(desc.get("m1", {}).get("topics", {})) ==
+      ["orders-eu"], "lookup answers orders-eu 0 and 2 only: %s" % sorted(lk))
+check(0 in lk and lk[0]["lme"] >= 0 and lk[0]["lmo"] == 1,
+      "orders-eu-0: last mirrored epoch %s offset %s" % (lk.get(0, {}).get("lme"),
+                                                          lk.get(0, {}).get("lmo")))
+ec, msg, desc = describe_mirrors(cluster_id="not-our-source", lookups=[])
+check(ec == NONE and desc == {}, "a lookup from another cluster finds no mirror: %s" % list(desc))
+
 # Failover done: the stopped topic takes writes again.
 ec, msg = wait_for("produce to a stopped topic accepted",
                    lambda: (lambda r: r if r[0] == NONE else None)(produce(DST, "orders-us"))

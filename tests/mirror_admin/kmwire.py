@@ -217,8 +217,16 @@ def delete_mirror(name, addr=None):
     return rd.i16(), rd.cstr()
 
 
-def describe_mirrors(names=None, addr=None):
-    rd = call(addr or DST, 99, 0, carr(names, cstr) + b"\x00" + TAGS)
+def describe_mirrors(names=None, addr=None, cluster_id=None, lookups=None):
+    """lookups: [(topic id bytes, [partitions])], sent with cluster_id (the failback lookup)."""
+    tags = TAGS
+    if cluster_id is not None:
+        t0 = cstr(cluster_id)
+        t1 = carr(lookups or [], lambda lk: lk[0] + carr(lk[1], lambda p: struct.pack(">i", p)) +
+                  TAGS)
+        tags = (uvarint(2) + uvarint(0) + uvarint(len(t0)) + t0 + uvarint(1) + uvarint(len(t1)) +
+                t1)
+    rd = call(addr or DST, 99, 0, carr(names, cstr) + b"\x00" + tags)
     rd.i32()
     ec, msg = rd.i16(), rd.cstr()
 
