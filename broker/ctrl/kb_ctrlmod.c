@@ -1891,27 +1891,32 @@ static int kb_module_ctrl_init(kb_broker_t *kb, void **statep, char *errstr, siz
             kb_ctrl_free(ctl);
             return -1;
         }
-        rc = kb_api_register(kb->reg, KP_APIKEY_BrokerRegistration, 0, 4, kb_ctrl_h_register, ctl,
-                             0);
+        /* Controller-to-broker APIs are listed by ApiVersions on the controller listeners only. */
+        rc = kb_api_set_controller_listeners(kb->reg, cfg->controller_listener_names);
+        if (rc == 0)
+            rc = kb_api_register(kb->reg, KP_APIKEY_BrokerRegistration, 0, 4, kb_ctrl_h_register,
+                                 ctl, KB_API_CONTROLLER_ONLY);
         if (rc == 0)
             rc = kb_api_register(kb->reg, KP_APIKEY_BrokerHeartbeat, 0, 2, kb_ctrl_h_heartbeat, ctl,
-                                 0);
+                                 KB_API_CONTROLLER_ONLY);
         if (rc == 0)
             rc = kb_api_register(kb->reg, KP_APIKEY_UnregisterBroker, 0, 0, kb_ctrl_h_unregister,
                                  ctl, 0);
         if (rc == 0)
             rc = kb_api_register(kb->reg, KP_APIKEY_AlterPartition, 2, 3, kb_ctrl_h_alter_partition,
-                                 ctl, 0);
+                                 ctl, KB_API_CONTROLLER_ONLY);
         if (rc == 0)
-            rc = kb_api_register(kb->reg, KP_APIKEY_Envelope, 0, 0, kb_ctrl_h_envelope, ctl, 0);
+            rc = kb_api_register(kb->reg, KP_APIKEY_Envelope, 0, 0, kb_ctrl_h_envelope, ctl,
+                                 KB_API_CONTROLLER_ONLY);
         if (rc == 0)
             rc = kb_api_register(kb->reg, KP_APIKEY_AllocateProducerIds, 0, 0, kb_ctrl_h_alloc_pids,
-                                 ctl, 0);
+                                 ctl, KB_API_CONTROLLER_ONLY);
         if (rc == 0)
-            rc = kb_api_register(kb->reg, KP_APIKEY_BumpLeaderEpochs, 0, 0, kb_ctrl_h_bump, ctl, 0);
+            rc = kb_api_register(kb->reg, KP_APIKEY_BumpLeaderEpochs, 0, 0, kb_ctrl_h_bump, ctl,
+                                 KB_API_CONTROLLER_ONLY);
         if (rc == 0)
             rc = kb_api_register(kb->reg, KP_APIKEY_WritePluginRecords, 0, 0, kb_ctrl_h_precs, ctl,
-                                 0);
+                                 KB_API_CONTROLLER_ONLY);
         ctl->elector = kb_ctrl_elector_new(kb, ctl->svc->meta, kb_ctrl_usable, ctl, cfg->node_id);
         if (rc == 0)
             rc = ctl->elector ? kb_api_register(kb->reg, KP_APIKEY_ElectLeaders, 0, 2,

@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kb_err.h"
 #include "kp_msgs.h"
@@ -24,6 +25,7 @@ struct kb_api_registry_s {
     pthread_mutex_t mu;     /* pairs with idle_cv */
     pthread_cond_t idle_cv; /* broadcast when an entry's active count drops to 0 */
     kb_api_entry_t *tab[KB_API_KEYS];
+    char *ctrl_listeners; /* comma list, or NULL; under lock */
 };
 
 kb_api_registry_t *kb_api_registry_new(void)
@@ -46,7 +48,44 @@ void kb_api_registry_free(kb_api_registry_t *reg)
     pthread_cond_destroy(&reg->idle_cv);
     pthread_mutex_destroy(&reg->mu);
     pthread_rwlock_destroy(&reg->lock);
+    free(reg->ctrl_listeners);
     free(reg);
+}
+
+int kb_api_set_controller_listeners(kb_api_registry_t *reg, const char *names)
+{
+    char *copy = NULL;
+
+    if (names && *names && !(copy = strdup(names)))
+        return KB_E_NOMEM;
+    pthread_rwlock_wrlock(&reg->lock);
+    free(reg->ctrl_listeners);
+    reg->ctrl_listeners = copy;
+    pthread_rwlock_unlock(&reg->lock);
+    return 0;
+}
+
+bool kb_api_advertised_on(kb_api_registry_t *reg, const kb_api_range_t *api, const char *listener)
+{
+    bool yes = false;
+    size_t llen;
+
+    if (!(api->flags & KB_API_CONTROLLER_ONLY))
+        return true;
+    if (!listener)
+        return false;
+    llen = strlen(listener);
+    pthread_rwlock_rdlock(&reg->lock);
+    for (const char *p = reg->ctrl_listeners; p && *p && !yes;) {
+        size_t n = strcspn(p, ",");
+        /* the config layer keeps list items trimmed; listener names compare case-insensitively */
+        yes = n == llen && strncasecmp(p, listener, n) == 0;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    pthread_rwlock_unlock(&reg->lock);
+    return yes;
 }
 
 int kb_api_register(kb_api_registry_t *reg, int16_t api_key, int16_t min_ver, int16_t max_ver,

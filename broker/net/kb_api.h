@@ -20,6 +20,7 @@
 #ifndef KB_API_H
 #define KB_API_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +49,10 @@ typedef kb_api_result_t(kb_api_handler_fn)(void *opaque, kb_req_t *req, kb_resp_
 
 /** kb_api_register() flags */
 #define KB_API_CONCURRENT 0x1u /**< may run alongside other requests of the same connection */
+/** A broker-to-controller API (BrokerRegistration, Envelope, BumpLeaderEpochs, ...): ApiVersions
+ *  advertises it only on the controller listeners, as Kafka scopes its APIs per listener, so
+ *  clients never see keys they do not know (kafka-python's admin fails on unknown keys). */
+#define KB_API_CONTROLLER_ONLY 0x2u
 
 /** One registered API, as ApiVersions advertises it. */
 typedef struct kb_api_range_s {
@@ -58,6 +63,17 @@ typedef struct kb_api_range_s {
     const char *name; /**< codec name ("Fetch"); static */
     unsigned flags;
 } kb_api_range_t;
+
+/**
+ * Name the controller listeners (comma-separated, copied; NULL or "" = none: a self-contained
+ * node, which advertises no KB_API_CONTROLLER_ONLY API because no other node talks to it).
+ * @return 0, KB_E_NOMEM
+ * @thread any; call before the server starts
+ */
+int kb_api_set_controller_listeners(kb_api_registry_t *reg, const char *names);
+
+/** Whether ApiVersions on @p listener (NULL: a connection-less local request) lists @p api. */
+bool kb_api_advertised_on(kb_api_registry_t *reg, const kb_api_range_t *api, const char *listener);
 
 /** A new empty registry, or NULL. */
 kb_api_registry_t *kb_api_registry_new(void);

@@ -69,9 +69,12 @@ static kb_api_result_t kb_apiversions_handle(void *opaque, kb_req_t *req, kb_res
         resp.ApiKeys.v = kp_arena_calloc(ctx->arena, n ? n : 1, sizeof(*resp.ApiKeys.v));
         if (!resp.ApiKeys.v)
             return KB_API_CLOSE;
-        resp.ApiKeys.cnt = (int32_t)n;
+        resp.ApiKeys.cnt = 0;
         for (size_t i = 0; i < n; i++) {
-            kp_ApiVersionsResponse_ApiVersion_t *av = &resp.ApiKeys.v[i];
+            kp_ApiVersionsResponse_ApiVersion_t *av;
+            if (!kb_api_advertised_on(reg, &apis[i], ctx->listener))
+                continue; /* a controller API on a client listener */
+            av = &resp.ApiKeys.v[resp.ApiKeys.cnt++];
             kp_ApiVersionsResponse_ApiVersion_init(av);
             av->ApiKey = apis[i].api_key;
             av->MinVersion = apis[i].min_ver;

@@ -200,8 +200,9 @@ static void apiversions_roundtrip(int fd, int16_t ver, int16_t parse_ver, int32_
         CU_ASSERT_PTR_NOT_NULL_FATAL(av);
         CU_ASSERT_EQUAL(av->MinVersion, 0); /* KAFKA-18659 quirk: registered 3..13 */
         CU_ASSERT_EQUAL(av->MaxVersion, 13);
-        CU_ASSERT_EQUAL(resp.ApiKeys.cnt, 3); /* exactly the registered APIs */
+        CU_ASSERT_EQUAL(resp.ApiKeys.cnt, 3); /* exactly the registered client APIs */
         CU_ASSERT_PTR_NULL(find_key(&resp, 1));
+        CU_ASSERT_PTR_NULL(find_key(&resp, 62)); /* controller-only, not a controller listener */
     } else {
         CU_ASSERT_EQUAL(resp.ApiKeys.cnt, 0);
     }
@@ -217,6 +218,7 @@ static void test_apiversions(void)
     tsrv_start(&t, NULL);
     CU_ASSERT_EQUAL(kb_api_register(t.reg, 3, 1, 12, h_echo, NULL, 0), 0);
     CU_ASSERT_EQUAL(kb_api_register(t.reg, 0, 3, 13, h_echo, NULL, 0), 0);
+    CU_ASSERT_EQUAL(kb_api_register(t.reg, 62, 0, 4, h_echo, NULL, KB_API_CONTROLLER_ONLY), 0);
     tsrv_run(&t);
     fd = kbt_connect(t.port);
     CU_ASSERT_FATAL(fd >= 0);
@@ -244,6 +246,20 @@ static void test_register_errors(void)
     CU_ASSERT_EQUAL(kb_api_list(reg, list, 8), 1);
     CU_ASSERT_STRING_EQUAL(list[0].name, "Metadata");
     CU_ASSERT_EQUAL(list[0].flex_min, 9);
+    /* Controller-only APIs: advertised on the named controller listeners only. */
+    {
+        kb_api_range_t ctl = {.api_key = 62, .flags = KB_API_CONTROLLER_ONLY};
+        CU_ASSERT_TRUE(kb_api_advertised_on(reg, &list[0], "PLAINTEXT"));
+        CU_ASSERT_FALSE(kb_api_advertised_on(reg, &ctl, "PLAINTEXT")); /* none named */
+        CU_ASSERT_EQUAL(kb_api_set_controller_listeners(reg, "INTERNAL,CONTROLLER"), 0);
+        CU_ASSERT_TRUE(kb_api_advertised_on(reg, &ctl, "controller"));
+        CU_ASSERT_TRUE(kb_api_advertised_on(reg, &ctl, "INTERNAL"));
+        CU_ASSERT_FALSE(kb_api_advertised_on(reg, &ctl, "PLAINTEXT"));
+        CU_ASSERT_FALSE(kb_api_advertised_on(reg, &ctl, "CONTROL"));
+        CU_ASSERT_FALSE(kb_api_advertised_on(reg, &ctl, NULL));
+        CU_ASSERT_EQUAL(kb_api_set_controller_listeners(reg, ""), 0);
+        CU_ASSERT_FALSE(kb_api_advertised_on(reg, &ctl, "CONTROLLER"));
+    }
     CU_ASSERT_EQUAL(kb_api_unregister(reg, 3), 0);
     CU_ASSERT_EQUAL(kb_api_unregister(reg, 3), KB_E_NOT_FOUND);
     CU_ASSERT_EQUAL(kb_api_list(reg, list, 8), 0);
