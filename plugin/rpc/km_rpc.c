@@ -262,8 +262,22 @@ static void km_rpc_call_run(km_plugin_t *cm, void *arg)
 
     if (call->timer != NULL)
         cm->ref.api->timer_cancel(cm->ref.host, call->timer);
-    if (!km_rpc_req_done(req))
-        call->cont(req, call->status, call->body, call->len, call->tag);
+    if (!km_rpc_req_done(req)) {
+        /* The body moves into the request's arena: what a continuation decodes from it
+         * (string views) may be kept until the answer is sent. */
+        const uint8_t *body = NULL;
+        int32_t status = call->status;
+        if (call->body != NULL && call->len > 0) {
+            uint8_t *copy = kp_arena_alloc(&req->ar, call->len);
+            if (copy == NULL)
+                status = KBX_ERR_NOMEM;
+            else
+                memcpy(copy, call->body, call->len);
+            body = copy;
+        }
+        call->cont(req, status, status == call->status ? body : NULL,
+                   status == call->status ? call->len : 0, call->tag);
+    }
     km_free(cm, call->body);
     km_free(cm, call);
     km_rpc_req_release(req);
@@ -498,7 +512,8 @@ const int32_t *km_rpc_brokers_decode(km_rpc_req_t *req, int32_t status, const ui
     ids = kp_arena_calloc(&req->ar, nc + 1, sizeof(*ids));
     if (ids == NULL)
         return NULL;
-    memcpy(ids, cat, nc * sizeof(*ids));
+    if (nc > 0)
+        memcpy(ids, cat, nc * sizeof(*ids));
     if (nc == 0) {
         ids[0] = cm->broker_id;
         nc = 1;

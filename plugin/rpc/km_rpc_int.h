@@ -28,7 +28,8 @@
 typedef struct km_rpc_req km_rpc_req_t;
 
 /** A continuation: runs on the loop with the result of a host operation. status is KBX_OK or
- *  a KBX_ERR_*; body/len the response body (local/broker requests), else NULL/0. */
+ *  a KBX_ERR_*; body/len the response body (local/broker requests), else NULL/0; the body
+ *  lives in the request's arena, so views decoded from it last as long as the request. */
 typedef void (*km_rpc_cont_fn)(km_rpc_req_t *req, int32_t status, const uint8_t *body, size_t len,
                                int32_t tag);
 

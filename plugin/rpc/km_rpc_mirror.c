@@ -612,14 +612,121 @@ static void km_delete_on_configs(km_rpc_req_t *req, int32_t status, const uint8_
     km_delete_write(req);
 }
 
+typedef struct km_delete_st {
+    char *name;
+    kp_IncrementalAlterConfigsRequest_AlterConfigsResource_t *res;
+    int32_t nres;
+    int pending;
+    int16_t ec;
+    char msg[300];
+} km_delete_st_t;
+
+/* Every partition confirmed STOPPED: detach the topics, then delete the definition. */
+static void km_delete_detach(km_rpc_req_t *req)
+{
+    km_delete_st_t *st = req->st;
+    kp_IncrementalAlterConfigsRequest_t iac;
+    int32_t rc;
+
+    if (st->nres == 0) {
+        km_delete_write(req);
+        return;
+    }
+    /* The stopped topics leave the mirror (mirror.name removed): they are plain topics now. */
+    kp_IncrementalAlterConfigsRequest_init(&iac);
+    iac.Resources.cnt = st->nres;
+    iac.Resources.v = st->res;
+    rc = km_rpc_local_request(req, 44, 1, &iac, &kp_IncrementalAlterConfigsRequest_desc,
+                              km_delete_on_configs, 0);
+    if (rc != KBX_OK)
+        km_rpc_fail(req, km_rpc_host_error(rc), "Cannot detach the mirror's topics: %s",
+                    km_rpc_host_errstr(rc));
+}
+
+static void km_delete_on_broker(km_rpc_req_t *req, int32_t status, const uint8_t *body, size_t len,
+                                int32_t broker_id)
+{
+    km_delete_st_t *st = req->st;
+    kp_DescribeMirrorsResponse_t resp;
+    kp_reader_t rd;
+
+    st->pending--;
+    if (broker_id != INT32_MIN && st->ec == 0) {
+        kp_reader_init(&rd, body, len);
+        kp_DescribeMirrorsResponse_init(&resp);
+        if (status != KBX_OK || kp_DescribeMirrorsResponse_decode(&rd, &req->ar, &resp, 0) != 0 ||
+            resp.ErrorCode) {
+            st->ec = KP_ERR_BROKER_NOT_AVAILABLE;
+            snprintf(st->msg, sizeof(st->msg),
+                     "cannot confirm that the partitions broker %d leads are STOPPED (%s)",
+                     (int)broker_id,
+                     status != KBX_OK ? km_rpc_host_errstr(status) : "unusable answer");
+        }
+        for (int32_t i = 0; st->ec == 0 && i < resp.Mirrors.cnt; i++)
+            for (int32_t t = 0; st->ec == 0 && t < resp.Mirrors.v[i].Topics.cnt; t++) {
+                const kp_DescribeMirrorsResponse_TopicResult_t *tr = &resp.Mirrors.v[i].Topics.v[t];
+                for (int32_t p = 0; st->ec == 0 && p < tr->Partitions.cnt; p++) {
+                    kp_str_t sv = tr->Partitions.v[p].StateValue;
+                    if (sv.len == 7 && memcmp(sv.ptr, "STOPPED", 7) == 0)
+                        continue;
+                    st->ec = KP_ERR_CLUSTER_MIRROR_NOT_EMPTY;
+                    snprintf(st->msg, sizeof(st->msg),
+                             "partition %.*s-%d (broker %d) is %.*s, not STOPPED yet",
+                             (int)tr->TopicName.len, tr->TopicName.ptr,
+                             (int)tr->Partitions.v[p].PartitionIndex, (int)broker_id,
+                             (int)(sv.len > 0 ? sv.len : 0), sv.len > 0 ? sv.ptr : "");
+                }
+            }
+    }
+    if (st->pending > 0)
+        return;
+    if (st->ec != 0) {
+        km_rpc_fail(req, st->ec, "Mirror %s was not deleted: %s", st->name, st->msg);
+        return;
+    }
+    km_delete_detach(req);
+}
+
+static void km_delete_ask_brokers(km_rpc_req_t *req, int32_t status, const uint8_t *body,
+                                  size_t len, int32_t tag)
+{
+    km_delete_st_t *st = req->st;
+    km_plugin_t *cm = req->cm;
+    kp_DescribeMirrorsRequest_t leg;
+    kp_str_t names[1];
+    const int32_t *brokers;
+    size_t nb;
+
+    (void)tag;
+    brokers = km_rpc_brokers_decode(req, status, body, len, &nb);
+    kp_DescribeMirrorsRequest_init(&leg);
+    names[0] = km_rpc_str(req, st->name);
+    leg.MirrorNames.cnt = 1;
+    leg.MirrorNames.v = names;
+    leg.ClusterId = km_rpc_str(req, cm->cluster_id); /* a leg: that broker's partitions only */
+    leg.LastMirrorEpochLookups.cnt = 0;
+    st->pending = 1;
+    for (size_t i = 0; brokers != NULL && i < nb; i++) {
+        if (brokers[i] == cm->broker_id)
+            continue;
+        if (km_rpc_broker_request(req, brokers[i], 99, 0, &leg, &kp_DescribeMirrorsRequest_desc,
+                                  km_delete_on_broker, brokers[i]) == KBX_OK) {
+            st->pending++;
+        } else if (st->ec == 0) {
+            st->ec = KP_ERR_BROKER_NOT_AVAILABLE;
+            snprintf(st->msg, sizeof(st->msg), "broker %d could not be asked", (int)brokers[i]);
+        }
+    }
+    km_delete_on_broker(req, KBX_OK, NULL, 0, INT32_MIN); /* releases the hold */
+}
+
 void km_rpc_delete_mirror(km_rpc_req_t *req)
 {
     const kp_DeleteMirrorRequest_t *rq = req->rq;
     km_plugin_t *cm = req->cm;
+    km_delete_st_t *st;
     km_delete_ctx_t c;
     char *name;
-    kp_IncrementalAlterConfigsRequest_t iac;
-    int32_t rc;
 
     if (!km_rpc_authorized(req, KM_RPC_OP_ALTER)) {
         km_rpc_fail(req, KP_ERR_CLUSTER_MIRROR_AUTHORIZATION_FAILED,
@@ -648,19 +755,22 @@ void km_rpc_delete_mirror(km_rpc_req_t *req)
                     (int)c.not_stopped, c.first);
         return;
     }
-    if (c.nres == 0) {
+    st = kp_arena_calloc(&req->ar, 1, sizeof(*st));
+    if (st == NULL) {
+        km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR, "out of memory");
+        return;
+    }
+    st->name = name;
+    st->res = c.res;
+    st->nres = c.nres;
+    req->st = st; /* in the arena: no st_free */
+    if (c.cap == 0) {
         km_delete_write(req);
         return;
     }
-    /* The stopped topics leave the mirror (mirror.name removed): they are plain topics now. */
-    kp_IncrementalAlterConfigsRequest_init(&iac);
-    iac.Resources.cnt = c.nres;
-    iac.Resources.v = c.res;
-    rc = km_rpc_local_request(req, 44, 1, &iac, &kp_IncrementalAlterConfigsRequest_desc,
-                              km_delete_on_configs, 0);
-    if (rc != KBX_OK)
-        km_rpc_fail(req, km_rpc_host_error(rc), "Cannot detach the mirror's topics: %s",
-                    km_rpc_host_errstr(rc));
+    /* The partitions other brokers lead must be STOPPED too: ask them (fan-out legs). */
+    if (km_rpc_brokers_query(req, km_delete_ask_brokers, 0) != KBX_OK)
+        km_delete_ask_brokers(req, KBX_ERR_INVALID, NULL, 0, 0);
 }
 
 /* ================================ DescribeMirrors ======================================= */
