@@ -375,6 +375,8 @@ km_fetcher_t *km_fetcher_get(km_fetch_mgr_t *fm, km_fmirror_t *mr, int32_t broke
     km_fetcher_t *t;
     int32_t rc;
 
+    if (fm->stopping)
+        return NULL;
     for (t = fm->fetchers; t != NULL; t = t->next) {
         if (t->mirror == mr && t->broker == broker && t->idx == idx) {
             if (host != NULL && port > 0 && t->kc != NULL) {
@@ -650,10 +652,12 @@ static void km_fetcher_free(km_fetch_mgr_t *fm, km_fetcher_t *t)
     km_plugin_t *cm = fm->cm;
     const kbx_api_t *api = cm->ref.api;
 
-    atomic_store(&t->stop, 1);
-    km_fetcher_wake(t);
-    api->thread_join(cm->ref.host, t->thread);
-    t->thread = NULL;
+    if (t->thread != NULL) {
+        atomic_store(&t->stop, 1);
+        km_fetcher_wake(t);
+        api->thread_join(cm->ref.host, t->thread);
+        t->thread = NULL;
+    }
     if (t->kc != NULL)
         kc_client_destroy(t->kc); /* the thread never ran */
     t->kc = NULL;
@@ -726,15 +730,21 @@ void km_fetch_mgr_destroy(km_fetch_mgr_t *fm)
     cm = fm->cm;
     KM_CHECK_OBJ(cm, fm, KM_FETCH_MGR_MAGIC);
     atomic_store(&fm->dead, true);
-    for (;;) {
-        km_fetcher_t *t;
-        pthread_mutex_lock(&fm->lock);
-        t = fm->fetchers;
-        if (t != NULL)
-            fm->fetchers = t->next;
-        pthread_mutex_unlock(&fm->lock);
-        if (t == NULL)
-            break;
+    /* No thread starts from now on (hand-overs fail), every thread is told to stop, all are
+     * joined, and only then freed: a thread still running may wake another one meanwhile. */
+    pthread_mutex_lock(&fm->lock);
+    fm->stopping = true;
+    for (km_fetcher_t *t = fm->fetchers; t != NULL; t = t->next)
+        atomic_store(&t->stop, 1);
+    pthread_mutex_unlock(&fm->lock);
+    for (km_fetcher_t *t = fm->fetchers; t != NULL; t = t->next) {
+        km_fetcher_wake(t);
+        cm->ref.api->thread_join(cm->ref.host, t->thread);
+        t->thread = NULL;
+    }
+    while (fm->fetchers != NULL) {
+        km_fetcher_t *t = fm->fetchers;
+        fm->fetchers = t->next;
         km_fetcher_free(fm, t);
     }
     while (fm->parts != NULL) {

@@ -180,6 +180,7 @@ struct km_fetch_mgr {
     km_fmirror_t *mirrors;
     km_fetch_part_t *parts;
     km_fetcher_t *fetchers;
+    bool stopping; /* destroy began: no new thread */
     km_fetch_counters_t counters;
 };
 
