@@ -19,7 +19,8 @@
 #   --rate records/s; --kills (10) times, once count/(K+1) more records have been acknowledged,
 #   the leader of partition k mod P is killed with SIGKILL; a new leader other than it must be
 #   elected, then the node is restarted and every partition must get its full ISR back before the
-#   next kill. All records must be acknowledged; then verify and compare.
+#   next kill (these checks poll every broker's own Metadata with kc_meta: no JVM per check). All
+#   records must be acknowledged; then verify and compare.
 # isr-offline: a 1-partition topic takes writes; a follower F is paused (SIGSTOP) until it leaves
 #   the ISR, the leader takes more writes, then every in-sync replica is killed (SIGKILL). F is
 #   resumed and must be a registered broker again, and the partition must stay offline (no leader:
@@ -126,6 +127,46 @@ set_gate() { echo "$2" >"$1.tmp" && mv -f "$1.tmp" "$1"; }
 # progress_or_dead ACKLOG N: true once N records are acknowledged or the producer has exited
 progress_or_dead() { acked_at_least "$1" "$2" || ! producer_alive; }
 
+# meta_holds TOPIC PART|all COND NODE...: every listed broker's own Metadata answer (kc_meta, a C
+# client: no JVM start per check) satisfies COND for the partition (all: every partition, at least
+# one): leader!=K (a leader, not K), isr-full (a leader, the ISR = the replica set), no error.
+meta_holds() {
+  local t=$1 p=$2 cond=$3 n out
+  shift 3
+  for n in "$@"; do
+    out=$("$KC_META" --broker "127.0.0.1:$((BASE_PORT + 10 * (n - 1)))" --topic "$t" \
+      --timeout-ms 2000 2>/dev/null) || return 1
+    awk -v t="$t" -v p="$p" -v cond="$cond" '
+      function sorted(list,   a, n, i, j, x) {
+        n = split(list, a, ",")
+        for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
+        x = ""; for (i = 1; i <= n; i++) x = x "," a[i]
+        return x
+      }
+      $1 == "partition" && $2 == t && (p == "all" || $3 == p) {
+        seen++
+        for (i = 4; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+        if (f["error"] != 0 || f["leader"] < 0) bad++
+        else if (cond ~ /^leader!=/ && f["leader"] == substr(cond, 9)) bad++
+        else if (cond == "isr-full" && sorted(f["isr"]) != sorted(f["replicas"])) bad++
+      }
+      END { exit (seen == 0 || bad > 0) }' <<<"$out" || return 1
+  done
+}
+# meta_leader TOPIC PART: the partition's leader when brokers 1-3 all answer with the same one
+meta_leader() {
+  local n l one=
+  for n in 1 2 3; do
+    l=$("$KC_META" --broker "127.0.0.1:$((BASE_PORT + 10 * (n - 1)))" --topic "$1" --timeout-ms 2000 \
+      2>/dev/null | awk -v t="$1" -v p="$2" '$1 == "partition" && $2 == t && $3 == p {
+        sub(/^leader=/, "", $4); print $4 }') || return 1
+    [[ "$l" =~ ^[0-9]+$ ]] || return 1
+    [ -z "$one" ] || [ "$one" = "$l" ] || return 1
+    one=$l
+  done
+  echo "$one"
+}
+
 # Overrides: short failure detection so that a run takes seconds per kill, not tens.
 # (kbroker reads the same keys; docs/broker.md "Cluster".)
 OV=(--override replica.lag.time.max.ms=3000 --override unclean.leader.election.enable=false
@@ -178,7 +219,7 @@ verify_topic() {
 
 # ------------------------------------------------------------------ scenario: leader-kill
 scenario_leader_kill() {
-  local t=leader-kill acklog=$WORK/leader-kill.acks gate=$WORK/leader-kill.gate k step p leader t1 rc=0 times=()
+  local t=leader-kill acklog=$WORK/leader-kill.acks gate=$WORK/leader-kill.gate k step p leader t1 rc=0 times=() x
   cl create-topic "$t" "$PARTS" "${TOPIC_CFG[@]}" >"$WORK/create-$t.log" 2>&1 \
     || { cat "$WORK/create-$t.log" >&2; die "create-topic $t failed"; }
   say "leader-kill: producing $COUNT records to $PARTS partitions at $RATE/s; $KILLS leader kills"
@@ -195,23 +236,28 @@ scenario_leader_kill() {
       break
     fi
     p=$(((k - 1) % PARTS))
-    leader=$(cl leader "$t" "$p")
-    [[ "$leader" =~ ^[0-9]+$ ]] || { fail "leader-kill: partition $p has no leader before kill $k"; break; }
+    # the leader as every broker's own Metadata answer gives it (kc_meta: milliseconds, so the
+    # kill falls while the records up to the gate are still being produced)
+    if ! leader=$(wait_until 30 "brokers 1-3 to agree on the leader of $t-$p" meta_leader "$t" "$p"); then
+      fail "leader-kill: partition $p has no leader the brokers agree on before kill $k"
+      break
+    fi
     t1=$(now_ms)
-    local at
+    local at others=()
     at=$(acked "$acklog")
     cl kill "$leader"
+    for x in 1 2 3; do [ "$x" = "$leader" ] || others+=("$x"); done
     if [ "$CONTROLLERS" = node1 ] && [ "$leader" = 1 ]; then
       : # node 1 was also the only controller: nobody elects until it is back
-    elif ! cl wait "$t" "$p" "leader!=$leader" --timeout-ms 60000 >"$WORK/elect-$k.log" 2>&1; then
-      cat "$WORK/elect-$k.log" >&2
+    elif ! wait_until 60 "a new leader of $t-$p on brokers ${others[*]}" \
+        meta_holds "$t" "$p" "leader!=$leader" "${others[@]}"; then
       fail "leader-kill: no new leader for $t-$p within 60 s of killing node $leader"
       break
     fi
     local te=$(($(now_ms) - t1))
     cl restart "$leader"
-    if ! cl wait "$t" all isr-full --timeout-ms 120000 >"$WORK/isr-$k.log" 2>&1; then
-      cat "$WORK/isr-$k.log" >&2
+    if ! wait_until 120 "every ISR of $t full on brokers 1-3" meta_holds "$t" all isr-full 1 2 3; then
+      cl wait "$t" all isr-full --timeout-ms 1000 >&2 || true
       fail "leader-kill: node $leader did not rejoin every ISR within 120 s of its restart"
       break
     fi
