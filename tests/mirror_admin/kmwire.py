@@ -4,9 +4,6 @@ address is given; failures are collected in FAILS by check()."""
 import socket
 import struct
 import time
-import uuid
-
-
 
 DST = None  # the destination broker the scripts talk to by default
 
