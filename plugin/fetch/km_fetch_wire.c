@@ -20,8 +20,8 @@
 #include "util/km_mem.h"
 
 #define KM_FW_FETCH_MIN_VER  4
-#define KM_FW_FETCH_MAX_VER  18 /* v19 (MirrorLeaderEpoch) is provisional: not sent yet */
-#define KM_FW_MAX_BACKOFF_MS 30000
+#define KM_FW_FETCH_MAX_VER  18    /* v19 (MirrorLeaderEpoch) is provisional: not sent yet */
+#define KM_FW_MAX_BACKOFF_MS 10000 /* a source back from an outage is fetched within 10 s */
 
 static int64_t km_fw_now_ns(km_fetcher_t *t)
 {
