@@ -51,6 +51,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * admin-create-topic --bootstrap B --topic T --partitions P --rf R [--config k=v]... [--timeout-ms T]
  * produce            --bootstrap B --topic T --count N [--seed S] [--size BYTES] [--acks all]
  *                    [--idempotent true] [--compression none|gzip|snappy|lz4|zstd] [--linger-ms L]
+ *                    [--transactional-id ID [--txn-records R] [--abort-every K]]
  * consume-verify     --bootstrap B --topic T --count N [--seed S] [--size BYTES]
  *                    [--expect-sha256 HEX] [--timeout-ms T]
  * </pre>
@@ -59,6 +60,10 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * generator seeded with (seed, i), its headers "idx" (int64 i) and "crc" (CRC32C of the value).
  * produce and consume-verify both print sha256=<hex> over (key, value) of every record in index
  * order, so two processes can compare what was written with what was read.
+ * produce --transactional-id: R records (default 50) per transaction; with --abort-every K every
+ * K-th transaction (the K-th, 2K-th, ...) is flushed (all its records acknowledged) and then
+ * aborted. The sha256 then covers the committed records only, and the summary line also says
+ * "committed C aborted A transactions".
  * Exit status: 0 ok, 1 verification/operation failure, 64 usage error.
  */
 public final class Main {
@@ -295,17 +300,39 @@ public final class Main {
     AtomicLong acked = new AtomicLong();
     AtomicReference<Exception> err = new AtomicReference<>();
     long t0 = System.nanoTime();
+    String txnId = o.str("transactional-id", "");
+    long txnRecords = Math.max(1, o.num("txn-records", 50));
+    long abortEvery = o.num("abort-every", 0);
+    long committed = 0, aborted = 0;
+    if (!txnId.isEmpty()) p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
     try (KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(p)) {
+      if (!txnId.isEmpty()) prod.initTransactions();
+      List<byte[][]> txnKv = new ArrayList<>();
       for (long i = 0; i < n && err.get() == null; i++) {
+        if (!txnId.isEmpty() && i % txnRecords == 0) prod.beginTransaction();
         byte[] k = key(i);
         byte[] v = value(seed, i, size);
-        digest(md, k, v);
+        if (txnId.isEmpty()) digest(md, k, v);
+        else txnKv.add(new byte[][] {k, v});
         List<Header> hs = List.of(new RecordHeader("idx", longBytes(i)),
             new RecordHeader("crc", longBytes(crc(v))));
         prod.send(new ProducerRecord<>(topic, (int) (i % parts), null, k, v, hs), (md2, e) -> {
           if (e != null) err.compareAndSet(null, e);
           else acked.incrementAndGet();
         });
+        if (!txnId.isEmpty() && (i % txnRecords == txnRecords - 1 || i == n - 1)) {
+          long txn = i / txnRecords;
+          if (abortEvery > 0 && txn % abortEvery == abortEvery - 1) {
+            prod.flush(); // every record of the aborted transaction is in the log
+            prod.abortTransaction();
+            aborted++;
+          } else {
+            prod.commitTransaction();
+            committed++;
+            for (byte[][] kv : txnKv) digest(md, kv[0], kv[1]);
+          }
+          txnKv.clear();
+        }
       }
       prod.flush();
     }
@@ -315,8 +342,9 @@ public final class Main {
           + (err.get() != null ? ", first error: " + rootCause(err.get()) : ""));
       return 1;
     }
-    System.out.printf("produced %d records to %s (%d partitions) in %.2f s sha256=%s%n", n, topic,
-        parts, secs, HexFormat.of().formatHex(md.digest()));
+    System.out.printf("produced %d records to %s (%d partitions) in %.2f s sha256=%s%s%n", n, topic,
+        parts, secs, HexFormat.of().formatHex(md.digest()),
+        txnId.isEmpty() ? "" : " committed " + committed + " aborted " + aborted + " transactions");
     return 0;
   }
 
