@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "coord/km_coord.h"
 #include "core/km_config.h"
@@ -687,6 +688,29 @@ static km_err_t km_catalog_apply_mirror_name(km_catalog_t *cat, const kbx_config
     return KM_OK;
 }
 
+/* mirror.support.unclean.leader.election of a topic (absent or deleted: false). */
+static km_err_t km_catalog_apply_ule(km_catalog_t *cat, const kbx_config_change_t *c)
+{
+    bool on = c->value != NULL && strcasecmp(c->value, "true") == 0;
+    km_cat_topic_t *t;
+
+    if (c->resource_name == NULL)
+        return KM_OK;
+    t = km_catalog_topic_get(cat, c->resource_name);
+    if (t == NULL) {
+        if (!on)
+            return KM_OK;
+        if ((t = km_catalog_topic_add(cat, c->resource_name)) == NULL)
+            return KM_ERR_NOMEM;
+    }
+    t->seen = true;
+    if (t->unclean_election == on)
+        return KM_OK;
+    t->unclean_election = on;
+    km_catalog_notify_topic(cat, t, t->mirror, t->desired);
+    return KM_OK;
+}
+
 static void km_catalog_broker_set(km_catalog_t *cat, int32_t id, bool present)
 {
     size_t i;
@@ -745,10 +769,15 @@ km_err_t km_catalog_apply_delta(km_catalog_t *cat, const kbx_metadata_delta_t *d
     }
     for (uint32_t i = 0; i < delta->config_count; i++) {
         const kbx_config_change_t *c = delta->configs[i];
-        if (c == NULL || c->resource_type != KM_CATALOG_RESOURCE_TOPIC || c->key == NULL ||
-            strcmp(c->key, KM_CATALOG_MIRROR_NAME_KEY) != 0)
+        if (c == NULL || c->resource_type != KM_CATALOG_RESOURCE_TOPIC || c->key == NULL)
             continue;
-        if ((e = km_catalog_apply_mirror_name(cat, c)) != KM_OK)
+        if (strcmp(c->key, KM_CATALOG_ULE_KEY) == 0)
+            e = km_catalog_apply_ule(cat, c);
+        else if (strcmp(c->key, KM_CATALOG_MIRROR_NAME_KEY) == 0)
+            e = km_catalog_apply_mirror_name(cat, c);
+        else
+            continue;
+        if (e != KM_OK)
             err = e;
     }
     for (uint32_t i = 0; i < delta->broker_count; i++) {
@@ -905,7 +934,8 @@ static const uint8_t *km_cat_lay_bytes(km_cat_lay_t *l, const uint8_t *b, uint64
 static bool km_cat_keep_config(const kbx_config_change_t *c)
 {
     return c != NULL && c->resource_type == KM_CATALOG_RESOURCE_TOPIC && c->key != NULL &&
-           strcmp(c->key, KM_CATALOG_MIRROR_NAME_KEY) == 0;
+           (strcmp(c->key, KM_CATALOG_MIRROR_NAME_KEY) == 0 ||
+            strcmp(c->key, KM_CATALOG_ULE_KEY) == 0);
 }
 
 static bool km_cat_keep_record(const kbx_record_t *r)

@@ -26,6 +26,8 @@
 #define KM_CATALOG_RECORD_MIRROR 1
 /** Topic config key of the association (docs/design.md M3). */
 #define KM_CATALOG_MIRROR_NAME_KEY "mirror.name"
+/** Topic config: truncation waits (failback) cover every assigned replica, not only the ISR. */
+#define KM_CATALOG_ULE_KEY "mirror.support.unclean.leader.election"
 /** Format version written by km_catalog_def_encode. */
 #define KM_CATALOG_DEF_FORMAT_VERSION 1
 

@@ -50,7 +50,8 @@ typedef struct km_cat_topic {
     int32_t partition_count;
     char *mirror; /**< base mirror name of mirror.name (suffix stripped), NULL if none */
     km_desired_t desired;
-    km_cat_part_t *parts; /**< nparts entries (>= partition_count when leadership came first) */
+    bool unclean_election; /**< topic config mirror.support.unclean.leader.election=true */
+    km_cat_part_t *parts;  /**< nparts entries (>= partition_count when leadership came first) */
     int32_t nparts;
     bool seen;
     struct km_cat_topic *next; /* hash chain */

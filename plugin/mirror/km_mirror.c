@@ -13,6 +13,7 @@
 #include "core/km_plugin_types.h"
 #include "fetch/km_fetch.h"
 #include "kp_errcode.h"
+#include "rpc/km_lme.h"
 #include "state/km_state.h"
 #include "util/km_log.h"
 #include "util/km_mem.h"
@@ -369,10 +370,34 @@ static void km_mirror_lme_now(km_plugin_t *cm, void *arg)
     km_free(cm, rq);
 }
 
+/* Result of a batched lookup (rpc/km_lme.c), on the loop. */
+static void km_mirror_lme_result(km_plugin_t *cm, const kbx_uuid_t *topic_id, int32_t partition,
+                                 uint64_t token, int kind, int32_t epoch, int64_t offset,
+                                 const char *msg)
+{
+    km_mpart_mgr_t *mgr = cm->mirror.mgr;
+
+    if (mgr == NULL)
+        return;
+    switch (kind) {
+    case KM_LME_ANSWER:
+        km_mpart_lme_done(mgr, topic_id, partition, token, KM_OK, epoch, offset);
+        break;
+    case KM_LME_LOOP:
+        km_mpart_lme_loop(mgr, topic_id, partition, token, msg);
+        break;
+    default:
+        km_log_debug(cm, "partition %d: LME lookup: %s", (int)partition, msg != NULL ? msg : "");
+        km_mpart_lme_done(mgr, topic_id, partition, token, KM_ERR_HOST, -1, -1);
+        break;
+    }
+}
+
 /*
- * The peer lookup (DescribeMirrors with the tagged lookup fields to the source) is not written
- * yet. Until then: an empty local log needs no LME ("none" is exact), a log with data stays in
- * PREPARING with a warning, because answering "none" would truncate it to nothing.
+ * The failback lookup: an empty local log needs no LME ("none" is exact, and a source without
+ * the mirror APIs, e.g. a plain Kafka cluster, can be mirrored); a log with data asks the
+ * source (DescribeMirrors with the lookup fields, batched per mirror by rpc/km_lme.c) and
+ * stays PREPARING until it answered.
  */
 static km_err_t km_mirror_lme_lookup(void *ctx, const km_mpart_id_t *id, uint64_t token)
 {
@@ -381,26 +406,26 @@ static km_err_t km_mirror_lme_lookup(void *ctx, const km_mpart_id_t *id, uint64_
     kbx_log_offsets_t o = {.struct_size = sizeof(o)};
     kbx_partition_t *part = NULL;
     km_mirror_req_t *rq;
+    bool empty = false;
     km_err_t err;
 
+    if (api->partition_acquire(mm->cm->ref.host, &id->topic_id, id->partition, -1, &part) ==
+        KBX_OK) {
+        empty = api->log_offsets(mm->cm->ref.host, part, &o) == KBX_OK &&
+                o.log_end_offset == o.log_start_offset;
+        api->partition_release(mm->cm->ref.host, part);
+    }
+    if (!empty) {
+        if (mm->lme == NULL)
+            return KM_ERR_NOMEM;
+        return km_lme_lookup(mm->lme, id->mirror, id->topic, &id->topic_id, id->partition, token);
+    }
     rq = km_mirror_req_new(mm->cm, id, token);
     if (rq == NULL)
         return KM_ERR_NOMEM;
     rq->lme_epoch = -1;
     rq->lme_offset = -1;
-    rq->err = KM_ERR_HOST;
-    if (api->partition_acquire(mm->cm->ref.host, &id->topic_id, id->partition, -1, &part) ==
-        KBX_OK) {
-        if (api->log_offsets(mm->cm->ref.host, part, &o) == KBX_OK &&
-            o.log_end_offset == o.log_start_offset)
-            rq->err = KM_OK;
-        api->partition_release(mm->cm->ref.host, part);
-    }
-    if (rq->err != KM_OK)
-        km_log_warn(mm->cm,
-                    "%s-%d of mirror %s: has data and needs the source's last mirrored epoch, "
-                    "but the failback lookup is not available yet; it stays PREPARING",
-                    id->topic, (int)id->partition, id->mirror);
+    rq->err = KM_OK;
     err = km_coord_post(&mm->cm->coord, km_mirror_lme_now, km_mirror_req_drop, rq);
     return err == KM_ERR_NOMEM ? (km_free(mm->cm, rq), KM_ERR_NOMEM) : err;
 }
@@ -460,7 +485,7 @@ static void km_mirror_sync_partition(km_mirror_t *mm, const km_cat_topic_t *topi
     l.id.partition = p;
     l.leader_epoch = cp->leader_epoch;
     l.desired = km_mirror_desired(topic->desired);
-    l.unclean_election = false; /* the catalog does not keep the topic's opt-in yet */
+    l.unclean_election = topic->unclean_election;
     l.source_cluster_id = def != NULL ? def->source_cluster_id : NULL;
     if (km_mpart_lead(mm->mgr, &l) != KM_OK) {
         km_log_warn(mm->cm, "%s-%d of mirror %s: cannot start its state machine (retried)",
@@ -633,6 +658,11 @@ km_err_t km_mirror_start(km_plugin_t *cm, char *errstr, size_t errstr_size)
     if (mm->fm == NULL)
         return KM_ERR_HOST;
     km_mpart_opts_from_plugin(cm, &mo);
+    mm->lme = km_lme_new(cm, km_mirror_lme_result);
+    if (mm->lme == NULL) {
+        snprintf(errstr, errstr_size, "out of memory (LME lookups)");
+        goto fail;
+    }
     mm->mgr = km_mpart_mgr_new(cm, &km_mirror_ops, mm, &mo);
     if (mm->mgr == NULL) {
         snprintf(errstr, errstr_size, "out of memory (partition state machines)");
@@ -657,6 +687,8 @@ km_err_t km_mirror_start(km_plugin_t *cm, char *errstr, size_t errstr_size)
     return KM_OK;
 fail:
     km_mirror_metrics_stop(mm);
+    km_lme_free(mm->lme);
+    mm->lme = NULL;
     km_mpart_mgr_free(mm->mgr);
     mm->mgr = NULL;
     km_fetch_mgr_destroy(mm->fm);
@@ -689,6 +721,8 @@ void km_mirror_destroy(km_plugin_t *cm)
     mm->fm = NULL;
     while (mm->fps != NULL)
         km_mirror_fp_free(mm, mm->fps);
+    km_lme_free(mm->lme);
+    mm->lme = NULL;
     mm->mgr = NULL;
     if (mgr != NULL) {
         /* Host operations (epoch bumps, ISR waits) still running call back into the manager:

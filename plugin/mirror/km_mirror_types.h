@@ -15,6 +15,7 @@
 typedef struct km_mpart_mgr km_mpart_mgr_t;
 typedef struct km_fetch_mgr km_fetch_mgr_t;
 typedef struct km_mirror_fp km_mirror_fp_t;
+typedef struct km_lme km_lme_t;
 
 typedef struct km_mirror {
     uint32_t magic;
@@ -22,6 +23,7 @@ typedef struct km_mirror {
     km_mpart_mgr_t *mgr; /**< the partition state machines (NULL before start / after stop) */
     km_fetch_mgr_t *fm;  /**< the fetcher manager this module owns */
     km_mirror_fp_t *fps; /**< fetched partitions (the fetcher's handles) */
+    km_lme_t *lme;       /**< failback LME lookups to the sources (rpc/km_lme.c) */
     kbx_timer_t *timer;  /**< periodic tick */
     atomic_bool tick_queued;
     atomic_uint nparts; /**< machines alive: the timer posts ticks only when there are some */

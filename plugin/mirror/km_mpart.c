@@ -35,6 +35,7 @@ enum {
     KM_MP_P_LOOKUP,
     KM_MP_P_TRUNCATE,
     KM_MP_P_ISR,
+    KM_MP_P_BUMP,
     KM_MP_F_DRAIN,
     KM_MP_F_BUMP,
     KM_MP_M_RUN,
@@ -61,6 +62,7 @@ static const char *const km_mpart_step_names[] = {
     [KM_MP_P_LOOKUP] = "preparing.lookup",
     [KM_MP_P_TRUNCATE] = "preparing.truncate",
     [KM_MP_P_ISR] = "preparing.isr_wait",
+    [KM_MP_P_BUMP] = "preparing.epoch_bump",
     [KM_MP_F_DRAIN] = "fencing.drain",
     [KM_MP_F_BUMP] = "fencing.bump",
     [KM_MP_M_RUN] = "mirroring",
@@ -703,6 +705,34 @@ retry:
     km_mpart_retry_later(mp);
 }
 
+static void km_mpart_start_bump(km_mpart_t *mp, int32_t min_epoch);
+
+/* Failback (the peer answered an LME): the peer bumped its epoch above the LME epoch when it
+ * failed over, so its new batches carry epoch > LME epoch. Raise ours to LME epoch + 1 + the
+ * EPOCH_FENCING headroom before fetching, so the first fetched data is not thrown away at an
+ * epoch fence (which would fetch it twice). A peer that has gone further is fenced as usual. */
+static void km_mpart_prep_bump(km_mpart_t *mp)
+{
+    kbx_log_offsets_t o;
+    int32_t want;
+
+    mp->step = KM_MP_P_BUMP;
+    if (mp->peer_lme_epoch < 0) {
+        km_mpart_go(mp, KM_MPART_MIRRORING);
+        return;
+    }
+    if (km_mpart_offsets(mp, &o) != KBX_OK) {
+        km_mpart_retry_later(mp);
+        return;
+    }
+    want = mp->peer_lme_epoch + 1 + KM_MPART_EPOCH_HEADROOM;
+    if (o.leader_epoch >= want) {
+        km_mpart_go(mp, KM_MPART_MIRRORING);
+        return;
+    }
+    km_mpart_start_bump(mp, want);
+}
+
 static void km_mpart_run_preparing(km_mpart_t *mp)
 {
     km_err_t err;
@@ -729,6 +759,9 @@ static void km_mpart_run_preparing(km_mpart_t *mp)
         return;
     case KM_MP_P_TRUNCATE:
         km_mpart_prep_truncate(mp);
+        return;
+    case KM_MP_P_BUMP:
+        km_mpart_prep_bump(mp);
         return;
     default:
         return;
@@ -1233,7 +1266,7 @@ static void km_mpart_cb_apply(km_mpart_t *mp, const km_mpart_cb_t *cb)
             km_mpart_retry_later(mp);
             return;
         }
-        km_mpart_go(mp, KM_MPART_MIRRORING);
+        km_mpart_prep_bump(mp);
         return;
     case KM_MP_CB_BUMP:
         if (cb->status != KBX_OK) {
@@ -1595,6 +1628,22 @@ void km_mpart_lme_done(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int32_t 
     mp->peer_lme_offset = lme_epoch < 0 ? -1 : lme_offset;
     mp->step = KM_MP_P_TRUNCATE;
     km_mpart_kick(mp);
+}
+
+void km_mpart_lme_loop(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int32_t partition,
+                       uint64_t token, const char *message)
+{
+    km_mpart_t *mp = km_mpart_find(mgr, topic_id, partition);
+
+    if (mp == NULL || mp->frozen || !mp->busy || mp->gen != token || mp->step != KM_MP_P_LOOKUP)
+        return;
+    mp->busy = false;
+    /* Retryable: once the other side stopped mirroring from us, a retry (PREPARING again)
+     * gets its LME. Nothing was truncated. */
+    km_mpart_fail(mp, true, -1,
+                  message != NULL && message[0] != '\0'
+                      ? message
+                      : "the other cluster still mirrors this topic from us: stop it there first");
 }
 
 void km_mpart_fetch_event(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int32_t partition,

@@ -222,6 +222,11 @@ void km_mpart_fetch_removed(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int
 void km_mpart_lme_done(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int32_t partition,
                        uint64_t token, km_err_t err, int32_t lme_epoch, int64_t lme_offset);
 
+/** Completion of ops->lme_lookup when the peer still mirrors the partition from us (a
+ *  mirroring loop): FAILED (retryable, back to PREPARING) with message, nothing truncated. */
+void km_mpart_lme_loop(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int32_t partition,
+                       uint64_t token, const char *message);
+
 /* Fetcher events (km_mpart_fetch_event). */
 #define KM_MPART_FEV_PROGRESS       1 /**< batches appended: clears recorded failures */
 #define KM_MPART_FEV_EPOCH_EXCEEDED 2 /**< a batch's epoch (ev.epoch) > the local leader epoch */

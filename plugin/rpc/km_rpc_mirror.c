@@ -14,6 +14,7 @@
 #include "kp_msgs.h"
 #include "mirror/km_mirror.h"
 #include "mirror/km_mpart.h"
+#include "rpc/km_lme.h"
 #include "rpc/km_rpc_int.h"
 #include "rpc/km_srcadm.h"
 #include "state/km_state.h"
@@ -1098,6 +1099,10 @@ void km_rpc_describe_mirrors(km_rpc_req_t *req)
                     "%s may not describe mirrors (DESCRIBE on the cluster)", req->principal);
         return;
     }
+    if (km_lme_is_lookup(req)) {
+        km_lme_serve(req); /* a failback LME lookup (rpc/km_lme.c) */
+        return;
+    }
     st = kp_arena_calloc(&req->ar, 1, sizeof(*st));
     if (st == NULL || !km_describe_local(req, &st->resp)) {
         km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR, "out of memory");
@@ -1106,7 +1111,9 @@ void km_rpc_describe_mirrors(km_rpc_req_t *req)
     req->st = st; /* in the arena: no st_free */
     /* A request carrying this cluster's own id is another broker's fan-out leg: answer with
      * this broker's partitions only. A failback LME lookup carries the *other* cluster's id:
-     * it is gathered like any describe and filtered at the end (km_describe_filter_lookup). */
+     * with LastMirrorEpochLookups it was answered above from __mirror_state (rpc/km_lme.c);
+     * without, it is gathered like any describe and filtered at the end
+     * (km_describe_filter_lookup). */
     leg = rq->ClusterId.len > 0 && (size_t)rq->ClusterId.len == strlen(cm->cluster_id) &&
           memcmp(rq->ClusterId.ptr, cm->cluster_id, (size_t)rq->ClusterId.len) == 0;
     if (leg) {

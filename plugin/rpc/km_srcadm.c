@@ -47,6 +47,13 @@ typedef struct km_srcadm_query {
     km_srcadm_cb cb;
     void *arg;
     km_srcadm_result_t res;
+    /* km_srcadm_request: the message to send instead of Metadata, and the raw answer. */
+    const kp_msg_desc_t *desc;
+    int16_t max_ver;
+    const void *msg;
+    km_srcadm_raw_cb raw_cb;
+    uint8_t *raw;
+    size_t raw_len;
 } km_srcadm_query_t;
 
 static void km_srcadm_kc_log(void *opaque, int level, const char *msg)
@@ -176,6 +183,7 @@ static void km_srcadm_query_free(km_plugin_t *cm, km_srcadm_query_t *q)
     for (size_t i = 0; i < q->res.ntopics; i++)
         km_free(cm, q->res.topics[i].name);
     km_free(cm, q->res.topics);
+    km_free(cm, q->raw);
     q->magic = 0;
     km_free(cm, q);
 }
@@ -184,7 +192,10 @@ static void km_srcadm_deliver_run(km_plugin_t *cm, void *arg)
 {
     km_srcadm_query_t *q = arg;
 
-    q->cb(cm, q->arg, &q->res);
+    if (q->raw_cb != NULL)
+        q->raw_cb(cm, q->arg, &q->res, q->raw, q->raw_len);
+    else
+        q->cb(cm, q->arg, &q->res);
     km_srcadm_query_free(cm, q);
 }
 
@@ -194,7 +205,10 @@ static void km_srcadm_deliver_drop(km_plugin_t *cm, void *arg)
 
     q->res.err = KM_ERR_SHUTDOWN;
     snprintf(q->res.errmsg, sizeof(q->res.errmsg), "the broker is shutting down");
-    q->cb(cm, q->arg, &q->res);
+    if (q->raw_cb != NULL)
+        q->raw_cb(cm, q->arg, &q->res, NULL, 0);
+    else
+        q->cb(cm, q->arg, &q->res);
     km_srcadm_query_free(cm, q);
 }
 
@@ -271,6 +285,20 @@ static void km_srcadm_on_metadata(kc_client_t *kc, int err, int16_t ver, const u
         km_srcadm_finish(q);
         return;
     }
+    if (q->raw_cb != NULL) {
+        /* km_srcadm_request: the caller decodes; keep a copy for the loop. */
+        q->res.version = ver;
+        q->raw = len > 0 ? km_malloc(sa->cm, len) : NULL;
+        if (len > 0 && q->raw == NULL) {
+            q->res.err = KM_ERR_NOMEM;
+            snprintf(q->res.errmsg, sizeof(q->res.errmsg), "out of memory");
+        } else if (len > 0) {
+            memcpy(q->raw, body, len);
+            q->raw_len = len;
+        }
+        km_srcadm_finish(q);
+        return;
+    }
     kp_arena_init(&ar, KM_SRCADM_ARENA_LIMIT);
     kp_reader_init(&rd, body, len);
     kp_MetadataResponse_init(&resp);
@@ -308,8 +336,12 @@ static int km_srcadm_submit(km_srcadm_query_t *q)
         q->node = atomic_fetch_add(&sa->next_node, 1);
         if (kc_client_node_set(sa->kc, q->node, q->hosts[i], q->ports[i]) != 0)
             continue;
-        id = kc_request_msg(sa->kc, q->node, &kp_MetadataRequest_desc, 12, &q->rq, (int32_t)per, 0,
-                            km_srcadm_on_metadata, q);
+        if (q->desc != NULL)
+            id = kc_request_msg(sa->kc, q->node, q->desc, q->max_ver, q->msg, (int32_t)per, 0,
+                                km_srcadm_on_metadata, q);
+        else
+            id = kc_request_msg(sa->kc, q->node, &kp_MetadataRequest_desc, 12, &q->rq, (int32_t)per,
+                                0, km_srcadm_on_metadata, q);
         if (id > 0)
             return 0;
         kc_client_node_remove(sa->kc, q->node);
@@ -346,17 +378,19 @@ static bool km_srcadm_parse_addr(km_plugin_t *cm, const char *e, char **host, in
     return *host != NULL;
 }
 
+static km_err_t km_srcadm_start_query(km_srcadm_t *sa, km_srcadm_query_t *q,
+                                      const km_strlist_t *bootstrap, int32_t timeout_ms);
+
 km_err_t km_srcadm_metadata(km_srcadm_t *sa, const km_strlist_t *bootstrap, bool with_topics,
                             int32_t timeout_ms, km_srcadm_cb cb, void *arg)
 {
-    km_plugin_t *cm = sa->cm;
     km_srcadm_query_t *q;
 
     if (bootstrap == NULL || bootstrap->n == 0)
         return KM_ERR_INVALID;
     if (atomic_load(&sa->stop))
         return KM_ERR_SHUTDOWN;
-    q = km_calloc(cm, 1, sizeof(*q));
+    q = km_calloc(sa->cm, 1, sizeof(*q));
     if (q == NULL)
         return KM_ERR_NOMEM;
     q->magic = KM_SRCADM_Q_MAGIC;
@@ -364,6 +398,42 @@ km_err_t km_srcadm_metadata(km_srcadm_t *sa, const km_strlist_t *bootstrap, bool
     q->cb = cb;
     q->arg = arg;
     q->with_topics = with_topics;
+    kp_MetadataRequest_init(&q->rq);
+    /* Null topics: every topic (v1+); an empty array: none, brokers and cluster id only. */
+    q->rq.Topics.cnt = with_topics ? -1 : 0;
+    q->rq.AllowAutoTopicCreation = false;
+    return km_srcadm_start_query(sa, q, bootstrap, timeout_ms);
+}
+
+km_err_t km_srcadm_request(km_srcadm_t *sa, const km_strlist_t *bootstrap,
+                           const kp_msg_desc_t *desc, int16_t max_ver, const void *msg,
+                           int32_t timeout_ms, km_srcadm_raw_cb cb, void *arg)
+{
+    km_srcadm_query_t *q;
+
+    if (bootstrap == NULL || bootstrap->n == 0 || desc == NULL || msg == NULL || cb == NULL)
+        return KM_ERR_INVALID;
+    if (atomic_load(&sa->stop))
+        return KM_ERR_SHUTDOWN;
+    q = km_calloc(sa->cm, 1, sizeof(*q));
+    if (q == NULL)
+        return KM_ERR_NOMEM;
+    q->magic = KM_SRCADM_Q_MAGIC;
+    q->sa = sa;
+    q->desc = desc;
+    q->max_ver = max_ver;
+    q->msg = msg;
+    q->raw_cb = cb;
+    q->arg = arg;
+    return km_srcadm_start_query(sa, q, bootstrap, timeout_ms);
+}
+
+/* Resolve the addresses and submit q (freed on an error). */
+static km_err_t km_srcadm_start_query(km_srcadm_t *sa, km_srcadm_query_t *q,
+                                      const km_strlist_t *bootstrap, int32_t timeout_ms)
+{
+    km_plugin_t *cm = sa->cm;
+
     q->hosts = km_calloc(cm, bootstrap->n, sizeof(*q->hosts));
     q->ports = km_calloc(cm, bootstrap->n, sizeof(*q->ports));
     if (q->hosts == NULL || q->ports == NULL) {
@@ -378,10 +448,6 @@ km_err_t km_srcadm_metadata(km_srcadm_t *sa, const km_strlist_t *bootstrap, bool
         km_srcadm_query_free(cm, q);
         return KM_ERR_INVALID;
     }
-    kp_MetadataRequest_init(&q->rq);
-    /* Null topics: every topic (v1+); an empty array: none, brokers and cluster id only. */
-    q->rq.Topics.cnt = with_topics ? -1 : 0;
-    q->rq.AllowAutoTopicCreation = false;
     q->deadline_ns = cm->ref.api->clock_monotonic_ns(cm->ref.host) +
                      (int64_t)(timeout_ms > 0 ? timeout_ms : 30000) * 1000000;
     pthread_mutex_lock(&sa->lock);

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "core/km_config_types.h"
+#include "kp_msg.h"
 #include "util/km_err.h"
 #include "util/km_types.h"
 
@@ -76,5 +77,24 @@ void km_srcadm_destroy(km_srcadm_t *sa);
  */
 km_err_t km_srcadm_metadata(km_srcadm_t *sa, const km_strlist_t *bootstrap, bool with_topics,
                             int32_t timeout_ms, km_srcadm_cb cb, void *arg);
+
+/**
+ * Answer of km_srcadm_request, same delivery rules as km_srcadm_cb: res->err/errmsg say why
+ * no broker answered; otherwise res->version is the version used and body/len the response
+ * body (after the header), valid during the call only.
+ */
+typedef void (*km_srcadm_raw_cb)(km_plugin_t *cm, void *arg, const km_srcadm_result_t *res,
+                                 const uint8_t *body, size_t len);
+
+/**
+ * Send one request (a generated codec message, versions of desc capped at max_ver) to the
+ * source behind bootstrap, trying the addresses in order like km_srcadm_metadata. msg is
+ * borrowed until cb ran. Used by the failback LME lookup (rpc/km_lme.c).
+ * @return KM_OK, KM_ERR_INVALID, KM_ERR_NOMEM, KM_ERR_SHUTDOWN
+ * @thread coordinator loop
+ */
+km_err_t km_srcadm_request(km_srcadm_t *sa, const km_strlist_t *bootstrap,
+                           const kp_msg_desc_t *desc, int16_t max_ver, const void *msg,
+                           int32_t timeout_ms, km_srcadm_raw_cb cb, void *arg);
 
 #endif /* KM_SRCADM_H */
