@@ -55,7 +55,8 @@ case "$MODE" in kafka | kbroker) ;; *) echo "crash_recovery: --mode kafka|kbroke
 KBROKER=${KBROKER:-$BUILD/bin/kbroker}
 SEGTOOL=$BUILD/bin/kr_segtool
 WORK=${WORK:-$BUILD/tests/robust/crash_$MODE}
-[ -n "$PORT" ] || PORT=$([ "$MODE" = kafka ] && echo 19892 || echo 19992)
+PORT_FIXED=1
+[ -n "$PORT" ] || { PORT=$([ "$MODE" = kafka ] && echo 19892 || echo 19992); PORT_FIXED=0; }
 RANDOM=$SEED
 
 T0=$(date +%s%3N)
@@ -65,6 +66,16 @@ die() { echo "crash_recovery[$MODE]: SETUP ERROR: $*" >&2; cleanup; exit 2; }
 FAILS=0
 fail() { echo "crash_recovery[$MODE]: FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
 port_in_use() { [ -n "$(ss -Hltn "( sport = :$1 )" 2>/dev/null)" ]; }
+# Without --port, move past ports other programs on this machine hold (the Kafka driver also
+# uses PORT+1 for its controller), once, before the first start: restarts reuse the port.
+if [ "$PORT_FIXED" = 0 ]; then
+  tries=0
+  while port_in_use "$PORT" || port_in_use $((PORT + 1)); do
+    tries=$((tries + 1))
+    [ $tries -le 50 ] || break # the start below then fails with "port P is in use"
+    PORT=$((PORT + 10))
+  done
+fi
 
 # wait_until DEADLINE_S DESCRIPTION COMMAND...: poll COMMAND every 50 ms until it succeeds.
 wait_until() {
