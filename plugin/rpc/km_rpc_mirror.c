@@ -75,6 +75,7 @@ typedef struct km_create_st {
     char cluster_id[128];
     bool state_ready;   /* __mirror_state exists */
     int state_attempts; /* km_state_ensure_topic calls so far */
+    int write_attempts; /* controller writes so far */
     int answers_pending;
     int16_t broker_error;
     char broker_msg[256];
@@ -100,34 +101,13 @@ static void km_create_st_free(km_rpc_req_t *req)
     req->st = NULL;
 }
 
-static void km_create_write_done(km_rpc_req_t *req, int32_t status, const uint8_t *body, size_t len,
-                                 int32_t tag)
-{
-    km_create_st_t *st = req->st;
-    kp_CreateMirrorResponse_t resp;
-
-    (void)body;
-    (void)len;
-    (void)tag;
-    if (status != KBX_OK) {
-        km_log_warn(req->cm, "CreateMirror %s: the definition was not written: %s", st->name,
-                    km_rpc_host_errstr(status));
-        km_rpc_fail(req, km_rpc_host_error(status),
-                    "Mirror %s was not created: the controller write failed (%s)", st->name,
-                    km_rpc_host_errstr(status));
-        return;
-    }
-    km_log_info(req->cm, "mirror %s created by %s (source cluster %s)", st->name, req->principal,
-                st->cluster_id[0] != '\0' ? st->cluster_id : "(unknown)");
-    kp_CreateMirrorResponse_init(&resp);
-    km_rpc_complete(req, &resp);
-}
-
 static void km_create_write(km_rpc_req_t *req);
 
 /** __mirror_state creation is retried this often on a retriable error, this far apart. */
 #define KM_CREATE_STATE_ATTEMPTS   20
 #define KM_CREATE_STATE_BACKOFF_MS 250
+/** The definition's controller write, when the controller was unreachable. */
+#define KM_CREATE_WRITE_ATTEMPTS 20
 
 static bool km_create_state_retriable(int16_t err)
 {
@@ -143,6 +123,37 @@ static void km_create_state_retry(km_rpc_req_t *req, int32_t status, const uint8
     (void)len;
     (void)tag;
     km_create_write(req);
+}
+
+static void km_create_write_done(km_rpc_req_t *req, int32_t status, const uint8_t *body, size_t len,
+                                 int32_t tag)
+{
+    km_create_st_t *st = req->st;
+    kp_CreateMirrorResponse_t resp;
+
+    (void)body;
+    (void)len;
+    (void)tag;
+    /* The controller was unreachable (nothing was written; a broker-only node's controller
+     * channel may be just coming up): try again, as a Kafka client retries NOT_CONTROLLER. A
+     * timeout is not retried: the write may have happened. */
+    if (status == KBX_ERR_NETWORK && ++st->write_attempts < KM_CREATE_WRITE_ATTEMPTS &&
+        km_rpc_after(req, KM_CREATE_STATE_BACKOFF_MS, km_create_state_retry, 0) == KBX_OK) {
+        km_log_debug(req->cm, "CreateMirror %s: controller unreachable, retrying", st->name);
+        return;
+    }
+    if (status != KBX_OK) {
+        km_log_warn(req->cm, "CreateMirror %s: the definition was not written: %s", st->name,
+                    km_rpc_host_errstr(status));
+        km_rpc_fail(req, km_rpc_host_error(status),
+                    "Mirror %s was not created: the controller write failed (%s)", st->name,
+                    km_rpc_host_errstr(status));
+        return;
+    }
+    km_log_info(req->cm, "mirror %s created by %s (source cluster %s)", st->name, req->principal,
+                st->cluster_id[0] != '\0' ? st->cluster_id : "(unknown)");
+    kp_CreateMirrorResponse_init(&resp);
+    km_rpc_complete(req, &resp);
 }
 
 static void km_create_on_state(km_plugin_t *cm, void *arg, int16_t err, const char *msg)

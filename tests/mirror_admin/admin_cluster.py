@@ -84,7 +84,12 @@ check(all(v == NONE for v in ec.values()), "source topics created: %s" % ec)
 src_cluster, src_topics = metadata(SRC)
 
 # Create through a broker-only node: the definition goes through the controller.
-ec, msg = create_mirror("m1", {"bootstrap.servers": SRC}, addr=D[1])
+# NOT_CONTROLLER is retriable: a Kafka client retries it (the broker retries too).
+for _ in range(20):
+    ec, msg = create_mirror("m1", {"bootstrap.servers": SRC}, addr=D[1])
+    if ec != 41:
+        break
+    time.sleep(0.5)
 check(ec == NONE, "CreateMirror through broker 2 (%s: %s)" % (ec, msg))
 for i in (0, 2):
     got = wait_for("m1 listed by broker %d" % (i + 1),
