@@ -296,6 +296,12 @@ int kbat_batch(kp_writer_t *out, int codec, int n, const char *prefix, int64_t p
 
 int16_t kbat_create_topic(int fd, const char *name, int32_t parts, const char *const *cfg_kv)
 {
+    return kbat_create_topic_rf(fd, name, parts, 1, cfg_kv);
+}
+
+int16_t kbat_create_topic_rf(int fd, const char *name, int32_t parts, int16_t rf,
+                             const char *const *cfg_kv)
+{
     kp_CreateTopicsRequest_t rq;
     kp_CreateTopicsResponse_t resp;
     kp_CreateTopicsRequest_CreatableTopic_t t;
@@ -307,7 +313,7 @@ int16_t kbat_create_topic(int fd, const char *name, int32_t parts, const char *c
     kp_CreateTopicsRequest_CreatableTopic_init(&t);
     t.Name = (kp_str_t){name, (int32_t)strlen(name)};
     t.NumPartitions = parts;
-    t.ReplicationFactor = 1;
+    t.ReplicationFactor = rf;
     for (; cfg_kv && cfg_kv[2 * n] && n < 16; n++) {
         kp_CreateTopicsRequest_CreatableTopicConfig_init(&cfgs[n]);
         cfgs[n].Name = (kp_str_t){cfg_kv[2 * n], (int32_t)strlen(cfg_kv[2 * n])};

@@ -68,6 +68,9 @@ int kbat_batch(kp_writer_t *out, int codec, int n, const char *prefix, int64_t p
 /* ---- short request helpers (fd, arena; return the Kafka error code or -100 on failure) --- */
 
 int16_t kbat_create_topic(int fd, const char *name, int32_t parts, const char *const *cfg_kv);
+/** kbat_create_topic() with replication factor @p rf. */
+int16_t kbat_create_topic_rf(int fd, const char *name, int32_t parts, int16_t rf,
+                             const char *const *cfg_kv);
 /** Produce @p batch (one partition) at @p ver with @p acks; base offset to *base. */
 int16_t kbat_produce(int fd, int16_t ver, const char *topic, int32_t partition, int16_t acks,
                      const kp_writer_t *batch, int64_t *base, const char *txn_id);

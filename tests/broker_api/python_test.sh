@@ -6,15 +6,9 @@ set -euo pipefail
 KB=${1:?kbroker path}
 BUILD=${2:?build dir}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-PIN="kafka-python==3.0.12"
-VENV=$BUILD/py-venv
-if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.pin" 2>/dev/null)" != "$PIN" ]; then
-  rm -rf "$VENV"
-  python3 -m venv "$VENV" || { echo "FAIL: python3 -m venv"; exit 1; }
-  "$VENV/bin/pip" install --disable-pip-version-check -q "$PIN" >"$BUILD/py-venv.log" 2>&1 ||
-    { tail -n 20 "$BUILD/py-venv.log"; echo "FAIL: pip install $PIN"; exit 1; }
-  echo "$PIN" >"$VENV/.pin"
-fi
+# shellcheck source=../broker_api/py_venv.sh
+. "$HERE/py_venv.sh"
+kpy_venv "$BUILD"
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/kbat-py.XXXXXX")
 PID=

@@ -9,15 +9,9 @@ KB=${1:?kbroker path}
 BUILD=${2:?build dir}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
-PIN="kafka-python==3.0.12"
-VENV=$BUILD/py-venv
-if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.pin" 2>/dev/null)" != "$PIN" ]; then
-  rm -rf "$VENV"
-  python3 -m venv "$VENV" || { echo "FAIL: python3 -m venv"; exit 1; }
-  "$VENV/bin/pip" install --disable-pip-version-check -q "$PIN" >"$BUILD/py-venv.log" 2>&1 ||
-    { tail -n 20 "$BUILD/py-venv.log"; echo "FAIL: pip install $PIN"; exit 1; }
-  echo "$PIN" >"$VENV/.pin"
-fi
+# shellcheck source=../broker_api/py_venv.sh
+. "$HERE/../broker_api/py_venv.sh"
+kpy_venv "$BUILD"
 command -v java >/dev/null || { echo "FAIL: java not found (the AdminClient half is Java)"; exit 1; }
 CT_JAR=$("$REPO/tests/peers/mvn-build.sh" "$REPO/tests/java/cluster-tools" cluster-tools.jar) ||
   { echo "FAIL: cannot build tests/java/cluster-tools"; exit 1; }
