@@ -51,6 +51,7 @@ typedef struct tw {
     int lookup_fail_count;
     int32_t lme_epoch;
     int64_t lme_offset;
+    int lookup_loops; /* answer this many lookups with "still mirrored by the peer" */
     /* fetcher */
     bool fetching;
     int adds, removes;
@@ -210,7 +211,12 @@ static bool tw_deliver_one(void)
     }
     if (tw.lookup_pending) {
         tw.lookup_pending = false;
-        if (tw.lookup_fail_count > 0) {
+        if (tw.lookup_loops > 0) {
+            tw.lookup_loops--;
+            km_mpart_lme_loop(tw.mgr, &tw.tid, 0, tw.lookup_tok,
+                              "the other cluster still mirrors this topic from us: stop it there "
+                              "first");
+        } else if (tw.lookup_fail_count > 0) {
             tw.lookup_fail_count--;
             km_mpart_lme_done(tw.mgr, &tw.tid, 0, tw.lookup_tok, tw.lookup_err, -1, -1);
         } else {
@@ -588,6 +594,52 @@ static void mp_test_prepare_retry(void)
     CU_ASSERT_EQUAL(tw_state(), KM_MPART_MIRRORING);
     CU_ASSERT_EQUAL(tw.lookups, 3); /* the answer is kept */
     CU_ASSERT_EQUAL(tw.add_offset, 20);
+    tw_end();
+}
+
+/* Failback: the peer still mirrors the partition from us -> FAILED (retryable), nothing cut;
+ * once it stopped, the retry gets the LME, truncates, and the epoch is raised above the LME
+ * epoch + 1 + headroom before fetching (skipped when already high enough). */
+static void mp_test_failback_lookup(void)
+{
+    tw_begin(9);
+    tw_history();
+    tw.lookup_loops = 1;
+    tw.lme_epoch = 3;
+    tw.lme_offset = 15;
+    tw_lead(KM_MPART_WANT_RUNNING);
+    CU_ASSERT_EQUAL(tw_state(), KM_MPART_FAILED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tw.store.error, "stop it there first"));
+    CU_ASSERT_FALSE(tw.store.non_retryable);
+    CU_ASSERT_EQUAL(tw.store.previous_state, KM_MPART_PREPARING);
+    CU_ASSERT_EQUAL(tw_offsets().log_end_offset, 30); /* nothing truncated */
+    CU_ASSERT_FALSE(tw.fetching);
+    tw_advance(1000); /* the backoff (100 ms +- 20 %) */
+    CU_ASSERT_EQUAL(tw_state(), KM_MPART_MIRRORING);
+    CU_ASSERT_EQUAL(tw.lookups, 2);
+    CU_ASSERT_EQUAL(tw_offsets().log_end_offset, 20); /* cut at epoch 5's start */
+    CU_ASSERT_EQUAL(tw_epoch(), 3 + 1 + KM_MPART_EPOCH_HEADROOM);
+    CU_ASSERT_EQUAL(tw.add_epoch, tw_epoch());
+    CU_ASSERT_EQUAL(tw.add_offset, 20);
+    tw_end();
+
+    /* The local epoch is already above LME + 1 + headroom: no bump. */
+    tw_begin(40);
+    tw_history();
+    tw.lme_epoch = 3;
+    tw.lme_offset = 15;
+    tw_lead(KM_MPART_WANT_RUNNING);
+    CU_ASSERT_EQUAL(tw_state(), KM_MPART_MIRRORING);
+    CU_ASSERT_EQUAL(tw_epoch(), 40);
+    tw_end();
+
+    /* No LME (none): from scratch, no bump. */
+    tw_begin(9);
+    tw_history();
+    tw_lead(KM_MPART_WANT_RUNNING);
+    CU_ASSERT_EQUAL(tw_state(), KM_MPART_MIRRORING);
+    CU_ASSERT_EQUAL(tw_epoch(), 9);
+    CU_ASSERT_EQUAL(tw_offsets().log_end_offset, tw_offsets().log_start_offset);
     tw_end();
 }
 
@@ -1026,6 +1078,7 @@ int main(void)
         {"never mirrored: PREPARING -> MIRRORING", mp_test_fresh},
         {"PREPARING truncation against the epoch cache", mp_test_prepare_truncation},
         {"PREPARING retries lookup and ISR wait", mp_test_prepare_retry},
+        {"failback: loop refused, LME epoch bump", mp_test_failback_lookup},
         {"resume from the log end; source cluster changed", mp_test_resume},
         {"pause and resume", mp_test_pause_resume},
         {"EPOCH_FENCING", mp_test_epoch_fencing},

@@ -347,6 +347,24 @@ static void ct_test_deltas(void)
         CU_ASSERT_EQUAL(ev.topic, 4); /* and the association */
         CU_ASSERT_EQUAL(km_catalog_mirror_topic_count(&cat, "m1"), 1);
     }
+    /* mirror.support.unclean.leader.election: kept per topic, a change is a topic event. */
+    {
+        kbx_config_change_t c = {sizeof(c), 2, "pay", KM_CATALOG_ULE_KEY, "TRUE"};
+        const kbx_config_change_t *cv[] = {&c};
+        kbx_metadata_delta_t d = {.struct_size = sizeof(d), .configs = cv, .config_count = 1};
+
+        CU_ASSERT_FALSE(km_catalog_topic_find(&cat, "pay")->unclean_election);
+        CU_ASSERT_EQUAL(km_catalog_apply_delta(&cat, &d), KM_OK);
+        CU_ASSERT_TRUE(km_catalog_topic_find(&cat, "pay")->unclean_election);
+        CU_ASSERT_EQUAL(ev.topic, 5);
+        CU_ASSERT_EQUAL(km_catalog_apply_delta(&cat, &d), KM_OK); /* same value: no event */
+        CU_ASSERT_EQUAL(ev.topic, 5);
+        c.value = NULL; /* deleted */
+        CU_ASSERT_EQUAL(km_catalog_apply_delta(&cat, &d), KM_OK);
+        CU_ASSERT_FALSE(km_catalog_topic_find(&cat, "pay")->unclean_election);
+        CU_ASSERT_EQUAL(ev.topic, 6);
+        CU_ASSERT_EQUAL(km_catalog_topic_find(&cat, "pay")->desired, KM_DESIRED_STOPPED);
+    }
     {
         kbx_record_t r = {sizeof(r), KM_CATALOG_RECORD_MIRROR, (const uint8_t *)"m1", 2, NULL, 0};
         const kbx_record_t *rv[] = {&r};
