@@ -137,6 +137,9 @@ const kb_tconf_def_t kb_tconf_defs[] = {
      .syn = NOSYN,
      .flags = KB_TCF_HIDDEN,
      .doc = "Cluster mirror of the topic (KIP-1279); set by the mirror RPCs only."},
+    T_BOOL("mirror.support.unclean.leader.election", "false", NOSYN, 0,
+           "Cluster mirroring (KIP-1279): the failback truncation waits for every assigned "
+           "replica, not only the ISR (read by the mirror plugin)."),
     T_BOOL("preallocate", "false", S1("log.preallocate"), NOFX,
            "Preallocate segment files (not done by kbroker)."),
     T_BOOL("remote.log.copy.disable", "false", NOSYN, NOFX,

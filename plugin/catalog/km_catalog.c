@@ -707,6 +707,8 @@ static km_err_t km_catalog_apply_ule(km_catalog_t *cat, const kbx_config_change_
     if (t->unclean_election == on)
         return KM_OK;
     t->unclean_election = on;
+    km_log_info(cat->cm, "topic %s: " KM_CATALOG_ULE_KEY " %s (truncation waits cover %s)", t->name,
+                on ? "true" : "false", on ? "every replica" : "the ISR");
     km_catalog_notify_topic(cat, t, t->mirror, t->desired);
     return KM_OK;
 }
