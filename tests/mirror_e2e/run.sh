@@ -2,7 +2,7 @@
 # run.sh -- the mirror's end-to-end scenarios (issue 5 "Done when"; docs/testing-mirror.md).
 #
 #   run.sh [--scenario identity,read-only] [--build DIR] [--python PY] [--keep]
-#          [--src-port P] [--dst-port P]
+#          [--src-port P] [--dst-port P]     (first base ports tried; busy ones are skipped)
 #
 # One source cluster (3 kbroker brokers, node 1 also the controller) and one destination cluster
 # (3 kbroker brokers with kmirror.so + a controller-only node, RF 3, min.insync.replicas=2) are
@@ -91,6 +91,23 @@ until_ok() {
 step "start the source cluster ($SRC: 3 kbroker brokers) and the destination ($DST: 3 brokers with kmirror.so + controller node)"
 "$CL" stop --name "$SRC" >/dev/null 2>&1
 "$CL" stop --name "$DST" >/dev/null 2>&1
+# free_base P -- P, or the next P+200k whose cluster ports (P, P+1, P+10, P+11, P+20, P+21,
+# P+31) nobody listens on (the machine is shared with other suites)
+free_base() {
+  local b=$1 o busy
+  for _ in $(seq 1 20); do
+    busy=0
+    for o in 0 1 10 11 20 21 31; do
+      [ -z "$(ss -Hltn "( sport = :$((b + o)) )" 2>/dev/null)" ] || busy=1
+    done
+    [ "$busy" = 0 ] && { echo "$b"; return; }
+    b=$((b + 200))
+  done
+  setup_error "no free ports from $1 on"
+}
+SRC_PORT=$(free_base "$SRC_PORT")
+DST_PORT=$(free_base "$DST_PORT")
+[ "$DST_PORT" != "$SRC_PORT" ] || DST_PORT=$(free_base $((SRC_PORT + 100)))
 "$CL" start --name "$SRC" --backend kbroker --build "$BUILD" --base-port "$SRC_PORT" \
   --controllers node1 --override min.insync.replicas=2 >"$WORK/src-start.log" 2>&1 &
 spid=$!
