@@ -88,7 +88,8 @@ static void km_lme_srv_finish(km_rpc_req_t *req)
     km_lme_srv_t *st = req->st;
     kp_DescribeMirrorsResponse_t resp;
     kp_DescribeMirrorsResponse_DescribedMirror_t *m;
-    int32_t i, j;
+    kp_DescribeMirrorsResponse_TopicResult_t *cur_tr = NULL;
+    int32_t i, j, cur_look = -1;
 
     if (km_rpc_req_done(req))
         return;
@@ -136,10 +137,10 @@ static void km_lme_srv_finish(km_rpc_req_t *req)
             if (m->Topics.v == NULL)
                 goto nomem;
         }
-        /* One TopicResult per lookup entry (its items are consecutive). */
-        if (m->Topics.cnt > 0 && i > 0 && st->items[i - 1].look == it->look &&
-            st->items[i - 1].topic != NULL && strcmp(st->items[i - 1].mirror, it->mirror) == 0)
-            tr = &m->Topics.v[m->Topics.cnt - 1];
+        /* One TopicResult per lookup entry: its items are consecutive and share the topic and
+         * mirror (items left out in between do not split it). */
+        if (cur_tr != NULL && cur_look == it->look)
+            tr = cur_tr;
         if (tr == NULL) {
             tr = &m->Topics.v[m->Topics.cnt++];
             kp_DescribeMirrorsResponse_TopicResult_init(tr);
@@ -150,6 +151,8 @@ static void km_lme_srv_finish(km_rpc_req_t *req)
                 sizeof(*tr->Partitions.v));
             if (tr->Partitions.v == NULL)
                 goto nomem;
+            cur_tr = tr;
+            cur_look = it->look;
         }
         pd = &tr->Partitions.v[tr->Partitions.cnt++];
         kp_DescribeMirrorsResponse_PartitionDetail_init(pd);
