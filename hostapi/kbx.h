@@ -580,7 +580,11 @@ typedef struct kbx_api {
                                   const kbx_control_batch_t *batch, kbx_append_result_t *out);
 
     /** Remove every record at offset >= offset (no-op if offset >= LEO), trim the epoch cache
-     *  and producer state, and lower the high watermark if needed. Leader only.
+     *  and producer state, and lower the high watermark if needed. Whole record batches are
+     *  removed, as in Kafka: an offset inside a batch removes that whole batch, so the log
+     *  then ends at the batch's base offset (the new LEO, which log_offsets reports, is below
+     *  offset; never below the log start). Followers truncate to the same place, and
+     *  wait_isr_truncation(offset) covers it. Leader only.
      *  @thread any. Errors: KBX_ERR_OFFSET (below log start), NOT_LEADER, FENCED, IO. */
     int32_t (*log_truncate)(kbx_host_t *host, kbx_partition_t *part, int64_t offset);
 

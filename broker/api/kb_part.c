@@ -1205,21 +1205,14 @@ int kb_part_follower_position(kb_part_t *part, int32_t *leader, int32_t *leader_
 /* The truncation itself, role lock held (read) and the role checked. */
 static int kb_part_follower_truncate_locked(kb_part_t *part, int64_t offset, bool fully)
 {
-    int rc;
-    if (!fully) {
-        /* An offset inside a batch (a compressed batch holds several records) truncates at the
-         * batch's start: the LEO must stay at a batch boundary for the next fetch to append. */
-        kb_log_read_t rd;
-        if (kb_log_read(part->log, offset, 1, KB_ISOLATION_LEO, 1, &rd) == 0) {
-            if (rd.len > 0 && rd.first_offset >= 0 && rd.first_offset < offset)
-                offset = rd.first_offset;
-            kb_log_read_release(&rd);
-        }
-    }
-    rc = fully ? kb_log_truncate_fully(part->log, offset) : kb_log_truncate_to(part->log, offset);
+    /* An offset inside a batch (a compressed batch holds several records) truncates at the
+     * batch's start (kb_log_truncate_to, Kafka's rule, the same as on the leader): the LEO
+     * stays at a batch boundary for the next fetch to append. */
+    int rc =
+        fully ? kb_log_truncate_fully(part->log, offset) : kb_log_truncate_to(part->log, offset);
     if (rc == 0)
         kb_log_info("api", "%s-%" PRId32 ": truncated %sto offset %" PRId64, part->topic,
-                    part->index, fully ? "fully " : "", offset);
+                    part->index, fully ? "fully " : "", kb_log_leo(part->log));
     return rc;
 }
 

@@ -1617,7 +1617,25 @@ int kb_log_truncate_to(kb_log_t *log, int64_t offset)
     pthread_mutex_lock(&log->wlock);
     if (offset >= log->leo)
         goto out;
-    if (offset < log->log_start || offset <= log->segs[0]->base) {
+    if (offset > log->log_start && offset > log->segs[0]->base) {
+        /* As Kafka's segment truncation: the whole batch holding offset goes, so the log ends
+         * at that batch's base offset (the LEO is always a batch boundary, also after a
+         * restart, and a follower truncated to the same offset ends at the same place). */
+        pthread_rwlock_rdlock(&log->rw);
+        seg = log->segs[kb_log_floor_seg(log, offset)];
+        r = kb_seg_find(seg, offset, seg->size, &pos, &h);
+        pthread_rwlock_unlock(&log->rw);
+        if (r < 0) {
+            rc = r;
+            goto out;
+        }
+        if (r == 1 && h.baseOffset < offset)
+            offset = h.baseOffset;
+        if (offset < log->log_start)
+            offset = log->log_start; /* the batch straddles the log start: empty from there */
+    }
+    /* Nothing left at or above the log start: the log restarts empty there. */
+    if (offset <= log->log_start || offset <= log->segs[0]->base) {
         rc = kb_log_truncate_fully_locked(log, offset);
         goto notify;
     }

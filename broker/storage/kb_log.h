@@ -233,8 +233,11 @@ int kb_log_epoch_entries(kb_log_t *log, int32_t **epochs, int64_t **starts, size
 /* ---- truncation and log start -------------------------------------------------------------- */
 
 /** Remove everything at or above @p offset (no-op if ≥ LEO): whole segments deleted, the one
- *  containing it truncated at the first batch whose last offset ≥ @p offset; indexes, epoch
- *  cache, producer state (snapshot + replay), transaction index, HW fixed. @locks writer */
+ *  containing it truncated at the first batch whose last offset ≥ @p offset. As in Kafka the
+ *  whole batch holding @p offset goes, so the new LEO is that batch's base offset when
+ *  @p offset falls inside a batch (never below the log start: a batch straddling the log start
+ *  leaves the log empty there); indexes, epoch cache, producer state (snapshot + replay),
+ *  transaction index, HW fixed. @locks writer */
 int kb_log_truncate_to(kb_log_t *log, int64_t offset);
 /** Delete every segment and restart empty at @p offset (log start = HW = LEO = offset; epoch
  *  cache and producer state cleared). @locks writer */

@@ -12,7 +12,8 @@
  *     ROLE_LEADER; a broker_request to the dead broker fails instead of reaching another one;
  *   - wait_isr_truncation on a broker-only leader after it truncated its log completes only
  *     once both followers truncated (their logs end at the offset when it completes), and
- *     with KBX_ISR_WAIT_ALL_REPLICAS times out while a follower is SIGSTOPped;
+ *     with KBX_ISR_WAIT_ALL_REPLICAS times out while a follower is SIGSTOPped; a truncation
+ *     inside a batch ends every replica at the batch's base offset;
  *   - leader_epoch_bump by the plugin of a broker-only leader goes through the controller
  *     (BumpLeaderEpochs): it completes once that broker applied the epoch (listener first, the
  *     handle fenced) and all three plugins report the new epoch;
@@ -563,6 +564,16 @@ int main(int argc, char **argv)
     CHECK(leo_of(1, part) == 10 && leo_of(2, part) == 10,
           "followers not truncated when the wait completed: node 1 at %d, node 2 at %d",
           leo_of(1, part), leo_of(2, part));
+    /* inside a batch: 10 more records (10..19), truncated to 15; as Kafka the whole batch goes,
+     * so the leader and, when the wait completes, both followers end at 10 */
+    CHECK(produce(3, part, 10, -1) == 0, "produce to %s-%d", TOPIC, part);
+    for (int n = 1; n <= 3; n++)
+        wait_leo(n, part, 20);
+    itrunc(3, part, 15, 0, 5000, &st, &ms);
+    CHECK(st == KBX_OK, "wait_isr_truncation after truncating inside a batch: status %d", st);
+    CHECK(leo_of(3, part) == 10 && leo_of(1, part) == 10 && leo_of(2, part) == 10,
+          "truncation to 15 inside batch 10..19: node 3 at %d, node 1 at %d, node 2 at %d",
+          leo_of(3, part), leo_of(1, part), leo_of(2, part));
 
     /* a follower stopped (SIGSTOP node 2, shorter than the session timeout): 20 more records
      * (acks=1) reach node 1 only; after truncating to 20 (batch boundaries) the wait for

@@ -934,6 +934,60 @@ static void t_created_follower(void)
     node_down(&a);
 }
 
+/* The leader's log truncated inside a record batch (kbx log_truncate on a mirror leader, as
+ * Kafka's truncation: the whole batch holding the offset goes, the log ends at its base offset):
+ * the follower, which held the batch, truncates to the same place by DivergingEpoch, fetches
+ * what the leader appends afterwards, and both logs hold the same bytes and epochs. */
+static void t_leader_truncates_mid_batch(void)
+{
+    node_t a, b;
+    kb_part_t *lp, *fp;
+    kp_uuid_t id = {{0}};
+    kb_repl_t *r;
+    kb_repl_stats_t st;
+    int64_t base = -1;
+
+    node_up(&a, 1);
+    node_up(&b, 2);
+    g_leader = &a;
+    create_topic(&a, "m", &id);
+    create_topic(&b, "m", &id);
+    lp = node_part(&a, "m");
+    fp = node_part(&b, "m");
+    r = repl_new(&b);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(lp, 2, 1, REPS, 2, REPS, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_follower(fp, 1, 2, 1, REPS, 2, REPS, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_repl_add(r, fp), 0);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(produce(&a, "m", -1, 10, i == 1 ? KP_CODEC_GZIP : KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_EQUAL(base, 20);
+    CU_ASSERT_FATAL(converged(lp, fp));
+
+    /* 15 is inside batch 10-19: the leader's log ends at 10, its HW with it */
+    CU_ASSERT_EQUAL(kb_log_truncate_to(lp->log, 15), 0);
+    CU_ASSERT_EQUAL(kb_log_leo(lp->log), 10);
+    CU_ASSERT_EQUAL(kb_log_hw(lp->log), 10);
+    CU_ASSERT_FATAL(converged(lp, fp));
+    CU_ASSERT_EQUAL(kb_log_leo(fp->log), 10);
+    /* new records continue at 10 on both */
+    CU_ASSERT_EQUAL(produce(&a, "m", -1, 7, KP_CODEC_NONE, &base), 0);
+    CU_ASSERT_EQUAL(base, 10);
+    CU_ASSERT_EQUAL(produce(&a, "m", 1, 3, KP_CODEC_GZIP, &base), 0);
+    CU_ASSERT_FATAL(converged(lp, fp));
+    CU_ASSERT_EQUAL(kb_log_leo(fp->log), 20);
+    CU_ASSERT(same_segment(lp, fp, 0));
+    CU_ASSERT(same_epochs(lp, fp));
+    kb_repl_stats(r, &st);
+    CU_ASSERT(st.truncations >= 1);
+
+    kb_repl_free(r);
+    kb_part_release(lp);
+    kb_part_release(fp);
+    g_leader = NULL;
+    node_down(&b);
+    node_down(&a);
+}
+
 int main(void)
 {
     CU_pSuite s;
@@ -950,6 +1004,7 @@ int main(void)
     CU_add_test(s, "leadership from the metadata image", t_watch);
     CU_add_test(s, "ISR shrink and expand through AlterPartition", t_isr);
     CU_add_test(s, "a topic created with another leader", t_created_follower);
+    CU_add_test(s, "leader truncated inside a batch", t_leader_truncates_mid_batch);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     fails = CU_get_number_of_tests_failed() + CU_get_number_of_failures();

@@ -1768,6 +1768,9 @@ static int32_t fh_log_truncate(kbx_host_t *fh, kbx_partition_t *p, int64_t offse
         return KBX_OK;
     for (i = 0; i < log->nbatches && log->batches[i].last < offset; i++)
         ;
+    /* Whole batches go (kbx.h): an offset inside a batch ends the log at the batch's base. */
+    if (i < log->nbatches && log->batches[i].base < offset)
+        offset = log->batches[i].base > log->log_start ? log->batches[i].base : log->log_start;
     log->len = i < log->nbatches ? log->batches[i].pos : log->len;
     log->nbatches = i;
     log->leo = offset;

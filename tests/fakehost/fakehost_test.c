@@ -227,6 +227,12 @@ static void fh_test_logs(void)
     CU_ASSERT_EQUAL(api->log_offsets(fh, p, &o), KBX_OK);
     CU_ASSERT_EQUAL(o.log_end_offset, 10);
     CU_ASSERT_EQUAL(o.latest_cached_epoch, 1);
+    /* inside a batch: the whole batch goes, the log ends at its base (kbx.h) */
+    fh_test_append(api, fh, p, 10, 9, -1, false, 4, KBX_OK);
+    CU_ASSERT_EQUAL(api->log_truncate(fh, p, 12), KBX_OK);
+    CU_ASSERT_EQUAL(api->log_offsets(fh, p, &o), KBX_OK);
+    CU_ASSERT_EQUAL(o.log_end_offset, 10);
+    CU_ASSERT_EQUAL(o.latest_cached_epoch, 1);
     CU_ASSERT_EQUAL(api->log_set_start(fh, p, 3), KBX_OK);
     CU_ASSERT_EQUAL(api->log_truncate(fh, p, 2), KBX_ERR_OFFSET);
 

@@ -724,8 +724,10 @@ static void mp_test_diverged(void)
     km_mpart_fetch_event(tw.mgr, &tw.tid, 0, &ev);
     tw_settle();
     CU_ASSERT_EQUAL(tw_state(), KM_MPART_MIRRORING);
-    CU_ASSERT_EQUAL(tw_offsets().log_end_offset, 15);
-    CU_ASSERT_EQUAL(tw.add_offset, 15);
+    /* 15 is inside batch 10..19: log_truncate removes the whole batch (kbx.h), so the log ends
+     * at 10 and the fetch resumes there */
+    CU_ASSERT_EQUAL(tw_offsets().log_end_offset, 10);
+    CU_ASSERT_EQUAL(tw.add_offset, 10);
     CU_ASSERT_TRUE(tw.fetching);
     tw_end();
 }

@@ -234,11 +234,15 @@ static void test_epoch_end_offset(void)
     CU_ASSERT(e == 7 && o == 25);
     kb_log_epoch_end_offset(log, 9, &e, &o);
     CU_ASSERT(e == 9 && o == 25);
-    /* truncation cuts the cache */
-    CU_ASSERT_EQUAL(kb_log_truncate_to(log, 15), 0);
+    /* truncation cuts the cache; inside a batch, the whole batch goes (Kafka's rule): 22 is
+     * in epoch 7's batch 20..24, so the log and epoch 4 end at 20 */
+    CU_ASSERT_EQUAL(kb_log_truncate_to(log, 22), 0);
+    CU_ASSERT_EQUAL(kb_log_leo(log), 20);
     CU_ASSERT_EQUAL(kb_log_latest_epoch(log), 4);
     kb_log_epoch_end_offset(log, 4, &e, &o);
-    CU_ASSERT(e == 4 && o == 15);
+    CU_ASSERT(e == 4 && o == 20);
+    kb_log_epoch_end_offset(log, 7, &e, &o); /* gone: above the latest now */
+    CU_ASSERT(e == -1 && o == -1);
     /* log start moving up trims the head */
     CU_ASSERT_EQUAL(kb_log_set_hw(log, 15), 0);
     CU_ASSERT_EQUAL(kb_log_delete_records(log, 12, NULL), 0);
@@ -295,9 +299,11 @@ static void test_truncation(void)
         CU_ASSERT_EQUAL(last, 149);
     }
     free(got);
-    /* mid-batch: the whole batch containing the offset goes, LEO = the target */
+    /* mid-batch (Kafka's rule): the whole batch containing the offset goes and the log ends
+     * at its base offset, 99 for batch 99..101, the HW with it */
     CU_ASSERT_EQUAL(kb_log_truncate_to(log, 100), 0);
-    CU_ASSERT_EQUAL(kb_log_leo(log), 100);
+    CU_ASSERT_EQUAL(kb_log_leo(log), 99);
+    CU_ASSERT_EQUAL(kb_log_hw(log), 99);
     {
         kb_log_read_t r;
         CU_ASSERT_EQUAL(kb_log_read(log, 98, 1 << 20, KB_ISOLATION_LEO, 1, &r), 0);
@@ -305,14 +311,31 @@ static void test_truncation(void)
         CU_ASSERT_EQUAL(r.next_offset, 99);
         kb_log_read_release(&r);
     }
-    /* appends continue at the new LEO, and every offset is found again */
-    CU_ASSERT_EQUAL(sto_append(log, 2, 0, 0, sto_now), 100);
+    /* appends continue at the new LEO without a gap, and every offset is found again */
+    CU_ASSERT_EQUAL(sto_append(log, 2, 0, 0, sto_now), 99);
     sto_check_every_offset(log, 0, 96);
-    /* reopen: consistent */
+    /* reopen: consistent, the same LEO as before the close */
     kb_log_close(log, 1);
     log = sto_open(dir, &cfg, 1, -1);
-    CU_ASSERT_EQUAL(kb_log_leo(log), 102);
+    CU_ASSERT_EQUAL(kb_log_leo(log), 101);
     sto_check_every_offset(log, 0, 96);
+    /* a batch straddling the log start: truncating inside it above the log start empties the
+     * log at its start (never below it) */
+    kb_log_set_hw(log, 101);
+    CU_ASSERT_EQUAL(kb_log_delete_records(log, 100, NULL), 0);
+    CU_ASSERT_EQUAL(kb_log_start_offset(log), 100);
+    CU_ASSERT_EQUAL(sto_append(log, 3, 0, 0, sto_now), 101); /* 101..103 */
+    CU_ASSERT_EQUAL(kb_log_truncate_to(log, 102), 0);
+    CU_ASSERT_EQUAL(kb_log_leo(log), 101);
+    CU_ASSERT_EQUAL(kb_log_truncate_to(log, 100), 0); /* inside 99..100, at the log start */
+    CU_ASSERT_EQUAL(kb_log_leo(log), 100);
+    CU_ASSERT_EQUAL(kb_log_start_offset(log), 100);
+    CU_ASSERT_EQUAL(sto_append(log, 1, 0, 0, sto_now), 100);
+    kb_log_close(log, 1);
+    log = sto_open(dir, &cfg, 1, -1);
+    CU_ASSERT_EQUAL(kb_log_start_offset(log), 100);
+    CU_ASSERT_EQUAL(kb_log_leo(log), 101);
+    sto_check_every_offset(log, 100, 101);
     /* truncate fully and start elsewhere */
     CU_ASSERT_EQUAL(kb_log_truncate_fully(log, 5000), 0);
     CU_ASSERT_EQUAL(kb_log_leo(log), 5000);
