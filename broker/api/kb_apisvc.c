@@ -234,6 +234,7 @@ int16_t kb_h_lookup_err(int rc, bool by_id)
     case KB_META_UNKNOWN_PARTITION:
         return KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
     case KB_META_NOT_REPLICA:
+    case KB_META_NOT_READY: /* Kafka: in the metadata, not (yet) hosted by this broker */
         return KP_ERR_NOT_LEADER_OR_FOLLOWER;
     default:
         return KP_ERR_KAFKA_STORAGE_ERROR;

@@ -736,8 +736,11 @@ static int kb_meta_part_of(const kb_meta_t *meta, kb_mtopic_t *t, int32_t partit
         return KB_META_UNKNOWN_TOPIC;
     if (partition < 0 || partition >= t->nparts)
         return KB_META_UNKNOWN_PARTITION;
-    if (!t->parts || !t->parts[partition])
-        return kb_mpart_is_local(meta, &t->pi[partition]) ? KB_META_OFFLINE : KB_META_NOT_REPLICA;
+    if (!t->parts || !t->parts[partition]) {
+        if (!kb_mpart_is_local(meta, &t->pi[partition]))
+            return KB_META_NOT_REPLICA;
+        return t->pi[partition].opening ? KB_META_NOT_READY : KB_META_OFFLINE;
+    }
     kb_part_ref(t->parts[partition]);
     *out = t->parts[partition];
     return KB_META_OK;
@@ -1011,6 +1014,7 @@ static void kb_meta_local_change(kb_meta_t *meta, kb_mtopic_t *t, int32_t p, kb_
     } else if (local && !t->parts[p] && (a = kb_mdelta_push(d, KB_MACT_OPEN))) {
         a->id = t->id;
         a->partition = p;
+        t->pi[p].opening = true;
     }
 }
 
@@ -1046,6 +1050,7 @@ static int kb_meta_apply_partition(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelt
     np.leader_epoch = r->leader_epoch < 0 ? 0 : r->leader_epoch;
     np.partition_epoch = r->partition_epoch < 0 ? 0 : r->partition_epoch;
     added = r->partition == t->nparts;
+    np.opening = !added && t->pi[r->partition].opening; /* an open still queued */
     kb_mpart_clear(&t->pi[r->partition]);
     t->pi[r->partition] = np;
     if (!added) {
@@ -1081,6 +1086,7 @@ static int kb_meta_apply_partition(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelt
         if (a) {
             a->id = t->id;
             a->partition = r->partition;
+            t->pi[r->partition].opening = true;
         }
     }
     /* A new topic's partitions are part of its CREATED event. */
@@ -1448,24 +1454,27 @@ static void kb_mdelta_run(kb_meta_t *meta, kb_mdelta_t *d)
         }
         case KB_MACT_OPEN: {
             kb_mtopic_t *t = kb_meta_find_id(meta, &a->id);
-            kb_part_t *part;
+            kb_part_t *part = NULL;
             kb_log_config_t lc;
             kb_tconf_extra_t ex;
-            if (!t || a->partition >= t->nparts || t->parts[a->partition] ||
-                !kb_mpart_is_local(meta, &t->pi[a->partition]))
+            if (!t || a->partition >= t->nparts)
                 break;
-            kb_meta_build(meta, t, &lc, &ex);
-            part = kb_part_open(meta->pm, t->name, &t->id, a->partition,
-                                t->pi[a->partition].leader_epoch, &lc, &ex, kb_meta_is_mirror(t),
-                                t->internal, err, sizeof(err));
-            if (!part) {
-                kb_log_error("meta", "cannot open %s-%" PRId32 ": %s", t->name, a->partition, err);
-                break;
+            if (!t->parts[a->partition] && kb_mpart_is_local(meta, &t->pi[a->partition])) {
+                kb_meta_build(meta, t, &lc, &ex);
+                part = kb_part_open(meta->pm, t->name, &t->id, a->partition,
+                                    t->pi[a->partition].leader_epoch, &lc, &ex,
+                                    kb_meta_is_mirror(t), t->internal, err, sizeof(err));
+                if (!part)
+                    kb_log_error("meta", "cannot open %s-%" PRId32 ": %s", t->name, a->partition,
+                                 err);
+                else if (!kb_mpart_is_default(meta, &t->pi[a->partition]))
+                    kb_meta_push_state(meta, t, a->partition, part);
             }
-            if (!kb_mpart_is_default(meta, &t->pi[a->partition]))
-                kb_meta_push_state(meta, t, a->partition, part);
+            /* Opened (with its role), or failed: readers no longer see it as being opened. */
             pthread_rwlock_wrlock(&meta->rw);
-            t->parts[a->partition] = part;
+            if (part)
+                t->parts[a->partition] = part;
+            t->pi[a->partition].opening = false;
             pthread_rwlock_unlock(&meta->rw);
             break;
         }

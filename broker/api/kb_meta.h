@@ -71,6 +71,10 @@ typedef struct kb_topic_info_s {
 #define KB_META_UNKNOWN_PARTITION (-2)
 #define KB_META_OFFLINE           (-3) /**< known, but no local log (storage error) */
 #define KB_META_NOT_REPLICA       (-4) /**< known, but this node is not one of its replicas */
+/** Known and assigned to this node, its local log is being opened (the metadata that made this
+ *  node a replica is being applied): not a leader or follower yet, as Kafka's broker answers
+ *  (NOT_LEADER_OR_FOLLOWER), not a storage error. */
+#define KB_META_NOT_READY (-5)
 
 /**
  * Load (or create) the metadata of the broker configured by @p cfg: meta.properties in every

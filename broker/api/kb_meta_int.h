@@ -28,6 +28,7 @@ typedef struct kb_mpart_s {
     int32_t leader;
     int32_t leader_epoch;
     int32_t partition_epoch;
+    bool opening; /* local, its log open queued in the delta being applied (under rw) */
 } kb_mpart_t;
 
 typedef struct kb_mtopic_s {

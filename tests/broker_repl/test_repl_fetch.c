@@ -988,6 +988,147 @@ static void t_leader_truncates_mid_batch(void)
     node_down(&a);
 }
 
+/* ---- a partition whose log is still being opened ----------------------------------------- */
+
+#define OPEN_PARTS 96
+
+typedef struct opening_s {
+    node_t *n;
+    kp_uuid_t id;
+    int rc;
+} opening_t;
+
+/* Apply (on its own thread) the batch a controller sends for a new topic "o" of OPEN_PARTS
+ * partitions, every one led by node 1 with replicas {1,2}: the image has the partitions at
+ * once, their logs are opened one after the other. */
+static void *apply_topic(void *arg)
+{
+    opening_t *o = arg;
+    kp_batch_opts_t bo;
+    kp_batch_builder_t bb;
+    kp_writer_t out;
+    kp_writer_t val[OPEN_PARTS + 1];
+    kp_bytes_t key = {NULL, -1};
+    char err[256];
+    int32_t reps[] = {1, 2};
+
+    kp_batch_opts_init(&bo);
+    bo.baseOffset = kb_meta_offset(o->n->b.svc->meta) + 1;
+    kp_batch_builder_init(&bb, &bo);
+    for (int i = 0; i <= OPEN_PARTS; i++) {
+        kb_mrec_t rec;
+        kb_mrec_init(&rec, i == 0 ? KB_MREC_TOPIC : KB_MREC_PARTITION);
+        rec.topic_id = o->id;
+        rec.name = i == 0 ? "o" : NULL;
+        if (i > 0) {
+            rec.partition = i - 1;
+            rec.leader = 1;
+            rec.leader_epoch = 0;
+            rec.partition_epoch = 0;
+            rec.replicas = reps;
+            rec.nreplicas = 2;
+            rec.isr = reps;
+            rec.nisr = 2;
+        }
+        kp_writer_init(&val[i]);
+        o->rc |= kb_mrec_encode(&rec, &val[i]);
+        o->rc |= kp_batch_builder_add(&bb, 1000, key, (kp_bytes_t){val[i].buf, (int32_t)val[i].len},
+                                      NULL, 0);
+    }
+    kp_writer_init(&out);
+    o->rc |= kp_batch_builder_finish(&bb, &out);
+    if (!o->rc)
+        o->rc = kb_meta_apply_records(o->n->b.svc->meta, out.buf, out.len, err, sizeof(err));
+    if (o->rc)
+        fprintf(stderr, "apply_topic: %s\n", err);
+    kp_batch_builder_free(&bb);
+    for (int i = 0; i <= OPEN_PARTS; i++)
+        kp_writer_free(&val[i]);
+    kp_writer_free(&out);
+    return NULL;
+}
+
+/* One replica fetch (v13, by topic id, no wait) of partition @p part of topic @p id by replica
+ * 2: the partition's error code, -100 without an answer. */
+static int16_t replica_fetch_err(node_t *n, int fd, const kp_uuid_t *id, int32_t part)
+{
+    static int32_t corr = 7000;
+    kp_FetchRequest_t rq;
+    kp_FetchRequest_FetchTopic_t t;
+    kp_FetchRequest_FetchPartition_t p;
+    kp_FetchResponse_t resp;
+    kp_FetchRequest_init(&rq);
+    kp_FetchRequest_FetchTopic_init(&t);
+    kp_FetchRequest_FetchPartition_init(&p);
+    rq.ReplicaId = 2;
+    rq.MaxWaitMs = 0;
+    rq.MinBytes = 1;
+    rq.MaxBytes = 1 << 20;
+    rq.SessionEpoch = -1;
+    t.TopicId = *id;
+    p.Partition = part;
+    p.FetchOffset = 0;
+    p.PartitionMaxBytes = 1 << 20;
+    p.CurrentLeaderEpoch = -1;
+    p.LastFetchedEpoch = -1;
+    t.Partitions.v = &p;
+    t.Partitions.cnt = 1;
+    rq.Topics.v = &t;
+    rq.Topics.cnt = 1;
+    kp_FetchResponse_init(&resp);
+    if (kbat_send(fd, KP_APIKEY_Fetch, 13, ++corr, NULL, &rq) != 0 ||
+        kbat_recv(fd, KP_APIKEY_Fetch, 13, corr, &resp, &n->ar, KBAT_WAIT_MS) != 0 ||
+        resp.Responses.cnt != 1 || resp.Responses.v[0].Partitions.cnt != 1)
+        return -100;
+    return resp.Responses.v[0].Partitions.v[0].ErrorCode;
+}
+
+/* A replica fetch that arrives while the metadata making this node a partition's leader is
+ * being applied (its log not opened yet) is answered as Kafka's broker answers for a partition
+ * it does not host yet, NOT_LEADER_OR_FOLLOWER, never KAFKA_STORAGE_ERROR (which made the
+ * follower wait out its backoff as for a failed disk); once open, the fetch is served. */
+static void t_fetch_while_opening(void)
+{
+    node_t a;
+    opening_t o;
+    pthread_t th;
+    int fd;
+    int16_t ec = -100;
+    int counts[4] = {0}; /* UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR, other */
+    int64_t end;
+
+    node_up(&a, 1);
+    memset(&o, 0, sizeof(o));
+    o.n = &a;
+    o.id.b[0] = 0x4f;
+    o.id.b[15] = 0x01;
+    fd = kbat_connect(a.b.port);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, apply_topic, &o), 0);
+    end = kbat_now_ms() + KBAT_WAIT_MS;
+    while (kbat_now_ms() < end && (ec = replica_fetch_err(&a, fd, &o.id, OPEN_PARTS - 1)) != 0) {
+        if (ec == KP_ERR_UNKNOWN_TOPIC_ID)
+            counts[0]++;
+        else if (ec == KP_ERR_NOT_LEADER_OR_FOLLOWER)
+            counts[1]++;
+        else if (ec == KP_ERR_KAFKA_STORAGE_ERROR)
+            counts[2]++;
+        else
+            counts[3]++;
+    }
+    pthread_join(th, NULL);
+    fprintf(stderr,
+            "while opening: %d UNKNOWN_TOPIC_ID, %d NOT_LEADER_OR_FOLLOWER, %d "
+            "KAFKA_STORAGE_ERROR, %d other, then %d\n",
+            counts[0], counts[1], counts[2], counts[3], ec);
+    CU_ASSERT_EQUAL(o.rc, 0);
+    CU_ASSERT_EQUAL(ec, 0);
+    CU_ASSERT_EQUAL(counts[2], 0);
+    CU_ASSERT_EQUAL(counts[3], 0);
+    close(fd);
+    node_down(&a);
+}
+
 int main(void)
 {
     CU_pSuite s;
@@ -1005,6 +1146,7 @@ int main(void)
     CU_add_test(s, "ISR shrink and expand through AlterPartition", t_isr);
     CU_add_test(s, "a topic created with another leader", t_created_follower);
     CU_add_test(s, "leader truncated inside a batch", t_leader_truncates_mid_batch);
+    CU_add_test(s, "replica fetch while the partition's log is opened", t_fetch_while_opening);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     fails = CU_get_number_of_tests_failed() + CU_get_number_of_failures();
