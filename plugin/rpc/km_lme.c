@@ -294,6 +294,7 @@ typedef struct km_lme_q {
 typedef struct km_lme_busy {
     char *mirror;
     bool inflight;
+    char last_err[160]; /* the last failure logged (warned once until it changes) */
 } km_lme_busy_t;
 
 struct km_lme {
@@ -370,6 +371,7 @@ static km_lme_busy_t *km_lme_busy_find(km_lme_t *l, const char *mirror, bool add
     if (nb->mirror == NULL)
         return NULL;
     nb->inflight = false;
+    nb->last_err[0] = '\0';
     l->nbusy++;
     return nb;
 }
@@ -474,6 +476,7 @@ static void km_lme_on_answer(km_plugin_t *cm, void *arg, const km_srcadm_result_
         busy->inflight = false;
     kp_arena_init(&ar, KM_RPC_ARENA_LIMIT);
     kp_DescribeMirrorsResponse_init(&resp);
+    fail[0] = '\0';
     if (res->err != KM_OK) {
         snprintf(fail, sizeof(fail), "the source did not answer the lookup: %s", res->errmsg);
         km_lme_resolve(l, b, NULL, fail);
@@ -492,6 +495,16 @@ static void km_lme_on_answer(km_plugin_t *cm, void *arg, const km_srcadm_result_
             km_log_info(cm, "mirror %s: the source answered %zu LME lookups", b->mirror, b->n);
             km_lme_resolve(l, b, &resp, NULL);
         }
+    }
+    /* Partitions stay PREPARING while this fails: say why once (not on every retry). */
+    busy = km_lme_busy_find(l, b->mirror, false);
+    if (busy != NULL && strncmp(busy->last_err, fail, sizeof(busy->last_err) - 1) != 0) {
+        if (fail[0] != '\0')
+            km_log_warn(cm,
+                        "mirror %s: LME lookup of %zu partitions failed, they stay PREPARING "
+                        "and ask again: %s",
+                        b->mirror, b->n, fail);
+        snprintf(busy->last_err, sizeof(busy->last_err), "%s", fail);
     }
     kp_arena_free(&ar);
     km_lme_batch_free(cm, b);
