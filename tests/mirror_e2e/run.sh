@@ -3,6 +3,8 @@
 #
 #   run.sh [--scenario identity,read-only] [--build DIR] [--python PY] [--keep]
 #          [--src-port P] [--dst-port P]     (first base ports tried; busy ones are skipped)
+#          [--inject flip]   (shows the verifier can fail: one byte of a destination replica of
+#                             id-03 partition 1 is flipped after the catch-up; the run must FAIL)
 #
 # One source cluster (3 kbroker brokers, node 1 also the controller) and one destination cluster
 # (3 kbroker brokers with kmirror.so + a controller-only node, RF 3, min.insync.replicas=2) are
@@ -23,13 +25,14 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO=$(cd "$HERE/../.." && pwd -P)
 export KPEER_HOME=${KPEER_HOME:-$REPO/.kpeer}
-BUILD=$REPO/build PY= KEEP=0 SCENARIOS=identity,read-only SRC_PORT=19792 DST_PORT=19892
+BUILD=$REPO/build PY= KEEP=0 INJECT= SCENARIOS=identity,read-only SRC_PORT=19792 DST_PORT=19892
 while [ $# -gt 0 ]; do
   case "$1" in
     --scenario) SCENARIOS=$2; shift 2 ;;
     --build) BUILD=$2; shift 2 ;;
     --python) PY=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --inject) INJECT=$2; shift 2 ;;
     --src-port) SRC_PORT=$2; shift 2 ;;
     --dst-port) DST_PORT=$2; shift 2 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
@@ -145,7 +148,7 @@ cmp_topics() {
       done
       if [ "$ok" = 0 ]; then
         fail "$t-$p: the 3 source and 3 destination replicas differ (kc_replicacmp --same-end):"
-        sed 's/^/  /' "$WORK/cmp.out" | head -20
+        cat "$WORK/cmp.out" "$WORK/cmp-$t-$p.txt" 2>/dev/null | sed 's/^/  /' | head -20
         continue
       fi
       n=$((n + 1))
@@ -227,6 +230,12 @@ scenario_identity() {
     sed 's/^/  /' "$WORK/fanout.out"
   fi
 
+  if [ "$INJECT" = flip ]; then
+    local seg
+    seg=$(ls "$("$CL" partdir 2 id-03 1 --name "$DST")"/*.log | tail -1)
+    "$PY" -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(-5, 2); b = f.read(1); f.seek(-5, 2); f.write(bytes([b[0] ^ 0x55])); f.close()' "$seg"
+    echo "INJECTED: one byte flipped 5 bytes before the end of $seg (the run must fail)"
+  fi
   step "identity: kc_replicacmp: every batch (offsets, length, CRC, leader epoch, producer id/epoch, every byte) on 3 source + 3 destination replicas"
   cmp_topics "${TOPICS[@]}"
 
