@@ -21,6 +21,7 @@
 
 #include "kb_err.h"
 #include "kb_apilog.h"
+#include "kb_file.h"
 #include "kb_meta_int.h"
 #include "kb_props.h"
 #include "kp_batch.h"
@@ -252,52 +253,13 @@ static void kb_meta_unlink(kb_meta_t *meta, kb_mtopic_t *t)
     for (size_t kb_b_ = 0; kb_b_ < (meta)->nbuckets; kb_b_++)                                      \
         for (kb_mtopic_t *t = (meta)->by_name[kb_b_]; t; t = t->next_name)
 
-static int kb_meta_fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc;
-    if (fd < 0)
-        return -1;
-    rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
-/* Write @p len bytes to @p path atomically (temp file, fsync, rename, fsync dir). */
+/* Write @p len bytes to @p dir/@p name atomically (kb_file_write_atomic_tmp: temp file, fsync,
+ * rename, fsync of the directory, whose failure alone is not an error here). */
 static int kb_meta_write_atomic(const char *dir, const char *name, const void *buf, size_t len)
 {
-    char path[4200], tmp[4300];
-    const uint8_t *p = buf;
-    int fd;
+    char path[4200];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return KB_E_IO;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            close(fd);
-            unlink(tmp);
-            return KB_E_IO;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    if (fsync(fd) != 0) {
-        close(fd);
-        unlink(tmp);
-        return KB_E_IO;
-    }
-    close(fd);
-    if (rename(tmp, path) != 0) {
-        unlink(tmp);
-        return KB_E_IO;
-    }
-    kb_meta_fsync_dir(dir);
-    return 0;
+    return kb_file_write_atomic_tmp(dir, path, NULL, buf, len) < 0 ? KB_E_IO : 0;
 }
 
 /* ---- meta.properties ------------------------------------------------------------------------ */

@@ -16,6 +16,7 @@
 
 #include "kb_apilog.h"
 #include "kb_err.h"
+#include "kb_file.h"
 #include "kb_meta_int.h"
 #include "kp_batch.h"
 #include "kp_crc32c.h"
@@ -273,20 +274,6 @@ static int kb_snap_list(const char *dir, kb_snapfile_t **out, size_t *n)
     return 0;
 }
 
-static int kb_write_all(int fd, const uint8_t *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 int kb_meta_log_snapshot(kb_meta_t *meta)
 {
     const char *dir = kb_log_dir(meta->log);
@@ -297,7 +284,7 @@ int kb_meta_log_snapshot(kb_meta_t *meta)
     char path[4300], tmp[4400];
     kb_snapfile_t *snaps;
     size_t nsnaps;
-    int fd, rc = 0;
+    int rc = 0;
 
     if (!meta->log_ok || end <= 0 || end == meta->snap_end)
         return 0;
@@ -324,28 +311,14 @@ int kb_meta_log_snapshot(kb_meta_t *meta)
     }
     snprintf(path, sizeof(path), "%s/%020" PRId64 "-%010d.checkpoint", dir, end, KB_MLOG_EPOCH);
     snprintf(tmp, sizeof(tmp), "%s.part", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || kb_write_all(fd, out.buf, out.len) != 0 || fsync(fd) != 0) {
-        kb_log_error("meta", "cannot write the metadata snapshot %s: %s", tmp, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        unlink(tmp);
-        kp_writer_free(&out);
-        return KB_E_IO;
-    }
-    close(fd);
+    rc = kb_file_write_atomic_tmp(dir, path, tmp, out.buf, out.len);
     kp_writer_free(&out);
-    if (rename(tmp, path) != 0) {
-        kb_log_error("meta", "cannot rename %s: %s", tmp, strerror(errno));
-        unlink(tmp);
+    if (rc < 0) {
+        kb_log_error("meta", "cannot write the metadata snapshot %s: %s", path, strerror(errno));
         return KB_E_IO;
     }
-    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        if (fsync(fd) != 0)
-            kb_log_warn("meta", "cannot fsync %s: %s", dir, strerror(errno));
-        close(fd);
-    }
+    if (rc > 0)
+        kb_log_warn("meta", "cannot fsync %s: %s", dir, strerror(errno));
     meta->snap_end = end;
     meta->snap_bytes = 0;
     /* Older snapshots go; the log keeps what follows the oldest one kept. */

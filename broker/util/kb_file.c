@@ -25,11 +25,19 @@ static int kb_file_fsync_dir(const char *dir)
 
 int kb_file_write_atomic(const char *dir, const char *path, const void *buf, size_t len)
 {
+    return kb_file_write_atomic_tmp(dir, path, NULL, buf, len) == 0 ? 0 : -1;
+}
+
+int kb_file_write_atomic_tmp(const char *dir, const char *path, const char *tmp_name,
+                             const void *buf, size_t len)
+{
     char tmp[4200];
     const uint8_t *p = buf;
     int fd, e;
+    int tn = tmp_name ? snprintf(tmp, sizeof(tmp), "%s", tmp_name)
+                      : snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
+    if (tn < 0 || (size_t)tn >= sizeof(tmp)) {
         errno = ENAMETOOLONG;
         return -1;
     }
@@ -60,7 +68,7 @@ int kb_file_write_atomic(const char *dir, const char *path, const void *buf, siz
         goto fail_tmp;
     }
     /* The rename is only durable once the directory is. */
-    return kb_file_fsync_dir(dir);
+    return kb_file_fsync_dir(dir) == 0 ? 0 : 1;
 fail_fd:
     close(fd);
 fail_tmp:

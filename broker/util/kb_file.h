@@ -1,6 +1,6 @@
 /*
- * kb_file.h -- small whole-file helpers for kbroker's own state files (ACL store, and anything
- * else rewritten as one piece).
+ * kb_file.h -- small whole-file helpers for kbroker's own state files (ACL store, meta.properties,
+ * metadata snapshots, and anything else written as one piece).
  *
  * @thread any
  */
@@ -17,6 +17,15 @@
  * @return 0, or -1 with errno set.
  */
 int kb_file_write_atomic(const char *dir, const char *path, const void *buf, size_t len);
+
+/**
+ * kb_file_write_atomic() with the temp file named @p tmp (NULL: `<path>.tmp`). When everything
+ * but the final fsync of @p dir succeeded it returns 1 (errno set): @p path is the new file, but
+ * its rename may not survive a crash; the caller decides whether that is an error.
+ * @return 0, 1, or -1 with errno set (the old file in place, the temp file removed).
+ */
+int kb_file_write_atomic_tmp(const char *dir, const char *path, const char *tmp, const void *buf,
+                             size_t len);
 
 /**
  * Read all of @p path into a new buffer (*bufp, free() it; one spare byte allocated) of *lenp

@@ -10,6 +10,7 @@
 
 #include "kb_config.h"
 #include "kb_err.h"
+#include "kb_file.h"
 #include "kb_props.h"
 
 /* ------------------------------------------------------------------ helpers */
@@ -530,6 +531,45 @@ static void test_config_table(void)
     free(buf);
 }
 
+/* kb_file_write_atomic(_tmp): the new bytes replace the old, no temp file is left, a named temp
+ * file is used and removed, and a failed write leaves the old file as it was. */
+static void test_file_write_atomic(void)
+{
+    char dir[] = "/tmp/kbfile.XXXXXX", path[128], tmp[160], missing[160];
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/state", dir);
+    snprintf(tmp, sizeof(tmp), "%s/state.part", dir);
+    snprintf(missing, sizeof(missing), "%s/no/such/dir/state.part", dir);
+    CU_ASSERT_EQUAL(kb_file_write_atomic(dir, path, "one", 3), 0);
+    CU_ASSERT_EQUAL(kb_file_read_all(path, &buf, &len), 0);
+    CU_ASSERT(len == 3 && buf && !memcmp(buf, "one", 3));
+    free(buf);
+    snprintf(tmp, sizeof(tmp), "%s/state.tmp", dir);
+    CU_ASSERT_EQUAL(access(tmp, F_OK), -1);
+    snprintf(tmp, sizeof(tmp), "%s/state.part", dir);
+    CU_ASSERT_EQUAL(kb_file_write_atomic_tmp(dir, path, tmp, "second", 6), 0);
+    CU_ASSERT_EQUAL(access(tmp, F_OK), -1);
+    CU_ASSERT_EQUAL(kb_file_read_all(path, &buf, &len), 0);
+    CU_ASSERT(len == 6 && buf && !memcmp(buf, "second", 6));
+    free(buf);
+    /* the temp file cannot be created: an error, the file as it was */
+    CU_ASSERT_EQUAL(kb_file_write_atomic_tmp(dir, path, missing, "third", 5), -1);
+    CU_ASSERT_EQUAL(kb_file_read_all(path, &buf, &len), 0);
+    CU_ASSERT(len == 6 && buf && !memcmp(buf, "second", 6));
+    free(buf);
+    /* the directory to fsync does not exist: replaced, but reported (1; -1 for the plain one) */
+    snprintf(missing, sizeof(missing), "%s/no-such-dir", dir);
+    CU_ASSERT_EQUAL(kb_file_write_atomic_tmp(missing, path, NULL, "fourth", 6), 1);
+    CU_ASSERT_EQUAL(kb_file_write_atomic(missing, path, "fifth", 5), -1);
+    CU_ASSERT_EQUAL(kb_file_read_all(path, &buf, &len), 0);
+    CU_ASSERT(len == 5 && buf && !memcmp(buf, "fifth", 5));
+    free(buf);
+    unlink(path);
+    CU_ASSERT_EQUAL(rmdir(dir), 0);
+}
+
 int main(void)
 {
     CU_pSuite s;
@@ -553,6 +593,8 @@ int main(void)
     CU_add_test(s, "mirror.* pass-through", test_config_mirror_passthrough);
     CU_add_test(s, "Kafka sample config", test_config_kafka_sample);
     CU_add_test(s, "table", test_config_table);
+    s = CU_add_suite("file", NULL, NULL);
+    CU_add_test(s, "atomic writes", test_file_write_atomic);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
