@@ -732,6 +732,61 @@ void kb_part_watch_remove(kb_part_t *part, kb_part_watcher_t *w)
     free(w);
 }
 
+typedef struct kb_part_hw_waiter_s {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} kb_part_hw_waiter_t;
+
+static void kb_part_hw_moved(void *opaque, kb_part_t *part, int64_t leo, int64_t hw)
+{
+    kb_part_hw_waiter_t *w = opaque;
+    (void)part;
+    (void)leo;
+    (void)hw;
+    pthread_mutex_lock(&w->mu);
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+kb_part_hw_wait_t kb_part_await_hw(kb_part_t *part, int32_t epoch, int64_t end, int64_t timeout_ms)
+{
+    kb_part_hw_waiter_t w;
+    kb_part_watcher_t *pw;
+    pthread_condattr_t ca;
+    int64_t deadline = kb_time_mono_ms() + timeout_ms;
+    kb_part_hw_wait_t rc = KB_PART_HW_REACHED;
+    if (kb_log_hw(part->log) >= end)
+        return KB_PART_HW_REACHED;
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pw = kb_part_watch_add(part, kb_part_hw_moved, &w);
+    pthread_mutex_lock(&w.mu);
+    while (kb_log_hw(part->log) < end) {
+        int64_t now = kb_time_mono_ms();
+        struct timespec ts;
+        if (kb_part_role(part) != KB_PART_LEADER || kb_part_epoch(part) != epoch ||
+            atomic_load(&part->deleted)) {
+            rc = KB_PART_HW_NOT_LED;
+            break;
+        }
+        if (now >= deadline) {
+            rc = KB_PART_HW_TIMEOUT;
+            break;
+        }
+        ts = kb_time_mono_deadline(deadline - now < 100 ? deadline - now : 100);
+        pthread_cond_timedwait(&w.cv, &w.mu, &ts);
+    }
+    pthread_mutex_unlock(&w.mu);
+    if (pw)
+        kb_part_watch_remove(part, pw);
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    return rc;
+}
+
 /* ---- replication ------------------------------------------------------------------------- */
 
 void kb_partmgr_set_isr_fn(kb_partmgr_t *pm, kb_part_isr_fn *fn, void *opaque)

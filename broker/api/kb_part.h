@@ -376,6 +376,22 @@ kb_part_watcher_t *kb_part_watch_add(kb_part_t *part, kb_part_watch_fn *fn, void
 /** Remove it; on return @p fn is not running for it. */
 void kb_part_watch_remove(kb_part_t *part, kb_part_watcher_t *w);
 
+/** What kb_part_await_hw() ended with. */
+typedef enum kb_part_hw_wait_e {
+    KB_PART_HW_REACHED = 0, /**< the HW reached the offset */
+    KB_PART_HW_NOT_LED,     /**< no longer led at the epoch, or deleted */
+    KB_PART_HW_TIMEOUT      /**< the timeout passed first */
+} kb_part_hw_wait_t;
+
+/**
+ * acks=all for a coordinator's own write (group and transaction coordinators): wait until the
+ * HW of @p part reaches @p end, the partition stops being led here at @p epoch (or is deleted),
+ * or @p timeout_ms pass. Woken by HW moves (a watcher); role changes notify nobody, so the role
+ * is re-checked at least every 100 ms.
+ * @thread any but a partition's own writer (blocks)
+ */
+kb_part_hw_wait_t kb_part_await_hw(kb_part_t *part, int32_t epoch, int64_t end, int64_t timeout_ms);
+
 /* ---- topic id text form ------------------------------------------------------------------- */
 
 /** Kafka's text form of a topic id (22 characters of URL-safe base64, no padding). */

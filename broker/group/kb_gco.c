@@ -85,85 +85,22 @@ static void kb_gco_note_write(kb_part_t *part, int64_t end)
         kb_gco_tl_write.end = end;
 }
 
-typedef struct kb_gco_hw_wait_s {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-} kb_gco_hw_wait_t;
-
-static void kb_gco_hw_moved(void *opaque, kb_part_t *part, int64_t leo, int64_t hw)
-{
-    kb_gco_hw_wait_t *w = opaque;
-    (void)part;
-    (void)leo;
-    (void)hw;
-    pthread_mutex_lock(&w->mu);
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
-/* Wait until the HW of @p part reaches @p end (acks=all for a coordinator write), the
- * partition stops being led at @p epoch, or the timeout. 0 or the Produce-level error
- * (REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER). Role changes do not notify watchers, so the
- * wait re-checks the role at least every 100 ms. */
-static int16_t kb_gco_hw_wait(kb_part_t *part, int32_t epoch, int64_t end, int64_t timeout_ms)
-{
-    kb_gco_hw_wait_t w;
-    kb_part_watcher_t *pw;
-    pthread_condattr_t ca;
-    int64_t deadline = kb_time_mono_ms() + timeout_ms;
-    int16_t err = 0;
-    if (kb_log_hw(part->log) >= end)
-        return 0;
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w.cv, &ca);
-    pthread_condattr_destroy(&ca);
-    pw = kb_part_watch_add(part, kb_gco_hw_moved, &w);
-    pthread_mutex_lock(&w.mu);
-    for (;;) {
-        int64_t now, slice;
-        if (kb_log_hw(part->log) >= end)
-            break;
-        if (kb_part_role(part) != KB_PART_LEADER || kb_part_epoch(part) != epoch ||
-            atomic_load(&part->deleted)) {
-            err = KP_ERR_NOT_LEADER_OR_FOLLOWER;
-            break;
-        }
-        now = kb_time_mono_ms();
-        if (now >= deadline) {
-            err = KP_ERR_REQUEST_TIMED_OUT;
-            break;
-        }
-        slice = deadline - now < 100 ? deadline - now : 100;
-        {
-            struct timespec ts = kb_time_mono_deadline(slice);
-            pthread_cond_timedwait(&w.cv, &w.mu, &ts);
-        }
-    }
-    pthread_mutex_unlock(&w.mu);
-    if (pw)
-        kb_part_watch_remove(part, pw);
-    pthread_cond_destroy(&w.cv);
-    pthread_mutex_destroy(&w.mu);
-    return err;
-}
-
 int16_t kb_gco_await_writes(kb_gco_t *co)
 {
     kb_part_t *part = kb_gco_tl_write.part;
-    int16_t err;
+    kb_part_hw_wait_t hw;
     (void)co;
     if (!part)
         return 0;
-    err = kb_gco_hw_wait(part, kb_gco_tl_write.epoch, kb_gco_tl_write.end, KB_GCO_WRITE_TIMEOUT_MS);
-    if (err)
+    hw =
+        kb_part_await_hw(part, kb_gco_tl_write.epoch, kb_gco_tl_write.end, KB_GCO_WRITE_TIMEOUT_MS);
+    if (hw != KB_PART_HW_REACHED)
         kb_glog_warn("a write to %s-%d was not replicated: %s", part->topic, part->index,
-                     err == KP_ERR_REQUEST_TIMED_OUT ? "timed out" : "leadership lost");
+                     hw == KB_PART_HW_TIMEOUT ? "timed out" : "leadership lost");
     kb_gco_forget_writes();
-    return err == KP_ERR_REQUEST_TIMED_OUT ? KP_ERR_COORDINATOR_NOT_AVAILABLE
-           : err                           ? KP_ERR_NOT_COORDINATOR
-                                           : 0;
+    return hw == KB_PART_HW_TIMEOUT   ? KP_ERR_COORDINATOR_NOT_AVAILABLE
+           : hw == KB_PART_HW_NOT_LED ? KP_ERR_NOT_COORDINATOR
+                                      : 0;
 }
 
 /* The partition of an owned group, checked against the ownership table: the append goes to

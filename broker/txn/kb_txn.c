@@ -371,64 +371,17 @@ static int16_t kb_txn_owned_check(kb_txn_t *c, int32_t p, kb_part_t *part)
     return KP_ERR_NONE;
 }
 
-typedef struct kb_txn_hw_s {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-} kb_txn_hw_t;
-
-static void kb_txn_hw_moved(void *opaque, kb_part_t *part, int64_t leo, int64_t hw)
-{
-    kb_txn_hw_t *w = opaque;
-    (void)part;
-    (void)leo;
-    (void)hw;
-    pthread_mutex_lock(&w->mu);
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
 /* acks=all for a coordinator write: wait until the HW of @p part reaches @p end. NONE,
  * COORDINATOR_NOT_AVAILABLE (KB_TXN_WRITE_TIMEOUT_MS passed) or NOT_COORDINATOR (the partition
- * is no longer led at @p epoch; role changes are not notified, hence the 100 ms re-check). */
+ * is no longer led at @p epoch). */
 static int16_t kb_txn_hw_wait(kb_part_t *part, int32_t epoch, int64_t end)
 {
-    kb_txn_hw_t w;
-    kb_part_watcher_t *pw;
-    pthread_condattr_t ca;
-    int64_t deadline = kb_time_mono_ms() + KB_TXN_WRITE_TIMEOUT_MS;
-    int16_t ec = KP_ERR_NONE;
-    if (kb_log_hw(part->log) >= end)
+    kb_part_hw_wait_t hw = kb_part_await_hw(part, epoch, end, KB_TXN_WRITE_TIMEOUT_MS);
+    if (hw == KB_PART_HW_REACHED)
         return KP_ERR_NONE;
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w.cv, &ca);
-    pthread_condattr_destroy(&ca);
-    pw = kb_part_watch_add(part, kb_txn_hw_moved, &w);
-    pthread_mutex_lock(&w.mu);
-    while (kb_log_hw(part->log) < end) {
-        int64_t now = kb_time_mono_ms();
-        struct timespec ts;
-        if (kb_part_role(part) != KB_PART_LEADER || kb_part_epoch(part) != epoch) {
-            ec = KP_ERR_NOT_COORDINATOR;
-            break;
-        }
-        if (now >= deadline) {
-            ec = KP_ERR_COORDINATOR_NOT_AVAILABLE;
-            break;
-        }
-        ts = kb_time_mono_deadline(deadline - now < 100 ? deadline - now : 100);
-        pthread_cond_timedwait(&w.cv, &w.mu, &ts);
-    }
-    pthread_mutex_unlock(&w.mu);
-    if (pw)
-        kb_part_watch_remove(part, pw);
-    pthread_cond_destroy(&w.cv);
-    pthread_mutex_destroy(&w.mu);
-    if (ec)
-        kb_log_warn("txn", "a write to %s-%" PRId32 " was not replicated: %s", part->topic,
-                    part->index, ec == KP_ERR_NOT_COORDINATOR ? "leadership lost" : "timed out");
-    return ec;
+    kb_log_warn("txn", "a write to %s-%" PRId32 " was not replicated: %s", part->topic, part->index,
+                hw == KB_PART_HW_NOT_LED ? "leadership lost" : "timed out");
+    return hw == KB_PART_HW_NOT_LED ? KP_ERR_NOT_COORDINATOR : KP_ERR_COORDINATOR_NOT_AVAILABLE;
 }
 
 /* Write @p m (NULL: a tombstone) for @p e to its __transaction_state partition. Under e->mu. */
