@@ -148,6 +148,15 @@ check(all(p["dst"] >= 0 for p in parts), "orders-eu destination offsets reported
 ec, msg, desc = describe_mirrors(["nope"])
 check(desc.get("nope", {}).get("ec") == UNKNOWN_CLUSTER_MIRROR, "describe an unknown mirror")
 
+# The source's record must be mirrored before the stop, so that the stop's last mirrored
+# epoch/offset covers it (checked by the failback lookup below).
+def eu0_mirrored():
+    parts = describe_mirrors()[2].get("m1", {}).get("topics", {}).get("orders-eu") or []
+    return any(p["p"] == 0 and p["dst"] >= 1 for p in parts)
+
+
+wait_for("orders-eu-0 has mirrored the source's record", eu0_mirrored)
+
 # Delete: refused while topics run, allowed once every topic is stopped.
 ec, msg = delete_mirror("m1")
 check(ec == CLUSTER_MIRROR_NOT_EMPTY, "delete refused while topics run (%s: %s)" % (ec, msg))
