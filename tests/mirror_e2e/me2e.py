@@ -19,11 +19,17 @@ Runs with the clients venv (tests/clients/setup-venv.sh: kafka-python with every
 Exit 0 pass, 1 fail (every failure printed as FAIL: ...), 2 setup error.
 """
 import json
-import socket
+import os
 import struct
 import subprocess
 import sys
 import time
+
+# The wire primitives (compact encodings, the response reader, one request per connection, CRC32C)
+# are shared with tests/mirror_admin.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mirror_admin"))
+import kmwire  # noqa: E402
+from kmwire import TAGS, carr, crc32c, cstr, uvarint  # noqa: E402
 
 FAILS = []
 
@@ -222,25 +228,8 @@ def cmd_read_compare(src, dst, expect_file):
 # A client that shows the error code as it is on the wire: released clients do not know the
 # provisional mirror codes (READ_ONLY_TOPIC is 147 here, docs/provisional.md).
 
-READ_ONLY_TOPIC = 147
+READ_ONLY_TOPIC = kmwire.READ_ONLY_TOPIC
 NOT_LEADER_OR_FOLLOWER = 6
-
-
-def uvarint(n):
-    out = b""
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if not n:
-            return out + bytes([b])
-        out += bytes([b | 0x80])
-
-
-def cstr(s):
-    if s is None:
-        return b"\x00"
-    b = s.encode()
-    return uvarint(len(b) + 1) + b
 
 
 def istr(s):  # classic nullable string
@@ -250,99 +239,22 @@ def istr(s):  # classic nullable string
     return struct.pack(">h", len(b)) + b
 
 
-def carr(items, enc):
-    return uvarint(len(items) + 1) + b"".join(enc(i) for i in items)
-
-
-def iarr(items, enc):
+def iarr(items, enc):  # classic array
     return struct.pack(">i", len(items)) + b"".join(enc(i) for i in items)
 
 
-TAGS = b"\x00"
+def r_istr(rd):
+    n = rd.i16()
+    return None if n < 0 else rd.take(n).decode()
 
 
-class Rd:
-    def __init__(self, b):
-        self.b, self.p = b, 0
-
-    def take(self, n):
-        if self.p + n > len(self.b):
-            raise ValueError("truncated response")
-        v = self.b[self.p:self.p + n]
-        self.p += n
-        return v
-
-    def i8(self):
-        return struct.unpack(">b", self.take(1))[0]
-
-    def i16(self):
-        return struct.unpack(">h", self.take(2))[0]
-
-    def i32(self):
-        return struct.unpack(">i", self.take(4))[0]
-
-    def i64(self):
-        return struct.unpack(">q", self.take(8))[0]
-
-    def uv(self):
-        shift = n = 0
-        while True:
-            b = self.take(1)[0]
-            n |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return n
-            shift += 7
-
-    def cstr(self):
-        n = self.uv()
-        return None if n == 0 else self.take(n - 1).decode()
-
-    def istr(self):
-        n = self.i16()
-        return None if n < 0 else self.take(n).decode()
-
-    def carr(self, dec):
-        n = self.uv()
-        return None if n == 0 else [dec(self) for _ in range(n - 1)]
-
-    def iarr(self, dec):
-        n = self.i32()
-        return None if n < 0 else [dec(self) for _ in range(n)]
-
-    def tags(self):
-        for _ in range(self.uv()):
-            self.uv()
-            self.take(self.uv())
-
-
-CORR = [0]
+def r_iarr(rd, dec):
+    n = rd.i32()
+    return None if n < 0 else [dec(rd) for _ in range(n)]
 
 
 def call(addr, key, ver, body, flexible):
-    host, port = addr.rsplit(":", 1)
-    CORR[0] += 1
-    cid = b"mirror-e2e"
-    hdr = struct.pack(">hhih", key, ver, CORR[0], len(cid)) + cid + (TAGS if flexible else b"")
-    msg = hdr + body
-    with socket.create_connection((host, int(port)), timeout=60) as s:
-        s.sendall(struct.pack(">i", len(msg)) + msg)
-        n = struct.unpack(">i", recvn(s, 4))[0]
-        rd = Rd(recvn(s, n))
-    if rd.i32() != CORR[0]:
-        raise ValueError("correlation id mismatch")
-    if flexible and key != 18:
-        rd.tags()
-    return rd
-
-
-def recvn(s, n):
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("connection closed by the broker")
-        out += chunk
-    return out
+    return kmwire.call(addr, key, ver, body, flexible_resp=flexible, client_id="mirror-e2e")
 
 
 def metadata(addr, topics=None):
@@ -377,15 +289,6 @@ def metadata(addr, topics=None):
         return name, {"ec": ec, "id": tid, "parts": parts}
 
     return nodes, dict(rd.carr(topic) or [])
-
-
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
-    return crc ^ 0xFFFFFFFF
 
 
 def one_record_batch(value=b"x"):
@@ -428,7 +331,7 @@ def incremental_alter(addr, topic, ops):
         ops, lambda o: istr(o[0]) + struct.pack(">b", o[1]) + istr(o[2]))) + b"\x00"
     rd = call(addr, 44, 0, body, False)
     rd.i32()
-    res = rd.iarr(lambda r: (r.i16(), r.istr(), r.i8(), r.istr()))
+    res = r_iarr(rd, lambda r: (r.i16(), r_istr(r), r.i8(), r_istr(r)))
     return res[0][0], res[0][1]
 
 
@@ -438,7 +341,7 @@ def alter_configs(addr, topic, kvs):
         kvs, lambda kv: istr(kv[0]) + istr(kv[1]))) + b"\x00"
     rd = call(addr, 33, 1, body, False)
     rd.i32()
-    res = rd.iarr(lambda r: (r.i16(), r.istr(), r.i8(), r.istr()))
+    res = r_iarr(rd, lambda r: (r.i16(), r_istr(r), r.i8(), r_istr(r)))
     return res[0][0], res[0][1]
 
 
