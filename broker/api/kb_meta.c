@@ -1206,10 +1206,15 @@ static int kb_meta_apply_remove(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t
 
 /* One record into the image (rw write lock and change_mu held). 0 or -1 with @p err. */
 /* Broker registrations (rw held for writing). */
-static int kb_meta_apply_broker(kb_meta_t *meta, const kb_mrec_t *r, char *err, size_t err_size)
+static int kb_meta_apply_broker(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d, char *err,
+                                size_t err_size)
 {
     size_t i = 0;
     kb_meta_broker_t *b;
+    kb_mact_t *a;
+    /* the listeners read the registrations from the image (kb_meta_brokers) */
+    if ((a = kb_mdelta_push(d, KB_MACT_EVENT)) != NULL)
+        a->type = KB_META_EV_BROKER;
     while (i < meta->nbrokers && meta->brokers[i].id < r->broker_id)
         i++;
     b = i < meta->nbrokers && meta->brokers[i].id == r->broker_id ? &meta->brokers[i] : NULL;
@@ -1382,7 +1387,7 @@ static int kb_meta_apply_rec(kb_meta_t *meta, const kb_mrec_t *r, kb_mdelta_t *d
     case KB_MREC_REGISTER_BROKER:
     case KB_MREC_UNREGISTER_BROKER:
     case KB_MREC_BROKER_CHANGE:
-        return kb_meta_apply_broker(meta, r, err, err_size);
+        return kb_meta_apply_broker(meta, r, d, err, err_size);
     case KB_MREC_ACL:
     case KB_MREC_REMOVE_ACL:
         return kb_meta_apply_acl(meta, r, d, err, err_size);

@@ -394,6 +394,9 @@ void kb_meta_set_pid_source(kb_meta_t *meta, kb_meta_pid_source_fn *fn, void *op
 #define KB_META_EV_REPLICAS                                                                        \
     4 /**< a partition's replicas or ISR changed, not its leader (local                            \
          log opened / deleted when this node joined / left) */
+#define KB_META_EV_BROKER                                                                          \
+    7 /**< a broker registered, unregistered, was fenced or unfenced (no payload:                  \
+           kb_meta_brokers() has the image; not in snapshots) */
 
 /* kb_meta_event_t.flags for KB_META_EV_TOPIC (the same values as kbx.h's KBX_TOPIC_*). */
 #define KB_META_TOPIC_CREATED    0x1u

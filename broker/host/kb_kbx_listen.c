@@ -18,6 +18,10 @@
  * metadata records (KbrokerPluginRecord): kb_meta delivers them like any change, the live keys
  * in the snapshot.
  *
+ * Brokers: a snapshot lists every registration of the image (kb_meta_brokers; a node with none
+ * lists itself), a KB_META_EV_BROKER change the brokers that differ from the listener's last
+ * list (registered / fenced / unregistered), read from the image at delivery time.
+ *
  * Grouping: the events of one metadata change (same kb_meta offset) become one delta.
  * metadata_offset is a per-process sequence of delivered deltas (kbroker keeps no metadata log).
  *
@@ -85,6 +89,8 @@ struct kbx_listener {
     bool unreg_in_callback;        /**< unregistered from its own callback: freed after it */
     kb_ltopic_t *topics;           /**< leadership: topics known, for removals */
     size_t ntopics, cap_topics;
+    kb_meta_broker_t *brokers; /**< metadata: the registrations last delivered (by id) */
+    size_t nbrokers;
 };
 
 /* ---- items ----------------------------------------------------------------------------------- */
@@ -155,8 +161,9 @@ static void kb_lev_meta_cb(void *opaque, const kb_meta_event_t *mev)
     struct kbx_listener *l = opaque;
     kb_lev_t *e;
 
-    if (l->kind == KB_LS_LEAD && (mev->type == KB_META_EV_CONFIG ||
-                                  mev->type == KB_META_EV_PLUGIN || mev->type == KB_META_EV_ACL))
+    if (l->kind == KB_LS_LEAD &&
+        (mev->type == KB_META_EV_CONFIG || mev->type == KB_META_EV_PLUGIN ||
+         mev->type == KB_META_EV_ACL || mev->type == KB_META_EV_BROKER))
         return;
     if (mev->type == KB_META_EV_ACL)
         return; /* nothing in a kbx delta describes ACLs */
@@ -305,6 +312,63 @@ static void kb_md_add_records(kb_dbuf_t *recs, const kb_hrec_t *v, size_t n)
     }
 }
 
+static const kb_meta_broker_t *kb_md_broker_find(const kb_meta_broker_t *v, size_t n, int32_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i].id == id)
+            return &v[i];
+    return NULL;
+}
+
+static void kb_md_broker_add(kb_dbuf_t *brokers, const kb_meta_broker_t *b, uint32_t flags)
+{
+    kbx_broker_change_t *c = kb_dbuf_add(brokers);
+    if (!c)
+        return;
+    c->struct_size = sizeof(*c);
+    c->broker_id = b->id;
+    c->flags = flags;
+    c->rack = b->has_rack ? b->rack : NULL;
+}
+
+/* The registered brokers of the image against those this listener was given last (all of them
+ * for a snapshot): new, re-registered or fenced/unfenced ones as REGISTERED or FENCED, gone ones
+ * as UNREGISTERED. A node whose image has no registrations (a single node without broker/ctrl)
+ * is a cluster of itself. The new list is kept in @p l; the previous one is returned in *@p old
+ * (freed by the caller after the delivery: UNREGISTERED changes point into it). */
+static void kb_md_brokers(struct kbx_listener *l, kb_dbuf_t *brokers, bool snapshot,
+                          kb_meta_broker_t **old)
+{
+    kb_meta_t *meta = l->host->h->meta;
+    kb_meta_broker_t *cur;
+    size_t n;
+
+    *old = NULL;
+    if (kb_meta_brokers(meta, &cur, &n) != 0) {
+        brokers->nomem = true;
+        return;
+    }
+    if (!n) {
+        memset(&cur[0], 0, sizeof(cur[0])); /* kb_meta_brokers allocates one more */
+        cur[0].id = kb_meta_node_id(meta);
+        n = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const kb_meta_broker_t *was =
+            snapshot ? NULL : kb_md_broker_find(l->brokers, l->nbrokers, cur[i].id);
+        if (!was || was->fenced != cur[i].fenced || was->epoch != cur[i].epoch ||
+            was->has_rack != cur[i].has_rack || strcmp(was->rack, cur[i].rack) != 0)
+            kb_md_broker_add(brokers, &cur[i],
+                             cur[i].fenced ? KBX_BROKER_FENCED : KBX_BROKER_REGISTERED);
+    }
+    for (size_t i = 0; !snapshot && i < l->nbrokers; i++)
+        if (!kb_md_broker_find(cur, n, l->brokers[i].id))
+            kb_md_broker_add(brokers, &l->brokers[i], KBX_BROKER_UNREGISTERED);
+    *old = l->brokers;
+    l->brokers = cur;
+    l->nbrokers = n;
+}
+
 static void kb_md_deliver(struct kbx_listener *l, kb_lev_t *first, kb_lev_t *rest)
 {
     kb_host_t *h = l->host->h;
@@ -313,23 +377,24 @@ static void kb_md_deliver(struct kbx_listener *l, kb_lev_t *first, kb_lev_t *res
     kb_dbuf_t brokers = {.elem = sizeof(kbx_broker_change_t)};
     kb_dbuf_t recs = {.elem = sizeof(kbx_record_t)};
     kbx_metadata_delta_t d;
+    kb_meta_broker_t *old_brokers = NULL;
 
     memset(&d, 0, sizeof(d));
     d.struct_size = sizeof(d);
     if (first->kind == KB_LEV_SNAPSHOT) {
-        kbx_broker_change_t *b = kb_dbuf_add(&brokers);
         d.flags = KBX_DELTA_SNAPSHOT;
         for (kb_lev_t *e = first->sub_head; e; e = e->sub_next)
             kb_md_add_event(&topics, &configs, &recs, e);
-        if (b) {
-            b->struct_size = sizeof(*b);
-            b->broker_id = kb_meta_node_id(h->meta);
-            b->flags = KBX_BROKER_REGISTERED;
-        }
+        kb_md_brokers(l, &brokers, true, &old_brokers);
     } else {
+        bool brk = first->type == KB_META_EV_BROKER;
         kb_md_add_event(&topics, &configs, &recs, first);
-        for (kb_lev_t *e = rest; e; e = (kb_lev_t *)e->ev.next)
+        for (kb_lev_t *e = rest; e; e = (kb_lev_t *)e->ev.next) {
             kb_md_add_event(&topics, &configs, &recs, e);
+            brk = brk || e->type == KB_META_EV_BROKER;
+        }
+        if (brk)
+            kb_md_brokers(l, &brokers, false, &old_brokers);
     }
     d.topics = (const kbx_topic_change_t *const *)kb_dbuf_ptrs(&topics);
     d.configs = (const kbx_config_change_t *const *)kb_dbuf_ptrs(&configs);
@@ -342,7 +407,7 @@ static void kb_md_deliver(struct kbx_listener *l, kb_lev_t *first, kb_lev_t *res
     if (topics.nomem || configs.nomem || brokers.nomem || recs.nomem) {
         kb_hlog(KB_HLOG_ERROR, "plugin %s: out of memory: a metadata delta was not delivered",
                 l->host->name);
-    } else if (d.flags || d.topic_count || d.config_count || d.record_count) {
+    } else if (d.flags || d.topic_count || d.config_count || d.broker_count || d.record_count) {
         d.metadata_offset = atomic_fetch_add(&h->md_seq, 1) + 1;
         l->mops.on_delta(l->plugin_ctx, &d);
     }
@@ -350,6 +415,7 @@ static void kb_md_deliver(struct kbx_listener *l, kb_lev_t *first, kb_lev_t *res
     kb_dbuf_free(&configs);
     kb_dbuf_free(&brokers);
     kb_dbuf_free(&recs);
+    free(old_brokers);
 }
 
 static kb_ltopic_t *kb_lead_find(struct kbx_listener *l, const kp_uuid_t *id)
@@ -503,6 +569,7 @@ static void kb_listener_free(struct kbx_listener *l)
         free(l->topics[i].role);
     }
     free(l->topics);
+    free(l->brokers);
     l->magic = KB_DEAD_MAGIC;
     free(l);
 }

@@ -24,6 +24,8 @@
  *   - controller_write from broker-only nodes reaches the controller's metadata log and every
  *     plugin's metadata listener (the writer's before the completion), deletes too, and
  *     survives a restart of a broker-only node (SIGTERM) and of the controller (kill -9);
+ *   - every plugin's metadata deltas name all three brokers registered (the snapshot of a
+ *     restarted node too), and the survivors' name a killed broker fenced;
  *   - SIGTERM of the nodes exits 0 (plugin unloaded, host and its client stopped).
  * Waiting is polling with deadlines, never sleeping.
  *
@@ -435,6 +437,22 @@ static void wait_rec(int via, const char *key, int32_t want)
     CHECK(0, "node %d: plugin record %s is %d, expected %d", via, key, got, want);
 }
 
+/* Poll until node @p via's plugin heard (metadata deltas) exactly the brokers of bit masks
+ * @p reg registered and @p fen fenced. */
+static void wait_brokers(int via, int32_t reg, int32_t fen)
+{
+    static const char *const names[] = {"brokers_registered", "brokers_fenced"};
+    int64_t dl = kbat_now_ms() + DEADLINE_MS;
+    int32_t v[2] = {-1, -1};
+    while (kbat_now_ms() < dl) {
+        if (plugin_cmd(via, "brokers", names, v, 2) == 0 && v[0] == reg && v[1] == fen)
+            return;
+        pace();
+    }
+    CHECK(0, "node %d: brokers registered 0x%x fenced 0x%x, expected 0x%x and 0x%x", via,
+          (unsigned)v[0], (unsigned)v[1], (unsigned)reg, (unsigned)fen);
+}
+
 /* A pre-cluster plugin-record file (docs/broker.md "Plugin records": "KBXREC01", count, type,
  * key length, key, value length, value, CRC-32C; big-endian) in node @p id's log dir holding
  * @p key = @p value (type 7, the test plugin's). 0 or -1. */
@@ -539,6 +557,10 @@ int main(int argc, char **argv)
     }
     e0 = wait_lead((const int[]){1, 2, 3}, 3, part, 3, 0);
 
+    /* every plugin's metadata deltas name the three brokers, none fenced */
+    for (int n = 1; n <= 3; n++)
+        wait_brokers(n, 0xe, 0);
+
     /* broker_request: node 2 -> node 3, node 2 -> itself, node 2 -> unknown */
     breq(2, 3, &st, &ec, &keys);
     CHECK(st == KBX_OK && ec == 0 && keys > 10,
@@ -634,6 +656,7 @@ int main(int argc, char **argv)
     CHECK(start_node(2) == 0, "restart node 2");
     wait_rec(2, "kc2", 22);
     wait_rec(2, "kc1", -1);
+    wait_brokers(2, 0xe, 0); /* its snapshot */
 
     /* kill -9 the leader (node 3): the controller fences it and elects node 1 or 2; both
      * survivors' plugins name the new leader, with a higher epoch */
@@ -655,6 +678,9 @@ int main(int argc, char **argv)
     other = newl == 1 ? 2 : 1;
     e1 = wait_lead((const int[]){newl, other}, 2, part, newl, e0 + 1);
     CHECK(e1 > e0, "leader epoch %d after the election, %d before", e1, e0);
+    /* the survivors' deltas name node 3 fenced (a delta of the fencing, not a snapshot) */
+    wait_brokers(1, 0x6, 0x8);
+    wait_brokers(2, 0x6, 0x8);
 
     /* the dead broker is not reached through another one */
     breq(2, 3, &st, &ec, &keys);

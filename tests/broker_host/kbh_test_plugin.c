@@ -83,6 +83,7 @@ typedef struct kbh {
     /* metadata listener */
     bool first_delta_seen, first_was_snapshot, snapshot_had_self;
     int deltas;
+    uint32_t brk_registered, brk_fenced; /* bit i: broker id i (0..30) as the deltas left it */
     kbh_topic_t topics[128];
     int ntopics;
     kbh_rec_t recs[16];
@@ -1063,6 +1064,18 @@ static void kbh_cmd_cwrite(kbh_t *p, kbh_results_t *R, const char *key, const ch
 }
 
 /* "crec:KEY": the value this plugin's metadata listener holds for KEY (crec_value, -1 absent). */
+/* The brokers the metadata deltas named: bit masks of the registered and the fenced ids. */
+static void kbh_cmd_brokers(kbh_t *p, kbh_results_t *R)
+{
+    uint32_t reg, fen;
+    pthread_mutex_lock(&p->mu);
+    reg = p->brk_registered;
+    fen = p->brk_fenced;
+    pthread_mutex_unlock(&p->mu);
+    kbh_check(R, "brokers_registered", true, (int32_t)reg, NULL, "-");
+    kbh_check(R, "brokers_fenced", true, (int32_t)fen, NULL, "-");
+}
+
 static void kbh_cmd_crec(kbh_t *p, kbh_results_t *R, const char *key)
 {
     int32_t v;
@@ -1442,6 +1455,8 @@ static void kbh_run(kbh_t *p, const char *cmd, kbh_results_t *R)
         kbh_cmd_bump(p, R, a);
     else if (!strncmp(cmd, "mode:", 5))
         kbh_cmd_mode(p, R, a, atoi(b));
+    else if (!strcmp(cmd, "brokers"))
+        kbh_cmd_brokers(p, R);
     else if (!strcmp(cmd, "records"))
         kbh_cmd_records(p, R);
     else if (!strcmp(cmd, "status"))
@@ -1609,6 +1624,21 @@ static void kbh_on_delta(void *plugin_ctx, const kbx_metadata_delta_t *d)
                 p->snapshot_had_self = true;
     }
     p->deltas++;
+    if (d->flags & KBX_DELTA_SNAPSHOT)
+        p->brk_registered = p->brk_fenced = 0;
+    for (uint32_t i = 0; i < d->broker_count; i++) {
+        const kbx_broker_change_t *b = d->brokers[i];
+        uint32_t bit;
+        if (b->broker_id < 0 || b->broker_id > 30)
+            continue;
+        bit = 1u << b->broker_id;
+        p->brk_registered &= ~bit;
+        p->brk_fenced &= ~bit;
+        if (b->flags & KBX_BROKER_REGISTERED)
+            p->brk_registered |= bit;
+        else if (b->flags & KBX_BROKER_FENCED)
+            p->brk_fenced |= bit;
+    }
     for (uint32_t i = 0; i < d->topic_count; i++) {
         const kbx_topic_change_t *t = d->topics[i];
         kbh_topic_t *x = kbh_topic_find(p, t->name);
