@@ -329,7 +329,11 @@ static void km_state_orphans(km_state_t *st)
     }
 }
 
-/* Send @p wr's bytes; on failure the call is freed (its ops are the caller's again). */
+/* Send @p wr's bytes; on failure the call is freed (its ops are the caller's again).
+ * The request is counted in flight before the stop flag is checked: km_state_stop sets the flag
+ * and then waits for the count to drop to zero, so either it waits for this request or this
+ * sees the flag (both sequentially consistent atomics). Checking first let a loop racing fini
+ * start a request after the wait ("operations left after fini"). */
 static int32_t km_state_call_send(km_state_t *st, km_state_call_t *call, int32_t broker,
                                   int16_t api_key, int16_t version, kp_writer_t *wr,
                                   int64_t timeout_ms)
@@ -337,13 +341,15 @@ static int32_t km_state_call_send(km_state_t *st, km_state_call_t *call, int32_t
     const kbx_api_t *api = st->cm->ref.api;
     int32_t rc;
 
-    if (km_state_stopping(st))
-        return KBX_ERR_SHUTDOWN;
     if (wr->err != 0)
         return wr->err == KP_E_NOMEM ? KBX_ERR_NOMEM : KBX_ERR_INVALID;
+    atomic_fetch_add(&st->outstanding, 1);
+    if (km_state_stopping(st)) {
+        km_state_outstanding_done(st);
+        return KBX_ERR_SHUTDOWN;
+    }
     call->magic = KM_STATE_CALL_MAGIC;
     call->st = st;
-    atomic_fetch_add(&st->outstanding, 1);
     if (broker < 0)
         rc = api->local_request(st->cm->ref.host, api_key, version, wr->buf, wr->len, timeout_ms,
                                 km_state_call_cb, call);
