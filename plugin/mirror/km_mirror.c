@@ -308,7 +308,7 @@ static bool km_mirror_fetch_status(void *ctx, const km_mpart_id_t *id, km_mpart_
     out->fetch_offset = st.fetch_offset;
     out->lag = st.lag;
     out->retries = st.retries;
-    out->last_fetch_ms = -1;
+    out->last_fetch_ms = st.last_append_ms; /* -1 until the first append */
     snprintf(out->error, sizeof(out->error), "%s", st.error);
     return true;
 }
