@@ -8,6 +8,9 @@ Runs with the clients venv (tests/clients/setup-venv.sh: kafka-python with every
                                                shows EXPECT_PARTS partitions, all MIRRORING, and
                                                every destination log end equals the source's log
                                                end (kafka-python, read_uncommitted); prints why not
+  ends BOOTSTRAP TOPIC...                      "topic-partition log-end-offset" lines (kafka-python)
+  produce-one BOOTSTRAP TOPIC PARTITION        raw Produce of one record to the partition's leader:
+                                               prints "<error code> <message>"
   fanout KM DST MIRROR EXPECT_PARTS            exit 0 when DescribeMirrors through each broker of
                                                DST alone lists every partition exactly once
   read-compare SRC DST EXPECT.json             kafka-python reads every partition of every topic
@@ -441,6 +444,16 @@ def main():
     cmd, a = sys.argv[1], sys.argv[2:]
     if cmd == "create-topics":
         sys.exit(create_topics(a[0], a[1], a[2], a[3:]))
+    if cmd == "ends":
+        for (t, p), o in sorted(end_offsets(a[0], a[1:]).items()):
+            print("%s-%d %d" % (t, p, o))
+        sys.exit(0)
+    if cmd == "produce-one":
+        nodes, tops = metadata(a[0].split(",")[0], [a[1]])
+        leader = tops[a[1]]["parts"][int(a[2])]["leader"]
+        ec, msg = produce(nodes[leader], a[1], int(a[2]), 1)
+        print("%d %s" % (ec, msg))
+        sys.exit(0)
     if cmd == "fanout":
         sys.exit(cmd_fanout(*a))
     if cmd == "caught-up":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh -- the mirror's end-to-end scenarios (issue 5 "Done when"; docs/testing-mirror.md).
 #
-#   run.sh [--scenario identity,read-only] [--build DIR] [--python PY] [--keep]
+#   run.sh [--scenario identity,read-only,pause-resume] [--build DIR] [--python PY] [--keep]
 #          [--src-port P] [--dst-port P]     (first base ports tried; busy ones are skipped)
 #          [--inject flip]   (shows the verifier can fail: one byte of a destination replica of
 #                             id-03 partition 1 is flipped after the catch-up; the run must FAIL)
@@ -18,6 +18,9 @@
 #   read-only  (needs identity's mirror) raw Produce to a mirror topic: READ_ONLY_TOPIC (147) on
 #              the leader, refused on the other brokers, nothing appended (replicas still equal
 #              the source); config requests setting/removing mirror.name refused.
+#   pause-resume (needs identity's mirror) a paused topic stays read-only and does not move while
+#              a running one catches up; --delete refused while running; --list shows the
+#              source's cluster id; resume catches up, replicas byte-identical to the source.
 # Exit 0 pass, 1 fail (each failure printed as FAIL: ...), 2 setup error. Logs and cluster data:
 # $KPEER_HOME/mirror-e2e-{src,dst}/ (kept with --keep or after a failure, else removed).
 set -uo pipefail
@@ -25,7 +28,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO=$(cd "$HERE/../.." && pwd -P)
 export KPEER_HOME=${KPEER_HOME:-$REPO/.kpeer}
-BUILD=$REPO/build PY= KEEP=0 INJECT= SCENARIOS=identity,read-only SRC_PORT=19792 DST_PORT=19892
+BUILD=$REPO/build PY= KEEP=0 INJECT= SCENARIOS=identity,read-only,pause-resume SRC_PORT=19792 DST_PORT=19892
 while [ $# -gt 0 ]; do
   case "$1" in
     --scenario) SCENARIOS=$2; shift 2 ;;
@@ -264,11 +267,55 @@ scenario_read_only() {
   cmp_topics id-00
 }
 
+# ------------------------------------------------------------------------ scenario pause-resume
+scenario_pause_resume() {
+  local before after rc cid
+  step "pause-resume: --pause id-01 (id-02 keeps running), produce to both on the source"
+  "$KM" --bootstrap-server "$D" --pause --mirror m1 --topic id-01 --wait --timeout-ms 60000 \
+    >"$WORK/pause.out" 2>&1 || { cat "$WORK/pause.out"; fail "kafka-mirrors --pause --wait"; return; }
+  tail -n 5 "$WORK/pause.out"
+  "${ME2E[@]}" ends "$D" id-01 >"$WORK/ends-before"
+  seq 1 400 | sed 's/.*/p&:paused &/' | timeout 60 kcat -b "$S" -P -t id-01 -K: -z lz4 || fail "produce id-01"
+  seq 1 400 | sed 's/.*/p&:running &/' | timeout 60 kcat -b "$S" -P -t id-02 -K: -z zstd || fail "produce id-02"
+  # The running topic catching up shows the fetchers work meanwhile; the paused one must not move.
+  until_ok 60 "id-02 (running) caught up with the source" cmp_topics_quiet id-02 || return
+  "${ME2E[@]}" ends "$D" id-01 >"$WORK/ends-after"
+  if cmp -s "$WORK/ends-before" "$WORK/ends-after"; then
+    echo "ok: paused id-01 did not move on the destination ($(tr '\n' ' ' <"$WORK/ends-after"))"
+  else
+    fail "paused id-01 moved: before $(tr '\n' ' ' <"$WORK/ends-before"), after $(tr '\n' ' ' <"$WORK/ends-after")"
+  fi
+  read -r rc _ < <("${ME2E[@]}" produce-one "$D" id-01 0)
+  [ "$rc" = 147 ] && echo "ok: a paused mirror topic is still read-only (Produce: 147)" ||
+    fail "Produce to paused id-01: error code $rc, want READ_ONLY_TOPIC 147"
+  "$KM" --bootstrap-server "$D" --delete --mirror m1 >"$WORK/delete.out" 2>&1
+  rc=$?
+  if [ "$rc" = 1 ] && grep -q CLUSTER_MIRROR_NOT_EMPTY "$WORK/delete.out"; then
+    echo "ok: --delete refused while topics are not stopped: $(head -1 "$WORK/delete.out")"
+  else
+    fail "--delete while running: exit $rc, want 1 with CLUSTER_MIRROR_NOT_EMPTY: $(cat "$WORK/delete.out")"
+  fi
+  cid=$(sed -n 's/^CLUSTER_ID=//p' "$KPEER_HOME/$SRC/harness.env")
+  if "$KM" --bootstrap-server "$D" --list | grep -qE "^m1 +10 +$cid "; then
+    echo "ok: --list shows m1 with 10 topics and the source's cluster id $cid"
+  else
+    fail "--list does not show m1 with 10 topics and source cluster id $cid: $("$KM" --bootstrap-server "$D" --list)"
+  fi
+  step "pause-resume: --resume id-01: it continues from its log end to the source's"
+  "$KM" --bootstrap-server "$D" --resume --mirror m1 --topic id-01 --wait --timeout-ms 60000 \
+    >"$WORK/resume.out" 2>&1 || { cat "$WORK/resume.out"; fail "kafka-mirrors --resume --wait"; return; }
+  tail -n 5 "$WORK/resume.out"
+  until_ok 120 "40 partitions caught up after the resume" "${ME2E[@]}" caught-up "$KM" "$D" "$S" m1 40 || return
+  cmp_topics id-01 id-02
+}
+cmp_topics_quiet() { cmp_partition "$1" 0 && cmp_partition "$1" 1 && cmp_partition "$1" 2 && cmp_partition "$1" 3; }
+
 IFS=, read -r -a SC <<<"$SCENARIOS"
 for s in "${SC[@]}"; do
   case "$s" in
     identity) scenario_identity ;;
     read-only) scenario_read_only ;;
+    pause-resume) scenario_pause_resume ;;
     *) setup_error "unknown scenario $s" ;;
   esac
 done
