@@ -21,6 +21,7 @@
 #include "kb_apisvc.h"
 #include "kb_ctrl_bump.h"
 #include "kb_ctrl_elect_api.h"
+#include "kb_ctrl_fwerr.h"
 #include "kb_ctrl_reg.h"
 #include "kb_ctrl_rules.h"
 #include "kb_err.h"
@@ -1597,12 +1598,18 @@ static kb_api_result_t kb_ctrl_h_envelope(void *opaque, kb_req_t *req, kb_resp_t
     return KB_API_DEFERRED;
 }
 
+/* How long a broker waits for the controller's answer to a forwarded request: Kafka's
+ * forwarding channel (retryTimeoutMs 60000). Longer than any commit of the controller, so the
+ * answer of a request that commits comes back; a client that gives up earlier cancels it. */
+#define KB_CTRL_FORWARD_TIMEOUT_MS 60000
+
 /* A broker-only node: one request forwarded to the controller. */
 typedef struct kb_ctrl_fw_s {
     kb_ctrl_t *ctl;
     pthread_mutex_t mu;
     int refs;
     bool cancelled;
+    int64_t kc_id; /* the Envelope's kc_ request (0 until submitted) */
     kb_req_t *req;
     kb_api_handler_fn *local;
     void *local_opaque;
@@ -1625,14 +1632,27 @@ static void kb_ctrl_fw_unref(kb_ctrl_fw_t *fw)
     free(fw);
 }
 
+/* The client went away: nothing is answered, and an Envelope not yet sent (waiting for the
+ * controller's connection) is dropped so that it cannot apply the change later. */
 static void kb_ctrl_fw_cancel(void *opaque, kb_req_t *req)
 {
     kb_ctrl_fw_t *fw = opaque;
+    int64_t id;
     (void)req;
     pthread_mutex_lock(&fw->mu);
     fw->cancelled = true;
+    id = fw->kc_id;
     pthread_mutex_unlock(&fw->mu);
+    if (id > 0)
+        kc_cancel(fw->ctl->kc, id); /* the callback still runs (and finds it cancelled) */
     kb_ctrl_fw_unref(fw);
+}
+
+/* Whether a failed kc_ request may have reached the controller (else nothing was sent). */
+static bool kb_ctrl_fw_maybe_sent(int err)
+{
+    return !(err == KC_E_NO_VERSION || err == KC_E_NO_NODE || err == KC_E_ENCODE ||
+             err == KC_E_INVALID || err == KC_E_NOMEM);
 }
 
 /* The relayed answer: the inner response without its header. NULL when unusable. */
@@ -1691,9 +1711,20 @@ static void kb_ctrl_fw_done(kc_client_t *kc, int err, int16_t ver, const uint8_t
             kb_log_info("ctrl", "forwarding to controller %" PRId32 " failed: %s",
                         fw->ctl->cfg->voter_id, kc_err_str(err));
         }
-        /* Not answered: this node's own handler answers, and its metadata being the
-         * controller's copy, a change is refused with NOT_CONTROLLER naming the controller. */
-        if (!r) {
+        if (!r && err != KC_E_OK && kb_ctrl_fw_maybe_sent(err)) {
+            /* The request may have reached the controller and may still commit: a retriable
+             * NOT_CONTROLLER would invite a duplicate (a retried CreateTopics finding its own
+             * topic). Kafka's forwarding answers REQUEST_TIMED_OUT: the outcome is unknown. */
+            char msg[256];
+            snprintf(msg, sizeof(msg),
+                     "No answer from controller %" PRId32
+                     " to the forwarded request (%s); the change may still be applied",
+                     fw->ctl->cfg->voter_id, kc_err_str(err));
+            r = kb_ctrl_fw_error_response(ctx, KP_ERR_REQUEST_TIMED_OUT, msg);
+        } else if (!r) {
+            /* Not sent, or the controller refused the Envelope itself: this node's own handler
+             * answers, and its metadata being the controller's copy, a change is refused with
+             * NOT_CONTROLLER naming the controller (retriable, nothing was applied). */
             if (fw->local(fw->local_opaque, fw->req, &r) != KB_API_RESPOND)
                 r = NULL;
         }
@@ -1716,6 +1747,7 @@ static kb_api_result_t kb_ctrl_h_forward(void *opaque, kb_req_t *req, kb_resp_t 
     kp_writer_t pw;
     const char *colon;
     bool down;
+    int64_t id;
 
     for (size_t i = 0; i < ctl->nfwd; i++)
         if (ctl->fwd[i].key == ctx->api_key) {
@@ -1738,7 +1770,7 @@ static kb_api_result_t kb_ctrl_h_forward(void *opaque, kb_req_t *req, kb_resp_t 
         return KB_API_CLOSE;
     pthread_mutex_init(&fw->mu, NULL);
     fw->ctl = ctl;
-    fw->refs = 2; /* the kc callback and the cancel callback */
+    fw->refs = 3; /* the kc callback, the cancel callback and this handler until it returns */
     fw->req = req;
     fw->local = local;
     fw->local_opaque = local_opaque;
@@ -1778,9 +1810,17 @@ static kb_api_result_t kb_ctrl_h_forward(void *opaque, kb_req_t *req, kb_resp_t 
         free(fw);
         return KB_API_CLOSE;
     }
-    /* Bounded by the session timeout: a controller that went away meanwhile fails it fast. */
-    if (kc_request_msg(ctl->kc, ctl->cfg->voter_id, &kp_EnvelopeRequest_desc, -1, &fw->env,
-                       ctl->cfg->broker_session_timeout_ms, 0, kb_ctrl_fw_done, fw) <= 0) {
+    id = kc_request_msg(ctl->kc, ctl->cfg->voter_id, &kp_EnvelopeRequest_desc, -1, &fw->env,
+                        KB_CTRL_FORWARD_TIMEOUT_MS, 0, kb_ctrl_fw_done, fw);
+    if (id > 0) {
+        bool gone;
+        pthread_mutex_lock(&fw->mu);
+        fw->kc_id = id;
+        gone = fw->cancelled;
+        pthread_mutex_unlock(&fw->mu);
+        if (gone) /* the client left before the id was known: drop it as the cancel would */
+            kc_cancel(ctl->kc, id);
+    } else {
         /* Not sent: the local answer, as for an unreachable controller. */
         kb_resp_t *r = NULL;
         pthread_mutex_lock(&fw->mu);
@@ -1793,8 +1833,9 @@ static kb_api_result_t kb_ctrl_h_forward(void *opaque, kb_req_t *req, kb_resp_t 
             fw->cancelled = true;
         }
         pthread_mutex_unlock(&fw->mu);
-        kb_ctrl_fw_unref(fw);
+        kb_ctrl_fw_unref(fw); /* the kc callback's, which will not run */
     }
+    kb_ctrl_fw_unref(fw); /* this handler's */
     return KB_API_DEFERRED;
 }
 
