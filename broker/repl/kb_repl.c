@@ -221,6 +221,14 @@ static kb_rpart_t *kb_fetcher_find(kb_fetcher_t *f, uint64_t id)
     return NULL;
 }
 
+/* The text of a follower call's error (kb_part_follower_append / _diverging / truncate):
+ * KB_E_STATE (not a follower), else the storage engine's code, whose values overlap kb_err's
+ * (printing those as kb_err_t named a bad batch "already exists"). */
+static const char *kb_repl_part_err(int rc)
+{
+    return rc == KB_E_STATE ? kb_err_str(rc) : kb_sto_err_str(rc);
+}
+
 /* After KB_E_STATE from a follower call (a value storage errors share): did the partition's
  * role or leader epoch change since the request, or is it being deleted? */
 static bool kb_fetcher_moved(kb_part_t *part, int32_t epoch)
@@ -285,7 +293,7 @@ static void kb_fetcher_apply(kb_fetcher_t *f, kb_rpart_t *e, const kb_rsent_t *s
             return; /* no longer a follower: the role changed while the answer was on its way */
         if (rc != 0) {
             kb_log_error("repl", "%s: truncation after a diverging epoch failed: %s", name,
-                         kb_err_str(rc));
+                         kb_repl_part_err(rc));
             kb_fetcher_backoff_part(f, e, -1, "truncation failed");
             return;
         }
@@ -317,7 +325,7 @@ static void kb_fetcher_apply(kb_fetcher_t *f, kb_rpart_t *e, const kb_rsent_t *s
             kb_log_error("repl",
                          "%s: append of %zu bytes fetched from leader %" PRId32 " at %" PRId64
                          " failed: %s",
-                         name, used, f->leader, leo, kb_err_str(rc));
+                         name, used, f->leader, leo, kb_repl_part_err(rc));
             kb_fetcher_backoff_part(f, e, -1, "append failed");
             return;
         }
@@ -554,7 +562,7 @@ static void kb_fetcher_on_offsets(kc_client_t *kc, int err, int16_t ver, const u
                                         "offset out of range inside the leader's log");
         }
         if (rc != 0) {
-            kb_log_error("repl", "%s: truncation failed: %s", name, kb_err_str(rc));
+            kb_log_error("repl", "%s: truncation failed: %s", name, kb_repl_part_err(rc));
             e->state = KB_RP_FETCH;
             kb_fetcher_backoff_part(f, e, -1, "truncation failed");
         }
