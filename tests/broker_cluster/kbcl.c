@@ -258,6 +258,8 @@ int kbcl_metadata_topic(int via, const char *name, kbcl_tview_t *tv)
             tv->leader[k] = mt->Partitions.v[i].LeaderId;
             tv->nreplicas[k] = mt->Partitions.v[i].ReplicaNodes.cnt;
             tv->nisr[k] = mt->Partitions.v[i].IsrNodes.cnt;
+            for (int32_t j = 0; j < mt->Partitions.v[i].ReplicaNodes.cnt && j < 4; j++)
+                tv->replicas[k][j] = mt->Partitions.v[i].ReplicaNodes.v[j];
             for (int32_t j = 0; j < mt->Partitions.v[i].IsrNodes.cnt && j < 4; j++)
                 tv->isr[k][j] = mt->Partitions.v[i].IsrNodes.v[j];
         }

@@ -86,7 +86,7 @@ typedef struct kbcl_tview_s {
     kp_uuid_t id;
     int nparts;
     int leader[8], nreplicas[8], nisr[8];
-    int isr[8][4];
+    int replicas[8][4], isr[8][4];
 } kbcl_tview_t;
 
 /** Topic @p name as Metadata v12 on node @p via shows it (partitions 0..7); 0 (tv->err may be

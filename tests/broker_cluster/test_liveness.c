@@ -68,6 +68,49 @@ static void wait_topic_like_controller(int via, const char *name)
           name, got.err, got.nparts);
 }
 
+/* CreateTopics v7 on node @p via with manual assignments: partition i on the @p rf brokers
+ * lists[i * rf ...]; the error code, the message into @p msg. */
+static int16_t create_assigned(int via, const char *name, const int32_t *lists, int nparts, int rf,
+                               char *msg, size_t msg_size)
+{
+    kp_CreateTopicsRequest_t rq;
+    kp_CreateTopicsResponse_t resp;
+    kp_CreateTopicsRequest_CreatableTopic_t t;
+    kp_CreateTopicsRequest_CreatableReplicaAssignment_t as[4];
+    kp_arena_t ar;
+    int16_t ec = -100;
+    int fd = kbat_connect(kbcl_nodes[via].port);
+    msg[0] = '\0';
+    if (fd < 0 || nparts > 4)
+        return ec;
+    kp_CreateTopicsRequest_init(&rq);
+    kp_CreateTopicsRequest_CreatableTopic_init(&t);
+    t.Name = (kp_str_t){name, (int32_t)strlen(name)};
+    t.NumPartitions = -1;
+    t.ReplicationFactor = -1;
+    for (int i = 0; i < nparts; i++) {
+        kp_CreateTopicsRequest_CreatableReplicaAssignment_init(&as[i]);
+        as[i].PartitionIndex = i;
+        as[i].BrokerIds.v = (int32_t *)&lists[i * rf];
+        as[i].BrokerIds.cnt = rf;
+    }
+    t.Assignments.v = as;
+    t.Assignments.cnt = nparts;
+    rq.Topics.v = &t;
+    rq.Topics.cnt = 1;
+    rq.TimeoutMs = 10000;
+    kp_arena_init(&ar, 0);
+    if (kbat_call(fd, KP_APIKEY_CreateTopics, 7, &rq, &resp, &ar) == 0 && resp.Topics.cnt == 1) {
+        const kp_str_t *m = &resp.Topics.v[0].ErrorMessage;
+        ec = resp.Topics.v[0].ErrorCode;
+        if (m->ptr && m->len > 0)
+            snprintf(msg, msg_size, "%.*s", (int)m->len, m->ptr);
+    }
+    kp_arena_free(&ar);
+    close(fd);
+    return ec;
+}
+
 /* CreatePartitions v3 through node @p via: @p count partitions. The error code. */
 static int16_t create_partitions(int via, const char *name, int32_t count)
 {
@@ -354,6 +397,31 @@ int main(int argc, char **argv)
      * broker 2 applied it */
     CHECK(wait_topic_without(1, "cluster-r3", 3), "leadership moved off fenced broker 3");
     wait_topic_like_controller(2, "cluster-r3");
+    /* manual assignments with broker 3 fenced (Kafka's controller): a list of fenced brokers
+     * only is refused; otherwise the ISR is the unfenced replicas and the first of them leads,
+     * the replica order kept, through broker-only node 2 (forwarded) */
+    {
+        static const int32_t only3[] = {3}, lists[] = {3, 2, 1, 1, 3, 2};
+        char msg[256];
+        kbcl_tview_t tv;
+        int16_t ec = create_assigned(2, "cluster-m0", only3, 1, 1, msg, sizeof(msg));
+        CHECK(ec == KP_ERR_INVALID_REPLICA_ASSIGNMENT &&
+                  strstr(msg, "for partition 0 are fenced or in controlled shutdown"),
+              "assignment [3] with broker 3 fenced: %d %s", ec, msg);
+        ec = create_assigned(2, "cluster-m", lists, 2, 3, msg, sizeof(msg));
+        CHECK(ec == 0, "CreateTopics [3,2,1] [1,3,2] with broker 3 fenced: %d %s", ec, msg);
+        CHECK(kbcl_metadata_topic(1, "cluster-m", &tv) == 0 && tv.err == 0 && tv.nparts == 2,
+              "cluster-m on node 1");
+        CHECK(tv.leader[0] == 2 && tv.nisr[0] == 2 && tv.isr[0][0] == 2 && tv.isr[0][1] == 1 &&
+                  tv.nreplicas[0] == 3 && tv.replicas[0][0] == 3 && tv.replicas[0][1] == 2 &&
+                  tv.replicas[0][2] == 1,
+              "cluster-m-0: leader %d, ISR of %d, replicas %d,%d,%d", tv.leader[0], tv.nisr[0],
+              tv.replicas[0][0], tv.replicas[0][1], tv.replicas[0][2]);
+        CHECK(tv.leader[1] == 1 && tv.nisr[1] == 2 && tv.isr[1][0] == 1 && tv.isr[1][1] == 2 &&
+                  tv.nreplicas[1] == 3 && tv.replicas[1][0] == 1 && tv.replicas[1][1] == 3,
+              "cluster-m-1: leader %d, ISR of %d", tv.leader[1], tv.nisr[1]);
+        wait_topic_like_controller(2, "cluster-m");
+    }
 
     /* 3. a topic created while broker 3 is down; its restart (a new incarnation, the same
      *    port) registers it again, it still has the earlier topic and fetches the new one */
