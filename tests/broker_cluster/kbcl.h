@@ -58,7 +58,7 @@ int kbcl_start_all(void);
 /** The controller's port (node 1's CONTROLLER listener; 0 before its first start). */
 int kbcl_cport(void);
 /** Signal node @p id and wait for its exit; with @p expect_status >= 0 CHECK the exit status
- *  (128 + signal when killed by one). */
+ *  (128 + signal when killed by one). Nothing when it is not running. */
 void kbcl_kill(int id, int sig, int expect_status);
 /** Wait at most @p ms for child @p pid to exit: its status as kbcl_kill, or -1. */
 int kbcl_wait_exit(pid_t pid, int ms);
