@@ -39,6 +39,7 @@ typedef struct km_item {
     const char *value; /* mirror.name to set (KM_ACT_ALTER) */
     int16_t ec;
     kp_str_t msg;
+    bool leg; /* Resume: asked of the other brokers too (their FAILED partitions) */
 } km_item_t;
 
 typedef struct km_topics_st {
@@ -979,6 +980,111 @@ static void km_change_after_filters(km_rpc_req_t *req, int32_t status, const uin
     km_topics_execute(req, KM_RPC_OP_TIMEOUT_MS);
 }
 
+/* ResumeMirrorTopics fan-out (design M11): the receiving broker retries the FAILED partitions
+ * it leads and asks every other broker to retry the ones they lead, with the same request
+ * marked as a leg by StateOffset KM_RESUME_LEG (kmirror's own value: clients send -1 or a
+ * metadata offset). A leg only retries and answers NONE per topic where it retried something,
+ * MIRROR_TOPIC_NOT_PAUSED otherwise; the receiver's NOT_PAUSED becomes NONE when any leg retried
+ * partitions of the topic. A broker that cannot be asked is logged; the topic changes run
+ * after all legs answered. */
+#define KM_RESUME_LEG (-2)
+
+static void km_resume_leg_answer(km_rpc_req_t *req)
+{
+    km_plugin_t *cm = req->cm;
+    km_topics_st_t *st = req->st;
+
+    for (size_t i = 0; i < st->n; i++) {
+        km_item_t *it = &st->items[i];
+        const km_cat_topic_t *t = km_catalog_topic_find(&cm->catalog, it->name);
+
+        if (t != NULL && t->mirror != NULL && strcmp(t->mirror, st->mirror) == 0 &&
+            t->desired == KM_DESIRED_RUNNING &&
+            km_topic_local_count(cm, t, KM_MPART_FAILED, true) > 0)
+            km_log_info(cm, "mirror %s: FAILED partitions of %s retried by %s (fan-out)",
+                        st->mirror, it->name, req->principal);
+        else
+            it->ec = KP_ERR_MIRROR_TOPIC_NOT_PAUSED;
+    }
+    km_change_answer(req);
+}
+
+static void km_resume_on_broker(km_rpc_req_t *req, int32_t status, const uint8_t *body, size_t len,
+                                int32_t broker_id)
+{
+    km_topics_st_t *st = req->st;
+    kp_ResumeMirrorTopicsResponse_t resp;
+    kp_reader_t rd;
+
+    st->pending--;
+    if (status == KBX_OK) {
+        kp_reader_init(&rd, body, len);
+        kp_ResumeMirrorTopicsResponse_init(&resp);
+        if (kp_ResumeMirrorTopicsResponse_decode(&rd, &req->ar, &resp, 0) != 0 ||
+            resp.ErrorCode != 0)
+            status = KBX_ERR_INVALID;
+        for (int32_t i = 0; status == KBX_OK && i < resp.Topics.cnt; i++) {
+            char *name = km_rpc_cstr(req, resp.Topics.v[i].Name);
+            km_item_t *it = name != NULL ? km_topics_find(st, name) : NULL;
+
+            if (resp.Topics.v[i].ErrorCode == 0 && it != NULL &&
+                it->ec == KP_ERR_MIRROR_TOPIC_NOT_PAUSED) {
+                it->ec = 0;
+                it->msg.len = 0;
+            }
+        }
+    }
+    if (status != KBX_OK)
+        km_log_warn(req->cm,
+                    "ResumeMirrorTopics %s: broker %d did not retry its FAILED partitions (%s)",
+                    st->mirror, (int)broker_id, km_topics_host_errstr(status));
+    if (st->pending == 0)
+        km_topics_execute(req, KM_RPC_OP_TIMEOUT_MS);
+}
+
+static void km_resume_fan_out(km_rpc_req_t *req, int32_t status, const uint8_t *body, size_t len,
+                              int32_t tag)
+{
+    km_topics_st_t *st = req->st;
+    km_plugin_t *cm = req->cm;
+    kp_ResumeMirrorTopicsRequest_t leg;
+    const int32_t *brokers;
+    size_t nb, nt = 0;
+
+    (void)tag;
+    brokers = km_rpc_brokers_decode(req, status, body, len, &nb);
+    kp_ResumeMirrorTopicsRequest_init(&leg);
+    leg.MirrorName = km_rpc_str(req, st->mirror);
+    leg.StateOffset = KM_RESUME_LEG;
+    leg.Topics.v = kp_arena_calloc(&req->ar, st->n + 1, sizeof(*leg.Topics.v));
+    for (size_t i = 0; leg.Topics.v != NULL && i < st->n; i++) {
+        if (!st->items[i].leg)
+            continue;
+        kp_ResumeMirrorTopicsRequest_TopicMetadata_init(&leg.Topics.v[nt]);
+        leg.Topics.v[nt++].TopicName = km_rpc_str(req, st->items[i].name);
+    }
+    leg.Topics.cnt = (int32_t)nt;
+    if (leg.Topics.v == NULL)
+        km_log_warn(cm, "ResumeMirrorTopics %s: out of memory, other brokers not asked",
+                    st->mirror);
+    st->pending = 1;
+    for (size_t i = 0; nt > 0 && brokers != NULL && i < nb; i++) {
+        int32_t rc;
+        if (brokers[i] == cm->broker_id)
+            continue;
+        rc =
+            km_rpc_broker_request(req, brokers[i], 103, 0, &leg, &kp_ResumeMirrorTopicsRequest_desc,
+                                  km_resume_on_broker, brokers[i]);
+        if (rc == KBX_OK)
+            st->pending++;
+        else
+            km_log_warn(cm, "ResumeMirrorTopics %s: broker %d could not be asked (%s)", st->mirror,
+                        (int)brokers[i], km_topics_host_errstr(rc));
+    }
+    if (--st->pending == 0)
+        km_topics_execute(req, KM_RPC_OP_TIMEOUT_MS);
+}
+
 void km_rpc_change_topics(km_rpc_req_t *req)
 {
     km_plugin_t *cm = req->cm;
@@ -1054,6 +1160,11 @@ void km_rpc_change_topics(km_rpc_req_t *req)
             return;
         }
     }
+    if (req->api_key == 103 &&
+        ((const kp_ResumeMirrorTopicsRequest_t *)req->rq)->StateOffset == KM_RESUME_LEG) {
+        km_resume_leg_answer(req);
+        return;
+    }
     if (npatterns > 0) {
         km_change_ctx_t c = {req, st, false};
         if (!km_topics_compile(req, "Patterns", patterns, npatterns, NULL, &st->inc, &st->ninc))
@@ -1101,7 +1212,9 @@ void km_rpc_change_topics(km_rpc_req_t *req)
             break;
         default:
             /* Resume also retries the FAILED partitions (the operator's recover, design M11):
-             * those this broker leads go back through the state machine at once. */
+             * those this broker leads go back through the state machine at once, the other
+             * brokers' through the fan-out (km_resume_fan_out). */
+            it->leg = t->desired == KM_DESIRED_RUNNING;
             if (km_topic_local_count(cm, t, KM_MPART_FAILED, true) > 0 &&
                 t->desired == KM_DESIRED_RUNNING) {
                 km_log_info(cm, "mirror %s: FAILED partitions of %s retried by %s", mirror,
@@ -1151,6 +1264,11 @@ void km_rpc_change_topics(km_rpc_req_t *req)
                             km_topics_host_errstr(rc));
             return;
         }
+    }
+    if (req->api_key == 103) {
+        if (km_rpc_brokers_query(req, km_resume_fan_out, 0) != KBX_OK)
+            km_resume_fan_out(req, KBX_ERR_INVALID, NULL, 0, 0);
+        return;
     }
     km_topics_execute(req, KM_RPC_OP_TIMEOUT_MS);
 }

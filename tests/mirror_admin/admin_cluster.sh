@@ -58,7 +58,8 @@ $COMMON"
 done
 
 rc=0
-timeout 200 python3 "$HERE/admin_cluster.py" "$(addr src)" "$(addr d1)" "$(addr d2)" "$(addr d3)" ||
+timeout 200 python3 "$HERE/admin_cluster.py" "$(addr src)" "$(addr d1)" "$(addr d2)" "$(addr d3)" \
+  "$W/d1.log" "$W/d2.log" "$W/d3.log" ||
   rc=$?
 for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 for p in "${PIDS[@]}"; do
