@@ -466,6 +466,26 @@ int32_t km_rpc_after(km_rpc_req_t *req, int64_t delay_ms, km_rpc_cont_fn cont, i
     return rc;
 }
 
+/* km_rpc_mirror_grace's continuation: the handler to run again travels in the request. */
+static void km_rpc_mirror_again(km_rpc_req_t *req, int32_t status, const uint8_t *body, size_t len,
+                                int32_t tag)
+{
+    (void)status;
+    (void)body;
+    (void)len;
+    (void)tag;
+    req->mirror_again(req);
+}
+
+bool km_rpc_mirror_grace(km_rpc_req_t *req, void (*handler)(km_rpc_req_t *req))
+{
+    if (req->mirror_waits >= KM_RPC_MIRROR_GRACE_MS / KM_RPC_MIRROR_GRACE_STEP_MS)
+        return false;
+    req->mirror_waits++;
+    req->mirror_again = handler;
+    return km_rpc_after(req, KM_RPC_MIRROR_GRACE_STEP_MS, km_rpc_mirror_again, 0) == KBX_OK;
+}
+
 #define KM_RPC_METADATA_VERSION 12
 
 int32_t km_rpc_brokers_query(km_rpc_req_t *req, km_rpc_cont_fn cont, int32_t tag)

@@ -50,7 +50,9 @@ struct km_rpc_req {
     /* Handler state (loop only). */
     void *st;
     void (*st_free)(km_rpc_req_t *req);
-    int pending; /* sub-operations outstanding (fan-outs) */
+    int pending;                             /* sub-operations outstanding (fan-outs) */
+    int mirror_waits;                        /* km_rpc_mirror_grace() re-checks so far */
+    void (*mirror_again)(km_rpc_req_t *req); /* the handler it runs again */
 };
 
 /** Take a reference (loop or host thread). */
@@ -89,6 +91,21 @@ int32_t km_rpc_broker_request(km_rpc_req_t *req, int32_t broker_id, int16_t api_
                               km_rpc_cont_fn cont, int32_t tag);
 int32_t km_rpc_controller_write(km_rpc_req_t *req, const kbx_record_t *const *records,
                                 uint32_t count, km_rpc_cont_fn cont, int32_t tag);
+
+/** How long a request naming a mirror this broker does not know looks again before answering
+ *  UNKNOWN_CLUSTER_MIRROR, and how often: a mirror created through another broker reaches this
+ *  broker's metadata a fetch later (design M17). */
+#define KM_RPC_MIRROR_GRACE_MS      2000
+#define KM_RPC_MIRROR_GRACE_STEP_MS 50
+
+/**
+ * The mirror named by req is not in this broker's catalog: schedule handler(req) again in
+ * KM_RPC_MIRROR_GRACE_STEP_MS unless KM_RPC_MIRROR_GRACE_MS have passed. handler must be
+ * re-entrant up to its catalog lookup (it only decodes and checks before it).
+ * @return true when re-scheduled (the caller returns), false to answer UNKNOWN_CLUSTER_MIRROR
+ * @thread loop
+ */
+bool km_rpc_mirror_grace(km_rpc_req_t *req, void (*handler)(km_rpc_req_t *req));
 
 /** Continue with cont(req, KBX_OK, NULL, 0, tag) on the loop after delay_ms (a host timer). */
 int32_t km_rpc_after(km_rpc_req_t *req, int64_t delay_ms, km_rpc_cont_fn cont, int32_t tag);

@@ -747,6 +747,8 @@ void km_rpc_delete_mirror(km_rpc_req_t *req)
     }
     name = km_rpc_cstr(req, rq->MirrorName);
     if (name == NULL || km_catalog_mirror_find(&cm->catalog, name) == NULL) {
+        if (name != NULL && km_rpc_mirror_grace(req, km_rpc_delete_mirror))
+            return;
         km_rpc_fail(req, KP_ERR_UNKNOWN_CLUSTER_MIRROR, "Mirror %s does not exist",
                     name != NULL ? name : "(null)");
         return;

@@ -843,6 +843,8 @@ void km_rpc_start_topics(km_rpc_req_t *req)
     }
     def = mirror != NULL ? km_catalog_mirror_find(&cm->catalog, mirror) : NULL;
     if (def == NULL) {
+        if (mirror != NULL && km_rpc_mirror_grace(req, km_rpc_start_topics))
+            return;
         km_rpc_fail(req, KP_ERR_UNKNOWN_CLUSTER_MIRROR, "Mirror %s does not exist",
                     mirror != NULL ? mirror : "(null)");
         return;
@@ -1140,6 +1142,8 @@ void km_rpc_change_topics(km_rpc_req_t *req)
     }
     mirror = km_rpc_cstr(req, mname);
     if (mirror == NULL || km_catalog_mirror_find(&cm->catalog, mirror) == NULL) {
+        if (mirror != NULL && km_rpc_mirror_grace(req, km_rpc_change_topics))
+            return;
         km_rpc_fail(req, KP_ERR_UNKNOWN_CLUSTER_MIRROR, "Mirror %s does not exist",
                     mirror != NULL ? mirror : "(null)");
         return;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "catalog/km_catalog.h"
+#include "rpc/km_rpc_int.h"
 #include "core/km_plugin.h"
 #include "core/km_plugin_types.h"
 #include "fakehost.h"
@@ -215,6 +216,13 @@ static void rt_test_list_describe(void)
         rq.MirrorName = rt_s("nope");
         rq.Topics.cnt = 0;
         call = rt_send(&e, 102, &kp_PauseMirrorTopicsRequest_desc, &rq);
+        /* An unknown mirror is looked up again for a while (it may have been created through
+         * another broker whose metadata is ahead): no answer before the grace time. */
+        fakehost_run_until_idle(e.fh);
+        CU_ASSERT_NOT_EQUAL(fakehost_call_state(call), FAKEHOST_CALL_COMPLETED);
+        fakehost_advance_ms(e.fh, KM_RPC_MIRROR_GRACE_MS - 200);
+        CU_ASSERT_NOT_EQUAL(fakehost_call_state(call), FAKEHOST_CALL_COMPLETED);
+        fakehost_advance_ms(e.fh, 400);
         rt_answer(&e, call, &kp_PauseMirrorTopicsResponse_desc, &resp, &ar);
         CU_ASSERT_EQUAL(resp.ErrorCode, KP_ERR_UNKNOWN_CLUSTER_MIRROR);
     }
