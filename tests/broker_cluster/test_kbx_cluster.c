@@ -31,166 +31,28 @@
  *
  * usage: broker_cluster_kbx KBROKER PLUGIN
  */
-#include <fcntl.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "kbat.h"
+#include "kbcl.h"
 #include "kbx.h"
 #include "kp_batch.h"
 #include "kp_crc32c.h"
 #include "kp_errcode.h"
 
-#define DEADLINE_MS  20000
-#define HEARTBEAT_MS 200
-#define SESSION_MS   1500
-#define CLUSTER_ID   "kbrokerKbxClusterTest1"
-#define TOPIC        "kbx-lead"
-
-static int failures;
-static char g_dir[512];
-static const char *g_kbroker, *g_plugin;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
-typedef struct node_s {
-    pid_t pid;
-    int out;
-    int port;
-} node_t;
-
-static node_t g_nodes[4];
-static int g_cport;
+#define CLUSTER_ID "kbrokerKbxClusterTest1"
+#define TOPIC      "kbx-lead"
 
 static void pace(void)
 {
     struct pollfd none = {.fd = -1};
     poll(&none, 0, 50); /* pacing of a polling loop */
-}
-
-static int line_port(const char *line, const char *name)
-{
-    char pat[64];
-    const char *p;
-    snprintf(pat, sizeof(pat), "%s://127.0.0.1:", name);
-    p = strstr(line, pat);
-    return p ? atoi(p + strlen(pat)) : -1;
-}
-
-static int start_node(int id)
-{
-    node_t *n = &g_nodes[id];
-    char cfg[700], logp[700], buf[8192];
-    int p[2];
-    size_t got = 0;
-    int64_t dl;
-    FILE *f;
-
-    snprintf(cfg, sizeof(cfg), "%s/server-%d.properties", g_dir, id);
-    snprintf(logp, sizeof(logp), "%s/kbroker-%d.log", g_dir, id);
-    if (!(f = fopen(cfg, "w")))
-        return -1;
-    fprintf(f,
-            "node.id=%d\nlog.dirs=%s/n%d\ncluster.id=" CLUSTER_ID "\n"
-            "broker.heartbeat.interval.ms=%d\nbroker.session.timeout.ms=%d\n"
-            "controller.listener.names=CONTROLLER\n"
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
-            "num.network.threads=1\nnum.io.threads=2\nlog.cleaner.enable=false\n"
-            "plugin.paths=mirror.enable=%s\nmirror.enable=true\n",
-            id, g_dir, id, HEARTBEAT_MS, SESSION_MS, g_plugin);
-    if (id == 1)
-        fprintf(f, "process.roles=broker,controller\n"
-                   "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0\n");
-    else
-        fprintf(f,
-                "process.roles=broker\nlisteners=PLAINTEXT://127.0.0.1:0\n"
-                "controller.quorum.voters=1@127.0.0.1:%d\n",
-                g_cport);
-    if (fclose(f) != 0 || pipe2(p, O_CLOEXEC) != 0)
-        return -1;
-    n->pid = fork();
-    if (n->pid == 0) {
-        int lfd = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        char *args[] = {(char *)g_kbroker, "--config", cfg, NULL};
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(p[1], 1);
-        dup2(lfd, 2);
-        execv(args[0], args);
-        _exit(127);
-    }
-    close(p[1]);
-    n->out = p[0];
-    dl = kbat_now_ms() + DEADLINE_MS;
-    while (kbat_now_ms() < dl && got < sizeof(buf) - 1) {
-        struct pollfd pf = {.fd = n->out, .events = POLLIN};
-        ssize_t r;
-        char *line;
-        if (poll(&pf, 1, (int)(dl - kbat_now_ms())) <= 0)
-            break;
-        r = read(n->out, buf + got, sizeof(buf) - 1 - got);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-        buf[got] = '\0';
-        line = strstr(buf, "kbroker started (");
-        if (line && strchr(line, '\n')) {
-            n->port = line_port(line, "PLAINTEXT");
-            if (id == 1)
-                g_cport = line_port(line, "CONTROLLER");
-            return n->port > 0 ? 0 : -1;
-        }
-    }
-    fprintf(stderr, "node %d did not start (see %s)\n", id, logp);
-    return -1;
-}
-
-static void kill_node(int id)
-{
-    node_t *n = &g_nodes[id];
-    int st;
-    if (n->pid <= 0)
-        return;
-    kill(n->pid, SIGKILL);
-    waitpid(n->pid, &st, 0);
-    close(n->out);
-    n->pid = 0;
-}
-
-/* SIGTERM node @p id (controlled shutdown, plugin unloaded, host stopped): exit 0 expected
- * (under ASan a leak makes it non-zero). */
-static void stop_node(int id)
-{
-    node_t *n = &g_nodes[id];
-    int64_t dl = kbat_now_ms() + DEADLINE_MS;
-    int st = 0;
-    pid_t r = 0;
-
-    kill(n->pid, SIGTERM);
-    while (kbat_now_ms() < dl && (r = waitpid(n->pid, &st, WNOHANG)) == 0)
-        pace();
-    CHECK(r == n->pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "node %d after SIGTERM: %s %d", id,
-          r == n->pid ? "status" : "still running", st);
-    if (r != n->pid)
-        return; /* kill_node cleans up */
-    close(n->out);
-    n->pid = 0;
 }
 
 /* The values of the plugin's results of @p command on node @p via, by result name (@p names,
@@ -200,14 +62,14 @@ static int plugin_cmd(int via, const char *command, const char *const *names, in
     kp_ListMirrorsRequest_t rq;
     kp_ListMirrorsResponse_t resp;
     kp_arena_t ar;
-    int fd = kbat_connect(g_nodes[via].port), rc = -1;
+    int fd = kbat_connect(kbcl_nodes[via].port), rc = -1;
 
     if (fd < 0)
         return -1;
     kp_arena_init(&ar, 0);
     kp_ListMirrorsRequest_init(&rq);
     if (kbat_send(fd, 98, 0, 11, command, &rq) == 0 &&
-        kbat_recv(fd, 98, 0, 11, &resp, &ar, DEADLINE_MS) == 0 && resp.Mirrors.cnt > 0) {
+        kbat_recv(fd, 98, 0, 11, &resp, &ar, KBCL_DEADLINE_MS) == 0 && resp.Mirrors.cnt > 0) {
         rc = 0;
         for (int32_t i = 0; i < resp.Mirrors.cnt; i++) {
             const kp_ListMirrorsResponse_ListedMirror_t *m = &resp.Mirrors.v[i];
@@ -244,7 +106,7 @@ static int lead_of(int via, int part, int32_t *role, int32_t *leader, int32_t *e
  * the leader reports, or -1. */
 static int32_t wait_lead(const int *nodes, int nn, int part, int32_t leader, int32_t min_epoch)
 {
-    int64_t dl = kbat_now_ms() + DEADLINE_MS;
+    int64_t dl = kbat_now_ms() + KBCL_DEADLINE_MS;
     int32_t role = -1, got = -1, epoch = -1, lepoch = -1;
     int bad = 0;
 
@@ -267,32 +129,6 @@ static int32_t wait_lead(const int *nodes, int nn, int part, int32_t leader, int
     return -1;
 }
 
-static int16_t create_topic_rf(int via, const char *name, int32_t parts, int16_t rf)
-{
-    kp_CreateTopicsRequest_t rq;
-    kp_CreateTopicsResponse_t resp;
-    kp_CreateTopicsRequest_CreatableTopic_t t;
-    kp_arena_t ar;
-    int16_t ec = -100;
-    int fd = kbat_connect(g_nodes[via].port);
-    if (fd < 0)
-        return ec;
-    kp_CreateTopicsRequest_init(&rq);
-    kp_CreateTopicsRequest_CreatableTopic_init(&t);
-    t.Name = (kp_str_t){name, (int32_t)strlen(name)};
-    t.NumPartitions = parts;
-    t.ReplicationFactor = rf;
-    rq.Topics.v = &t;
-    rq.Topics.cnt = 1;
-    rq.TimeoutMs = 10000;
-    kp_arena_init(&ar, 0);
-    if (kbat_call(fd, KP_APIKEY_CreateTopics, 7, &rq, &resp, &ar) == 0 && resp.Topics.cnt == 1)
-        ec = resp.Topics.v[0].ErrorCode;
-    kp_arena_free(&ar);
-    close(fd);
-    return ec;
-}
-
 /* The leaders of TOPIC's partitions per Metadata on node @p via (@p leader[0..2]); 0 or -1. */
 static int topic_leaders(int via, int32_t *leader)
 {
@@ -300,7 +136,7 @@ static int topic_leaders(int via, int32_t *leader)
     kp_MetadataResponse_t resp;
     kp_MetadataRequest_MetadataRequestTopic_t t;
     kp_arena_t ar;
-    int fd = kbat_connect(g_nodes[via].port), rc = -1;
+    int fd = kbat_connect(kbcl_nodes[via].port), rc = -1;
 
     if (fd < 0)
         return -1;
@@ -360,7 +196,7 @@ static int16_t produce(int via, int part, int n, int16_t acks)
     kp_writer_t wr;
     int64_t base = -1;
     int16_t ec = -100;
-    int fd = kbat_connect(g_nodes[via].port);
+    int fd = kbat_connect(kbcl_nodes[via].port);
     if (fd < 0)
         return ec;
     kp_writer_init(&wr);
@@ -386,7 +222,7 @@ static int32_t leo_of(int via, int part)
 /* Poll until node @p via's replica of TOPIC-@p part ends at @p leo. */
 static void wait_leo(int via, int part, int32_t leo)
 {
-    int64_t dl = kbat_now_ms() + DEADLINE_MS;
+    int64_t dl = kbat_now_ms() + KBCL_DEADLINE_MS;
     int32_t got = -1;
     while (kbat_now_ms() < dl && (got = leo_of(via, part)) != leo)
         pace();
@@ -424,7 +260,7 @@ static void cwrite(int via, const char *key, const char *value, int32_t *status,
 static void wait_rec(int via, const char *key, int32_t want)
 {
     static const char *const names[] = {"crec_value"};
-    int64_t dl = kbat_now_ms() + DEADLINE_MS;
+    int64_t dl = kbat_now_ms() + KBCL_DEADLINE_MS;
     int32_t got = -100;
     char c[64];
     snprintf(c, sizeof(c), "crec:%s", key);
@@ -442,7 +278,7 @@ static void wait_rec(int via, const char *key, int32_t want)
 static void wait_brokers(int via, int32_t reg, int32_t fen)
 {
     static const char *const names[] = {"brokers_registered", "brokers_fenced"};
-    int64_t dl = kbat_now_ms() + DEADLINE_MS;
+    int64_t dl = kbat_now_ms() + KBCL_DEADLINE_MS;
     int32_t v[2] = {-1, -1};
     while (kbat_now_ms() < dl) {
         if (plugin_cmd(via, "brokers", names, v, 2) == 0 && v[0] == reg && v[1] == fen)
@@ -484,9 +320,9 @@ static int write_old_records(int id, const char *key, const char *value)
     crc = kp_crc32c(0, buf, o);
     PUT32(crc);
 #undef PUT32
-    snprintf(path, sizeof(path), "%s/n%d", g_dir, id);
+    snprintf(path, sizeof(path), "%s/n%d", kbcl_dir, id);
     mkdir(path, 0755);
-    snprintf(path, sizeof(path), "%s/n%d/kbroker-plugin-records", g_dir, id);
+    snprintf(path, sizeof(path), "%s/n%d/kbroker-plugin-records", kbcl_dir, id);
     if (!(f = fopen(path, "wb")))
         return -1;
     if (fwrite(buf, 1, o, f) != o) {
@@ -502,7 +338,7 @@ static bool log_has(int id, const char *a, const char *b)
     char path[700], line[2048];
     bool found = false;
     FILE *f;
-    snprintf(path, sizeof(path), "%s/kbroker-%d.log", g_dir, id);
+    snprintf(path, sizeof(path), "%s/kbroker-%d.log", kbcl_dir, id);
     if (!(f = fopen(path, "r")))
         return false;
     while (!found && fgets(line, sizeof(line), f))
@@ -516,29 +352,29 @@ int main(int argc, char **argv)
     int32_t leader[3] = {-1, -1, -1}, st, ec, keys, e0, e1, eb, seen, fenced, ms;
     int part = -1, victim, other, newl = -1;
     int64_t dl;
+    static char extra[1024];
 
     if (argc != 3) {
         fprintf(stderr, "usage: %s KBROKER PLUGIN\n", argv[0]);
         return 2;
     }
-    g_kbroker = argv[1];
-    g_plugin = argv[2];
-    if (kbat_tmpdir(g_dir, sizeof(g_dir)) != 0)
+    /* every node loads the test plugin */
+    snprintf(extra, sizeof(extra), "plugin.paths=mirror.enable=%s\nmirror.enable=true\n", argv[2]);
+    if (kbcl_init(argv[1], CLUSTER_ID, extra) != 0)
         return 2;
-    fprintf(stderr, "data and logs in %s\n", g_dir);
 
     /* node 1 (the controller) starts with an old per-node plugin-record file: moved into the
      * metadata log once, the file renamed .migrated */
     CHECK(write_old_records(1, "kmig", "33") == 0, "write node 1's old plugin-record file");
-    CHECK(start_node(1) == 0 && g_cport > 0, "start node 1");
-    CHECK(start_node(2) == 0, "start node 2");
-    CHECK(start_node(3) == 0, "start node 3");
-    if (failures)
+    CHECK(kbcl_start(1) == 0 && kbcl_cport() > 0, "start node 1");
+    CHECK(kbcl_start(2) == 0, "start node 2");
+    CHECK(kbcl_start(3) == 0, "start node 3");
+    if (kbcl_failures)
         goto out;
 
     /* RF 3 over the three brokers once all registered: leaders striped over 1, 2, 3 */
-    dl = kbat_now_ms() + DEADLINE_MS;
-    while (create_topic_rf(1, TOPIC, 3, 3) != 0 && kbat_now_ms() < dl)
+    dl = kbat_now_ms() + KBCL_DEADLINE_MS;
+    while (kbcl_create_topic(1, TOPIC, 3, 3, NULL) != 0 && kbat_now_ms() < dl)
         pace();
     CHECK(topic_leaders(1, leader) == 0, "Metadata of %s on node 1", TOPIC);
     for (int k = 0; k < 3; k++)
@@ -546,7 +382,7 @@ int main(int argc, char **argv)
             part = k;
     CHECK(part >= 0, "a partition of %s led by node 3 (leaders %d %d %d)", TOPIC, leader[0],
           leader[1], leader[2]);
-    if (failures)
+    if (kbcl_failures)
         goto out;
 
     /* every plugin hears every partition with the image's leader */
@@ -600,14 +436,14 @@ int main(int argc, char **argv)
     /* a follower stopped (SIGSTOP node 2, shorter than the session timeout): 20 more records
      * (acks=1) reach node 1 only; after truncating to 20 (batch boundaries) the wait for
      * ALL_REPLICAS times out; resumed, node 2 catches up and the wait completes */
-    kill(g_nodes[2].pid, SIGSTOP);
+    kill(kbcl_nodes[2].pid, SIGSTOP);
     for (int b = 0; b < 2; b++)
         CHECK(produce(3, part, 10, 1) == 0, "produce (acks=1) to %s-%d", TOPIC, part);
     wait_leo(1, part, 30);
     itrunc(3, part, 20, KBX_ISR_WAIT_ALL_REPLICAS, 600, &st, &ms);
     CHECK(st == KBX_ERR_TIMEOUT && ms >= 550,
           "wait for all replicas with node 2 stopped: status %d after %d ms", st, ms);
-    kill(g_nodes[2].pid, SIGCONT);
+    kill(kbcl_nodes[2].pid, SIGCONT);
     itrunc(3, part, 20, KBX_ISR_WAIT_ALL_REPLICAS, 5000, &st, &ms);
     CHECK(st == KBX_OK, "wait for all replicas with node 2 back: status %d", st);
     CHECK(leo_of(1, part) == 20 && leo_of(2, part) == 20,
@@ -633,8 +469,8 @@ int main(int argc, char **argv)
         wait_rec(n, "kmig", 33);
     {
         char p1[700], p2[700];
-        snprintf(p1, sizeof(p1), "%s/n1/kbroker-plugin-records", g_dir);
-        snprintf(p2, sizeof(p2), "%s/n1/kbroker-plugin-records.migrated", g_dir);
+        snprintf(p1, sizeof(p1), "%s/n1/kbroker-plugin-records", kbcl_dir);
+        snprintf(p2, sizeof(p2), "%s/n1/kbroker-plugin-records.migrated", kbcl_dir);
         CHECK(access(p1, F_OK) != 0 && access(p2, F_OK) == 0,
               "node 1's old plugin-record file renamed .migrated");
     }
@@ -652,17 +488,17 @@ int main(int argc, char **argv)
     CHECK(st == KBX_OK && seen == -1, "node 2 deletes kc1: status %d, seen %d", st, seen);
     for (int n = 1; n <= 3; n++)
         wait_rec(n, "kc1", -1);
-    stop_node(2);
-    CHECK(start_node(2) == 0, "restart node 2");
+    kbcl_kill(2, SIGTERM, 0);
+    CHECK(kbcl_start(2) == 0, "restart node 2");
     wait_rec(2, "kc2", 22);
     wait_rec(2, "kc1", -1);
     wait_brokers(2, 0xe, 0); /* its snapshot */
 
     /* kill -9 the leader (node 3): the controller fences it and elects node 1 or 2; both
      * survivors' plugins name the new leader, with a higher epoch */
-    kill_node(3);
+    kbcl_kill(3, SIGKILL, -1);
     victim = 3;
-    dl = kbat_now_ms() + DEADLINE_MS;
+    dl = kbat_now_ms() + KBCL_DEADLINE_MS;
     while (kbat_now_ms() < dl) {
         int32_t l[3] = {-1, -1, -1};
         if (topic_leaders(1, l) == 0 && (l[part] == 1 || l[part] == 2)) {
@@ -673,7 +509,7 @@ int main(int argc, char **argv)
     }
     CHECK(newl == 1 || newl == 2, "no new leader for %s-%d after node %d died", TOPIC, part,
           victim);
-    if (failures)
+    if (kbcl_failures)
         goto out;
     other = newl == 1 ? 2 : 1;
     e1 = wait_lead((const int[]){newl, other}, 2, part, newl, e0 + 1);
@@ -690,7 +526,7 @@ int main(int argc, char **argv)
 
     /* the controller (node 1) gone: a bump on node 2 fails retriably within its timeout
      * (KBX_ERR_NETWORK or KBX_ERR_TIMEOUT), with a log line naming the controller */
-    kill_node(1);
+    kbcl_kill(1, SIGKILL, -1);
     cbump(2, part, 0, 2000, &st, &seen, &fenced, &ms);
     CHECK((st == KBX_ERR_NETWORK || st == KBX_ERR_TIMEOUT) && ms < 3500,
           "node 2 bump with the controller down: status %d after %d ms", st, ms);
@@ -699,20 +535,14 @@ int main(int argc, char **argv)
 
     /* the controller restarted after kill -9 (no close snapshot: its metadata log) holds the
      * plugin records as they were; clean stops of both */
-    CHECK(start_node(1) == 0, "restart node 1");
+    CHECK(kbcl_start(1) == 0, "restart node 1");
     wait_rec(1, "kc2", 22);
     wait_rec(1, "kc1", -1);
-    stop_node(2);
-    stop_node(1);
+    kbcl_kill(2, SIGTERM, 0);
+    kbcl_kill(1, SIGTERM, 0);
 
 out:
     for (int i = 3; i >= 1; i--)
-        kill_node(i);
-    if (failures) {
-        fprintf(stderr, "%d failure(s); logs in %s\n", failures, g_dir);
-        return 1;
-    }
-    kbat_rmrf(g_dir);
-    fprintf(stderr, "all checks passed\n");
-    return 0;
+        kbcl_kill(i, SIGKILL, -1);
+    return kbcl_finish(-1);
 }
