@@ -249,6 +249,14 @@ km_err_t km_state_table_replay(km_state_table_t *t, int32_t partition, const uin
         km_err_t err = KM_OK;
         int rrc;
 
+        if (b.hdr.baseOffset < 0 || b.hdr.lastOffsetDelta < 0 ||
+            kp_batch_hdr_last_offset(&b.hdr) == INT64_MAX) {
+            km_log_error(cm,
+                         "__mirror_state-%d: batch at offset %lld has impossible offsets (last "
+                         "offset delta %d)",
+                         (int)partition, (long long)b.hdr.baseOffset, (int)b.hdr.lastOffsetDelta);
+            return KM_ERR_INVALID;
+        }
         if (kp_batch_hdr_last_offset(&b.hdr) < *next_offset)
             continue; /* the read started inside this batch: applied already */
         if (kp_batch_hdr_is_control(&b.hdr)) {

@@ -112,9 +112,15 @@ static inline bool kp_batch_hdr_has_delete_horizon(const kp_batch_hdr_t *h)
 {
     return (h->attributes & KP_BATCH_ATTR_DELETE_HORIZON) != 0;
 }
-/** baseOffset + lastOffsetDelta. */
+/** baseOffset + lastOffsetDelta, saturated at the int64 limits: both come from the wire, and a
+ *  corrupt header (baseOffset near INT64_MAX) must not overflow; such a batch is refused later
+ *  by the offset checks of whoever appends or replays it. */
 static inline int64_t kp_batch_hdr_last_offset(const kp_batch_hdr_t *h)
 {
+    if (h->lastOffsetDelta > 0 && h->baseOffset > INT64_MAX - h->lastOffsetDelta)
+        return INT64_MAX;
+    if (h->lastOffsetDelta < 0 && h->baseOffset < INT64_MIN - h->lastOffsetDelta)
+        return INT64_MIN;
     return h->baseOffset + h->lastOffsetDelta;
 }
 
