@@ -106,6 +106,9 @@ class Rd:
     def uuid(self):
         return self.take(16)
 
+    def done(self):
+        return self.p == len(self.b)
+
     def tags(self):
         for _ in range(self.uv()):
             self.uv()

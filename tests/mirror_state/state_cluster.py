@@ -25,6 +25,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mirror_admin"))
+from kmwire import TAGS, Rd, carr, cstr, recvn, uvarint  # noqa: E402
+
 KB, SO = sys.argv[1], sys.argv[2]
 DEADLINE = float(os.environ.get("STATE_DEADLINE", "30"))
 T0 = time.monotonic()
@@ -57,80 +60,6 @@ def check(cond, what):
 # ---- framing (flexible versions) ---------------------------------------------------------
 
 
-def uvarint(n):
-    out = b""
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-
-def cstr(s):
-    if s is None:
-        return uvarint(0)
-    b = s.encode()
-    return uvarint(len(b) + 1) + b
-
-
-def carr(items, enc):
-    return uvarint(len(items) + 1) + b"".join(enc(i) for i in items)
-
-
-TAGS = uvarint(0)
-
-
-class Rd:
-    def __init__(self, b):
-        self.b, self.p = b, 0
-
-    def take(self, n):
-        if self.p + n > len(self.b):
-            raise ValueError("truncated response")
-        v = self.b[self.p:self.p + n]
-        self.p += n
-        return v
-
-    def i8(self):
-        return struct.unpack(">b", self.take(1))[0]
-
-    def i16(self):
-        return struct.unpack(">h", self.take(2))[0]
-
-    def i32(self):
-        return struct.unpack(">i", self.take(4))[0]
-
-    def i64(self):
-        return struct.unpack(">q", self.take(8))[0]
-
-    def uv(self):
-        shift = n = 0
-        while True:
-            b = self.take(1)[0]
-            n |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return n
-            shift += 7
-
-    def cstr(self):
-        n = self.uv()
-        return None if n == 0 else self.take(n - 1).decode()
-
-    def carr(self, dec):
-        n = self.uv()
-        return None if n == 0 else [dec(self) for _ in range(n - 1)]
-
-    def tags(self):
-        for _ in range(self.uv()):
-            self.uv()
-            self.take(self.uv())
-
-    def done(self):
-        return self.p == len(self.b)
-
-
 CORR = [0]
 
 
@@ -151,16 +80,6 @@ def call(addr, key, ver, body, flexible=True):
     if flexible:
         rd.tags()
     return rd
-
-
-def recvn(s, n):
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("connection closed by the broker")
-        out += chunk
-    return out
 
 
 def write_state(port, mirror, topic, part, state, leader_epoch=-1, state_epoch=-1,
