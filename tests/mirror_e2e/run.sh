@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh -- the mirror's end-to-end scenarios (issue 5 "Done when"; docs/testing-mirror.md).
 #
-#   run.sh [--scenario identity,read-only,pause-resume] [--build DIR] [--python PY] [--keep]
+#   run.sh [--scenario NAME,...]   (default: the file `scenarios`, in order) [--build DIR] [--python PY] [--keep]
 #          [--src-port P] [--dst-port P]     (first base ports tried; busy ones are skipped)
 #          [--inject flip]   (shows the verifier can fail: one byte of a destination replica of
 #                             id-03 partition 1 is flipped after the catch-up; the run must FAIL)
@@ -28,7 +28,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO=$(cd "$HERE/../.." && pwd -P)
 export KPEER_HOME=${KPEER_HOME:-$REPO/.kpeer}
-BUILD=$REPO/build PY= KEEP=0 INJECT= SCENARIOS=identity,read-only,pause-resume SRC_PORT=19792 DST_PORT=19892
+BUILD=$REPO/build PY= KEEP=0 INJECT= SCENARIOS= SRC_PORT=19792 DST_PORT=19892
 while [ $# -gt 0 ]; do
   case "$1" in
     --scenario) SCENARIOS=$2; shift 2 ;;
@@ -60,6 +60,20 @@ command -v kcat >/dev/null || setup_error "kcat not installed (scripts/deps.sh)"
 ME2E=("$PY" "$HERE/me2e.py")
 WORK=$KPEER_HOME/mirror-e2e-work
 rm -rf "$WORK" && mkdir -p "$WORK"
+
+# The scenarios: each is a function scenario_<name> (dashes become underscores) in its own file
+# scn_<name>.sh next to this one; it uses the helpers below, reports with fail(), and leaves the
+# clusters running for the next one (a scenario that needs another's state says so at the top of
+# its file). The default order is the file `scenarios` (one name a line; destructive ones last).
+for f in "$HERE"/scn_*.sh; do
+  # shellcheck source=/dev/null
+  . "$f"
+done
+[ -n "$SCENARIOS" ] || SCENARIOS=$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$HERE/scenarios" | paste -sd,)
+IFS=, read -r -a SC <<<"$SCENARIOS"
+for s in "${SC[@]}"; do
+  declare -F "scenario_${s//-/_}" >/dev/null || setup_error "unknown scenario $s (no scenario_${s//-/_} in $HERE/scn_*.sh)"
+done
 
 cleanup() {
   local rc=$?
@@ -161,163 +175,9 @@ cmp_topics() {
   echo "ok: $n partitions identical on 6 replicas, $b batches in all"
 }
 
-# ------------------------------------------------------------------------ scenario identity
-TOPICS=(id-00 id-01 id-02 id-03 id-04 id-05 id-06 id-07 id-08 id-09)
-scenario_identity() {
-  local codecs=(none gzip snappy lz4 zstd) i t pids=() rc
-  step "identity: create ${#TOPICS[@]} topics x 4 partitions (RF 3) on the source"
-  "${ME2E[@]}" create-topics "$S" 4 3 "${TOPICS[@]}" || { fail "create source topics"; return; }
-
-  # kcat_produce TOPIC FIRST COUNT CODEC [-X k=v] -- keyed records, every codec
-  kcat_produce() {
-    local t=$1 first=$2 n=$3 z=$4
-    shift 4
-    seq "$first" $((first + n - 1)) | sed "s/.*/k&:value & of $t compressed with $z/" |
-      timeout 120 kcat -b "$S" -P -t "$t" -K: -z "$z" -X linger.ms=20 "$@" ||
-      fail "kcat produce to $t ($z)"
-  }
-  step "identity: kcat (librdkafka) writes id-00..id-04 with none/gzip/snappy/lz4/zstd, first half"
-  for i in 0 1 2 3 4; do kcat_produce "id-0$i" 1 1000 "${codecs[$i]}"; done
-  kcat_produce id-09 1 500 zstd -X enable.idempotence=true
-
-  step "identity: Java producers start (idempotent: id-05 lz4, id-08 gzip; transactional with aborts: id-06 zstd, id-07 none, id-09 snappy)"
-  jprod() { # NAME ARGS...
-    local n=$1
-    shift
-    "$PEER" produce --bootstrap "$S" "$@" >"$WORK/java-$n.log" 2>&1
-  }
-  jprod id-05 --topic id-05 --count 2000 --compression lz4 & pids+=($!)
-  jprod id-08 --topic id-08 --count 2000 --compression gzip & pids+=($!)
-  jprod id-06 --topic id-06 --count 1500 --compression zstd --transactional-id e2e-t6 \
-    --txn-records 50 --abort-every 3 & pids+=($!)
-  jprod id-07 --topic id-07 --count 600 --compression none --transactional-id e2e-t7 \
-    --txn-records 40 --abort-every 2 & pids+=($!)
-  jprod id-09 --topic id-09 --count 600 --compression snappy --transactional-id e2e-t9 \
-    --txn-records 30 --abort-every 4 & pids+=($!)
-
-  step "identity: kafka-mirrors --create m1 and --start --topic 'id-.*' while the Java producers write"
-  printf 'bootstrap.servers=%s\n' "$S" >"$WORK/m1.properties"
-  "$KM" --bootstrap-server "$D" --create --mirror m1 --mirror-config "$WORK/m1.properties" ||
-    { fail "kafka-mirrors --create"; return; }
-  # The definition reaches the other brokers through the metadata log: a --start through a
-  # broker that has not applied it yet answers UNKNOWN_CLUSTER_MIRROR (seen once).
-  listed_everywhere() {
-    local b
-    for b in ${D//,/ }; do
-      "$KM" --bootstrap-server "$b" --list | grep -q '^m1 ' || { echo "$b does not list m1 yet"; return 1; }
-    done
-  }
-  until_ok 30 "every destination broker lists mirror m1" listed_everywhere || return
-  "$KM" --bootstrap-server "$D" --start --mirror m1 --topic 'id-.*' --wait --timeout-ms 90000 \
-    >"$WORK/start.out" 2>&1
-  rc=$?
-  tail -n 12 "$WORK/start.out"
-  [ "$rc" = 0 ] || { fail "kafka-mirrors --start --wait: exit $rc"; wait; return; }
-
-  for i in "${!pids[@]}"; do
-    wait "${pids[$i]}" || fail "a Java producer failed: $(cat "$WORK"/java-*.log | grep -i fail | head -3)"
-  done
-  cat "$WORK"/java-*.log | grep produced
-  step "identity: kcat writes the second half while mirroring (id-00..id-04, id-08 snappy)"
-  for i in 0 1 2 3 4; do kcat_produce "id-0$i" 1001 1000 "${codecs[$i]}"; done
-  kcat_produce id-08 2001 500 snappy
-
-  step "identity: wait until DescribeMirrors shows every partition MIRRORING with lag 0 and the source's log ends"
-  until_ok 180 "40 partitions caught up" "${ME2E[@]}" caught-up "$KM" "$D" "$S" m1 40 || return
-  tail -1 "$WORK/last"
-  "$KM" --bootstrap-server "$D" --describe --mirror m1 | head -6
-  if "${ME2E[@]}" fanout "$KM" "$D" m1 40 >"$WORK/fanout.out" 2>&1; then
-    echo "ok: DescribeMirrors through each destination broker lists all 40 partitions exactly once"
-  else
-    fail "DescribeMirrors through one broker does not list every partition once:"
-    sed 's/^/  /' "$WORK/fanout.out"
-  fi
-
-  if [ "$INJECT" = flip ]; then
-    local seg
-    seg=$(ls "$("$CL" partdir 2 id-03 1 --name "$DST")"/*.log | tail -1)
-    "$PY" -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(-5, 2); b = f.read(1); f.seek(-5, 2); f.write(bytes([b[0] ^ 0x55])); f.close()' "$seg"
-    echo "INJECTED: one byte flipped 5 bytes before the end of $seg (the run must fail)"
-  fi
-  step "identity: kc_replicacmp: every batch (offsets, length, CRC, leader epoch, producer id/epoch, every byte) on 3 source + 3 destination replicas"
-  cmp_topics "${TOPICS[@]}"
-
-  step "identity: kafka-python reads every record on both sides (read_uncommitted, read_committed)"
-  # expected counts: (uncommitted, committed); aborted = R records of every K-th transaction
-  cat >"$WORK/expect.json" <<EOF
-{"id-00": {"uncommitted": 2000, "committed": 2000}, "id-01": {"uncommitted": 2000, "committed": 2000},
- "id-02": {"uncommitted": 2000, "committed": 2000}, "id-03": {"uncommitted": 2000, "committed": 2000},
- "id-04": {"uncommitted": 2000, "committed": 2000}, "id-05": {"uncommitted": 2000, "committed": 2000},
- "id-06": {"uncommitted": 1500, "committed": 1000}, "id-07": {"uncommitted": 600, "committed": 320},
- "id-08": {"uncommitted": 2500, "committed": 2500}, "id-09": {"uncommitted": 1100, "committed": 950}}
-EOF
-  "${ME2E[@]}" read-compare "$S" "$D" "$WORK/expect.json" >"$WORK/read.out" 2>&1 ||
-    fail "kafka-python read-back differs (see below)"
-  grep -v '^ok ' "$WORK/read.out" | head -30
-  echo "$(grep -c '^ok ' "$WORK/read.out") read checks ok"
-}
-
-# ------------------------------------------------------------------------ scenario read-only
-scenario_read_only() {
-  step "read-only: a plain topic ro-plain on the destination; raw Produce and config requests against mirror topic id-00"
-  "${ME2E[@]}" create-topics "$D" 1 3 ro-plain || { fail "create ro-plain"; return; }
-  "${ME2E[@]}" read-only "$S" "$D" id-00 ro-plain >"$WORK/ro.out" 2>&1 || fail "read-only checks (below)"
-  cat "$WORK/ro.out"
-  step "read-only: nothing was appended to any replica of id-00 (still byte-identical to the source)"
-  cmp_topics id-00
-}
-
-# ------------------------------------------------------------------------ scenario pause-resume
-scenario_pause_resume() {
-  local before after rc cid
-  step "pause-resume: --pause id-01 (id-02 keeps running), produce to both on the source"
-  "$KM" --bootstrap-server "$D" --pause --mirror m1 --topic id-01 --wait --timeout-ms 60000 \
-    >"$WORK/pause.out" 2>&1 || { cat "$WORK/pause.out"; fail "kafka-mirrors --pause --wait"; return; }
-  tail -n 5 "$WORK/pause.out"
-  "${ME2E[@]}" ends "$D" id-01 >"$WORK/ends-before"
-  seq 1 400 | sed 's/.*/p&:paused &/' | timeout 60 kcat -b "$S" -P -t id-01 -K: -z lz4 || fail "produce id-01"
-  seq 1 400 | sed 's/.*/p&:running &/' | timeout 60 kcat -b "$S" -P -t id-02 -K: -z zstd || fail "produce id-02"
-  # The running topic catching up shows the fetchers work meanwhile; the paused one must not move.
-  until_ok 60 "id-02 (running) caught up with the source" cmp_topics_quiet id-02 || return
-  "${ME2E[@]}" ends "$D" id-01 >"$WORK/ends-after"
-  if cmp -s "$WORK/ends-before" "$WORK/ends-after"; then
-    echo "ok: paused id-01 did not move on the destination ($(tr '\n' ' ' <"$WORK/ends-after"))"
-  else
-    fail "paused id-01 moved: before $(tr '\n' ' ' <"$WORK/ends-before"), after $(tr '\n' ' ' <"$WORK/ends-after")"
-  fi
-  read -r rc _ < <("${ME2E[@]}" produce-one "$D" id-01 0)
-  [ "$rc" = 147 ] && echo "ok: a paused mirror topic is still read-only (Produce: 147)" ||
-    fail "Produce to paused id-01: error code $rc, want READ_ONLY_TOPIC 147"
-  "$KM" --bootstrap-server "$D" --delete --mirror m1 >"$WORK/delete.out" 2>&1
-  rc=$?
-  if [ "$rc" = 1 ] && grep -q CLUSTER_MIRROR_NOT_EMPTY "$WORK/delete.out"; then
-    echo "ok: --delete refused while topics are not stopped: $(head -1 "$WORK/delete.out")"
-  else
-    fail "--delete while running: exit $rc, want 1 with CLUSTER_MIRROR_NOT_EMPTY: $(cat "$WORK/delete.out")"
-  fi
-  cid=$(sed -n 's/^CLUSTER_ID=//p' "$KPEER_HOME/$SRC/harness.env")
-  if "$KM" --bootstrap-server "$D" --list | grep -qE "^m1 +10 +$cid "; then
-    echo "ok: --list shows m1 with 10 topics and the source's cluster id $cid"
-  else
-    fail "--list does not show m1 with 10 topics and source cluster id $cid: $("$KM" --bootstrap-server "$D" --list)"
-  fi
-  step "pause-resume: --resume id-01: it continues from its log end to the source's"
-  "$KM" --bootstrap-server "$D" --resume --mirror m1 --topic id-01 --wait --timeout-ms 60000 \
-    >"$WORK/resume.out" 2>&1 || { cat "$WORK/resume.out"; fail "kafka-mirrors --resume --wait"; return; }
-  tail -n 5 "$WORK/resume.out"
-  until_ok 120 "40 partitions caught up after the resume" "${ME2E[@]}" caught-up "$KM" "$D" "$S" m1 40 || return
-  cmp_topics id-01 id-02
-}
-cmp_topics_quiet() { cmp_partition "$1" 0 && cmp_partition "$1" 1 && cmp_partition "$1" 2 && cmp_partition "$1" 3; }
-
-IFS=, read -r -a SC <<<"$SCENARIOS"
+# ------------------------------------------------------------------------ the scenarios
 for s in "${SC[@]}"; do
-  case "$s" in
-    identity) scenario_identity ;;
-    read-only) scenario_read_only ;;
-    pause-resume) scenario_pause_resume ;;
-    *) setup_error "unknown scenario $s" ;;
-  esac
+  "scenario_${s//-/_}"
 done
 echo
 if [ "$FAILS" -ne 0 ]; then
