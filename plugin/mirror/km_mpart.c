@@ -1583,6 +1583,11 @@ void km_mpart_fetch_removed(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int
         return;
     mp->busy = false;
     mp->fetching = false;
+    /* The fetcher's last retriable error is about a fetch that no longer runs (a stop with the
+     * source unreachable must not show it on the STOPPED partition); a re-added fetcher
+     * reports its own. */
+    mp->transient[0] = '\0';
+    mp->transient_count = 0;
     switch (mp->step) {
     case KM_MP_F_DRAIN:
         mp->step = KM_MP_F_BUMP;

@@ -990,6 +990,28 @@ static void mp_test_stopping_from_states(void)
     tw_end();
 }
 
+/* A fetch error from before a stop is not shown once the fetcher is gone (a failover with the
+ * source dead showed STOPPED partitions with "fetch from source broker N failed"). */
+static void mp_test_stopped_no_fetch_error(void)
+{
+    km_mpart_fevent_t tr = {.kind = KM_MPART_FEV_TRANSIENT, .message = "source unreachable"};
+    km_mpart_desc_t d;
+
+    tw_begin(9);
+    tw_lead(KM_MPART_WANT_RUNNING);
+    km_mpart_fetch_event(tw.mgr, &tw.tid, 0, &tr);
+    tw_settle();
+    CU_ASSERT_STRING_EQUAL(tw_desc().transient_error, "source unreachable");
+    km_mpart_set_desired(tw.mgr, &tw.tid, 0, KM_MPART_WANT_STOPPED);
+    tw_settle();
+    d = tw_desc();
+    CU_ASSERT_EQUAL(d.state, KM_MPART_STOPPED);
+    CU_ASSERT_STRING_EQUAL(d.transient_error, "");
+    CU_ASSERT_EQUAL(d.transient_count, 0);
+    CU_ASSERT_FALSE(tw.fetching);
+    tw_end();
+}
+
 /* Leadership lost in the middle of a step: the step is abandoned, nothing is damaged. */
 static void mp_test_leadership_lost(void)
 {
@@ -1086,6 +1108,7 @@ int main(void)
         {"EPOCH_FENCING", mp_test_epoch_fencing},
         {"divergence truncates and resumes", mp_test_diverged},
         {"transient vs fatal, operator retry", mp_test_transient_fatal},
+        {"no fetch error shown once stopped", mp_test_stopped_no_fetch_error},
         {"FAILED backoff", mp_test_failed_backoff},
         {"STOPPING", mp_test_stopping},
         {"STOPPING crash after each step", mp_test_stopping_crash},

@@ -305,7 +305,13 @@ def one_record_batch(value=b"x"):
 
 def produce(addr, topic, partition, acks):
     """Produce v9 of a one-record batch: (error code, error message)."""
-    batch = one_record_batch()
+    return produce_at(addr, topic, partition, acks)[:2]
+
+
+def produce_at(addr, topic, partition, acks, value=b"x"):
+    """Produce v9 of a one-record batch with value (at most 63 bytes): (error code, error
+    message, base offset)."""
+    batch = one_record_batch(value)
     part = struct.pack(">i", partition) + uvarint(len(batch) + 1) + batch + TAGS
     body = (cstr(None) + struct.pack(">hi", acks, 10000) +
             carr([topic], lambda t: cstr(t) + carr([part], lambda x: x) + TAGS) + TAGS)
@@ -313,11 +319,12 @@ def produce(addr, topic, partition, acks):
 
     def presp(r):
         _idx, ec = r.i32(), r.i16()
-        r.i64(), r.i64(), r.i64()
+        base = r.i64()
+        r.i64(), r.i64()
         r.carr(lambda x: (x.i32(), x.cstr(), x.tags()))
         msg = r.cstr()
         r.tags()
-        return ec, msg
+        return ec, msg, base
 
     def tresp(r):
         r.cstr()

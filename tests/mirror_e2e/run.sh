@@ -5,6 +5,7 @@
 #          [--src-port P] [--dst-port P]     (first base ports tried; busy ones are skipped)
 #          [--inject flip]   (shows the verifier can fail: one byte of a destination replica of
 #                             id-03 partition 1 is flipped after the catch-up; the run must FAIL)
+#          [--inject fo-lme] (failover-load's checks take every LME one offset lower; must FAIL)
 #
 # One source cluster (3 kbroker brokers, node 1 also the controller) and one destination cluster
 # (3 kbroker brokers with kmirror.so + a controller-only node, RF 3, min.insync.replicas=2) are
@@ -21,6 +22,11 @@
 #   pause-resume (needs identity's mirror) a paused topic stays read-only and does not move while
 #              a running one catches up; --delete refused while running; --list shows the
 #              source's cluster id; resume catches up, replicas byte-identical to the source.
+#   failover-load  failover under load (its own topic fo-load, mirror mfo): no destination write
+#              accepted before STOPPED, read_committed = the mirrored prefix once + the new writes,
+#              LSO = HW, one MIRROR_PID_RESET after the LME (--inject fo-lme: must fail).
+#   source-dead  --stop --wait with every source node frozen, then killed; STOPPED with the LME,
+#              writable (topics fo-hung, fo-dead, mirror mfo2); the source is restarted after.
 # Exit 0 pass, 1 fail (each failure printed as FAIL: ...), 2 setup error. Logs and cluster data:
 # $KPEER_HOME/mirror-e2e-{src,dst}/ (kept with --keep or after a failure, else removed).
 set -uo pipefail

@@ -2,6 +2,8 @@ package kmirror.peertools;
 
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
 import java.security.MessageDigest;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -23,6 +25,7 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.DescribeClusterOptions;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -51,7 +54,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * admin-create-topic --bootstrap B --topic T --partitions P --rf R [--config k=v]... [--timeout-ms T]
  * produce            --bootstrap B --topic T --count N [--seed S] [--size BYTES] [--acks all]
  *                    [--idempotent true] [--compression none|gzip|snappy|lz4|zstd] [--linger-ms L]
- *                    [--transactional-id ID [--txn-records R] [--abort-every K]]
+ *                    [--transactional-id ID [--txn-records R] [--abort-every K]
+ *                     [--open-records O --release-file F [--hold-ms H]]]
  * consume-verify     --bootstrap B --topic T --count N [--seed S] [--size BYTES]
  *                    [--expect-sha256 HEX] [--timeout-ms T]
  * </pre>
@@ -64,6 +68,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * K-th transaction (the K-th, 2K-th, ...) is flushed (all its records acknowledged) and then
  * aborted. The sha256 then covers the committed records only, and the summary line also says
  * "committed C aborted A transactions".
+ * produce --open-records O (transactional only): after the N records, one more transaction of O
+ * records (indices N..N+O-1) is begun and flushed (all acknowledged), a line "open transaction:
+ * O records flushed, neither committed nor aborted" is printed, and the producer then holds it
+ * open until the file F exists (polled; at most H ms, default 300000, then it fails), aborts it
+ * and exits. Its records are not in the sha256.
  * Exit status: 0 ok, 1 verification/operation failure, 64 usage error.
  */
 public final class Main {
@@ -273,9 +282,15 @@ public final class Main {
     md.update(v);
   }
 
+  /**
+   * The topic's partition count. Up to 30 s (the producer's own patience is 60 s): admin()'s 5 s
+   * API timeout made a producer that started with four other JVMs on a loaded machine fail with
+   * "Timed out waiting for a node assignment" before it had sent anything.
+   */
   static int partitionCount(Properties common, String topic) throws Exception {
     try (Admin a = admin(common.getProperty(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG))) {
-      return a.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().size();
+      return a.describeTopics(List.of(topic), new DescribeTopicsOptions().timeoutMs(30000))
+          .allTopicNames().get().get(topic).partitions().size();
     }
   }
 
@@ -304,7 +319,16 @@ public final class Main {
     long txnRecords = Math.max(1, o.num("txn-records", 50));
     long abortEvery = o.num("abort-every", 0);
     long committed = 0, aborted = 0;
-    if (!txnId.isEmpty()) p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
+    long openRecords = o.num("open-records", 0);
+    String releaseFile = o.str("release-file", "");
+    long holdMs = o.num("hold-ms", 300000);
+    if (openRecords > 0 && (txnId.isEmpty() || releaseFile.isEmpty()))
+      usage("--open-records needs --transactional-id and --release-file");
+    if (!txnId.isEmpty()) {
+      p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
+      // the open transaction must outlive the hold on the source (broker maximum: 15 min)
+      if (openRecords > 0) p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "900000");
+    }
     try (KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(p)) {
       if (!txnId.isEmpty()) prod.initTransactions();
       List<byte[][]> txnKv = new ArrayList<>();
@@ -335,10 +359,39 @@ public final class Main {
         }
       }
       prod.flush();
+      if (openRecords > 0 && err.get() == null) {
+        prod.beginTransaction();
+        for (long i = n; i < n + openRecords; i++) {
+          byte[] v = value(seed, i, size);
+          List<Header> hs = List.of(new RecordHeader("idx", longBytes(i)),
+              new RecordHeader("crc", longBytes(crc(v))));
+          prod.send(new ProducerRecord<>(topic, (int) (i % parts), null, key(i), v, hs), (md2, e) -> {
+            if (e != null) err.compareAndSet(null, e);
+            else acked.incrementAndGet();
+          });
+        }
+        prod.flush();
+        if (err.get() == null) {
+          System.out.printf("open transaction: %d records flushed (keys key-%d..key-%d), neither "
+              + "committed nor aborted%n", openRecords, n, n + openRecords - 1);
+          System.out.flush();
+          long until = System.currentTimeMillis() + holdMs;
+          while (!Files.exists(Paths.get(releaseFile))) {
+            if (System.currentTimeMillis() > until) {
+              err.compareAndSet(null, new IllegalStateException("release file " + releaseFile
+                  + " not there after " + holdMs + " ms"));
+              break;
+            }
+            Thread.sleep(50); // poll interval of the release file
+          }
+          prod.abortTransaction();
+          aborted++;
+        }
+      }
     }
     double secs = (System.nanoTime() - t0) / 1e9;
-    if (err.get() != null || acked.get() != n) {
-      System.err.println("produce: FAILED: acked " + acked.get() + "/" + n
+    if (err.get() != null || acked.get() != n + openRecords) {
+      System.err.println("produce: FAILED: acked " + acked.get() + "/" + (n + openRecords)
           + (err.get() != null ? ", first error: " + rootCause(err.get()) : ""));
       return 1;
     }
