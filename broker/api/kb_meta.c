@@ -528,6 +528,12 @@ static void kb_meta_orphan(void *opaque, const char *topic, int32_t partition)
     kb_partmgr_delete_orphan(meta->pm, topic, partition);
 }
 
+void kb_meta_set_mirror_plugin(kb_meta_t *meta, bool loaded)
+{
+    if (meta && meta->pm)
+        kb_partmgr_set_mirror_plugin(meta->pm, loaded);
+}
+
 int kb_meta_attach(kb_meta_t *meta, kb_partmgr_t *pm, char *errstr, size_t errstr_size)
 {
     char err[512];

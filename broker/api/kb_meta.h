@@ -92,6 +92,10 @@ int kb_meta_log_config_for(void *opaque, const char *topic, int32_t partition,
  *  topic claims. 0, or a negative kb_err_t with @p errstr. */
 int kb_meta_attach(kb_meta_t *meta, kb_partmgr_t *pm, char *errstr, size_t errstr_size);
 
+/** Tell the partitions whether the mirror plugin runs on this broker (kb_partmgr_set_mirror_plugin;
+ *  nothing without a partition manager or with @p meta NULL). @thread any */
+void kb_meta_set_mirror_plugin(kb_meta_t *meta, bool loaded);
+
 /** Close every partition (cleanly) and free the metadata. Listeners must be gone. */
 void kb_meta_close(kb_meta_t *meta);
 

@@ -44,6 +44,7 @@ struct kb_partmgr_s {
     pthread_rwlock_t isr_rw;   /* the ISR proposal callback (read side held while calling it) */
     kb_part_isr_fn *isr_fn;
     void *isr_opaque;
+    _Atomic bool mirror_plugin; /* a plugin that sets mirror write modes runs on this broker */
 };
 
 /* Kafka's replication factor is an int16. */
@@ -225,6 +226,7 @@ kb_partmgr_t *kb_partmgr_open(const kb_partmgr_opts_t *o, char *errstr, size_t e
         return NULL;
     }
     pm->o = *o;
+    atomic_init(&pm->mirror_plugin, false);
     pthread_mutex_init(&pm->mu, NULL);
     pthread_rwlock_init(&pm->watch_rw, NULL);
     pthread_rwlock_init(&pm->isr_rw, NULL);
@@ -602,12 +604,19 @@ void kb_part_set_write_mode(kb_part_t *part, int mode)
     atomic_store(&part->write_mode, mode);
 }
 
-int16_t kb_part_write_check(kb_part_t *part, const char **msg)
+void kb_partmgr_set_mirror_plugin(kb_partmgr_t *pm, bool loaded)
 {
-    if (kb_part_role(part) != KB_PART_LEADER) {
-        *msg = "this broker is not the leader of the partition";
-        return KP_ERR_NOT_LEADER_OR_FOLLOWER;
-    }
+    atomic_store(&pm->mirror_plugin, loaded);
+}
+
+bool kb_partmgr_mirror_plugin(kb_partmgr_t *pm)
+{
+    return atomic_load(&pm->mirror_plugin);
+}
+
+int16_t kb_part_write_refusal(kb_part_t *part, const char **msg)
+{
+    bool stopped;
     switch (kb_part_write_mode(part)) {
     case KB_WRITE_WRITABLE:
         *msg = NULL;
@@ -616,9 +625,31 @@ int16_t kb_part_write_check(kb_part_t *part, const char **msg)
         *msg = "topic is a read-only mirror topic";
         return KP_ERR_READ_ONLY_TOPIC;
     default:
-        *msg = KB_PART_PENDING_MSG;
-        return KP_ERR_NOT_ENOUGH_REPLICAS;
+        break;
     }
+    /* Pending. Without a mirror plugin nothing here will ever decide: a topic that is not being
+     * stopped stays mirrored (read-only, not retriable); a stopped one waits for a leader that
+     * has the plugin to finish STOPPING (retriable). */
+    if (!atomic_load(&part->pm->mirror_plugin)) {
+        pthread_mutex_lock(&part->mu);
+        stopped = part->conf.mirror_stopped;
+        pthread_mutex_unlock(&part->mu);
+        if (!stopped) {
+            *msg = KB_PART_NOPLUGIN_MSG;
+            return KP_ERR_READ_ONLY_TOPIC;
+        }
+    }
+    *msg = KB_PART_PENDING_MSG;
+    return KP_ERR_NOT_ENOUGH_REPLICAS;
+}
+
+int16_t kb_part_write_check(kb_part_t *part, const char **msg)
+{
+    if (kb_part_role(part) != KB_PART_LEADER) {
+        *msg = "this broker is not the leader of the partition";
+        return KP_ERR_NOT_LEADER_OR_FOLLOWER;
+    }
+    return kb_part_write_refusal(part, msg);
 }
 
 /* Smallest LEO over the maximal ISR (committed ISR plus a pending proposal's members), this

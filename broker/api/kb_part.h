@@ -23,6 +23,10 @@
  *   KB_WRITE_PENDING    refused with NOT_ENOUGH_REPLICAS and the message
  *                       "mirror partition is being stopped; retry" (retriable); the default of
  *                       every partition of a topic with mirror.name until the plugin decides.
+ *                       On a broker where no mirror plugin runs (kb_partmgr_set_mirror_plugin)
+ *                       nothing decides: a topic whose mirror.name is not stopped answers
+ *                       READ_ONLY_TOPIC instead (not retriable); a stopped one stays retriable
+ *                       (a leader with the plugin finishes STOPPING).
  * The mirror append path (kb_part_append_raw) is refused in KB_WRITE_WRITABLE.
  *
  * Lifetime: kb_part_t is reference counted. kb_meta holds one reference per partition; lookups
@@ -52,6 +56,9 @@
 
 /** The retriable answer to client writes on a pending partition (documented in docs/broker.md). */
 #define KB_PART_PENDING_MSG "mirror partition is being stopped; retry"
+/** The answer on a pending partition of a mirrored topic where no mirror plugin runs. */
+#define KB_PART_NOPLUGIN_MSG                                                                       \
+    "topic is a read-only mirror topic (no mirror plugin is loaded on this broker)"
 
 typedef struct kb_partmgr_s kb_partmgr_t;
 typedef struct kb_part_s kb_part_t;
@@ -207,9 +214,21 @@ static inline int kb_part_write_mode(const kb_part_t *part)
 }
 void kb_part_set_write_mode(kb_part_t *part, int mode);
 
+/** Whether a plugin that sets the write modes of mirror partitions (the one enabled by
+ *  mirror.enable) runs on this broker; false until the plugin host says so. @thread any */
+void kb_partmgr_set_mirror_plugin(kb_partmgr_t *pm, bool loaded);
+bool kb_partmgr_mirror_plugin(kb_partmgr_t *pm);
+
+/**
+ * The answer to a client write on @p part by its write mode alone (no leadership check): 0,
+ * READ_ONLY_TOPIC, or NOT_ENOUGH_REPLICAS for pending, with a static message in @p msg; pending
+ * without a mirror plugin and without a stopped mirror.name is READ_ONLY_TOPIC (see above).
+ */
+int16_t kb_part_write_refusal(kb_part_t *part, const char **msg);
+
 /**
  * May a client write to @p part now? 0, or a Kafka error code (NOT_LEADER_OR_FOLLOWER on a
- * follower, READ_ONLY_TOPIC, NOT_ENOUGH_REPLICAS for pending) with a static message in @p msg.
+ * follower, else as kb_part_write_refusal) with a static message in @p msg.
  */
 int16_t kb_part_write_check(kb_part_t *part, const char **msg);
 

@@ -631,6 +631,11 @@ void kb_tconf_build(const kb_kv_t *ov, size_t ov_cnt, const kb_config_t *cfg,
         else if (!strcmp(d->name, "remote.storage.enable") && !kb_tconf_parse_bool(v.value, &bv))
             ex->remote_storage = bv;
     }
+    {
+        const char *mn = ov ? kb_kv_get(ov, ov_cnt, KB_TCONF_MIRROR_NAME) : NULL;
+        ex->mirror_stopped =
+            mn && (kb_tconf_ends_with(mn, ".stopped") || kb_tconf_ends_with(mn, ".removed"));
+    }
     /* The level of the chosen codec (kp_compress's default when the topic's is the default). */
     if (ex->compression == KP_CODEC_GZIP || ex->compression == KP_CODEC_LZ4 ||
         ex->compression == KP_CODEC_ZSTD) {

@@ -146,6 +146,7 @@ typedef struct kb_tconf_extra_s {
     int compression_level; /**< for the chosen codec, KP_COMPRESS_LEVEL_DEFAULT if default */
     bool unclean_leader_election;
     bool remote_storage;
+    bool mirror_stopped; /**< mirror.name ends in .stopped (or .removed, read as .stopped) */
 } kb_tconf_extra_t;
 
 /** Build the storage config and the extras of a topic from its overrides and the broker

@@ -23,6 +23,10 @@
 #include "kb_aclmod.h"
 #endif
 
+/* The feature flag of the mirror plugin (kmirror.so): the one whose write modes of mirror
+ * partitions the host waits for (kb_partmgr_set_mirror_plugin). */
+#define KB_HOST_MIRROR_FLAG "mirror.enable"
+
 /* ---- plugin.paths entries -------------------------------------------------------------------- */
 
 int kb_host_entry_parse(const char *entry, char *flag, size_t flag_size, char *path,
@@ -122,6 +126,17 @@ size_t kb_host_plugin_count(kb_host_t *h)
     return n;
 }
 
+/* Whether a plugin enabled by mirror.enable is loaded and running. */
+static bool kb_host_mirror_running(kb_host_t *h)
+{
+    bool on = false;
+    pthread_mutex_lock(&h->mu);
+    for (kbx_host_t *p = h->plugins; p; p = p->next)
+        on |= p->loaded && !atomic_load(&p->dead) && !strcmp(p->flag, KB_HOST_MIRROR_FLAG);
+    pthread_mutex_unlock(&h->mu);
+    return on;
+}
+
 /* ---- metrics: one collector for every plugin's accounting ------------------------------------ */
 
 static void kb_host_collect(void *opaque, kb_metrics_emit_t *em)
@@ -173,6 +188,7 @@ static void kb_host_load_one(kb_host_t *h, const char *entry)
     kbx_host_t *host, **tail;
     const kbx_plugin_desc_t *d;
     int32_t rc;
+    bool mirror;
 
     if (kb_host_entry_parse(entry, flag, sizeof(flag), path, sizeof(path)) != 0) {
         kb_hlog(KB_HLOG_ERROR, "plugin.paths: cannot use entry '%s' (PATH or FLAG=PATH)", entry);
@@ -202,12 +218,20 @@ static void kb_host_load_one(kb_host_t *h, const char *entry)
 
     memset(&opts, 0, sizeof(opts));
     opts.enabled = kb_host_flag_on(cfg, flag);
+    /* The mirror plugin decides the write modes of mirror partitions (docs/broker.md "Mirror
+     * topics without the plugin"); said before init so that no client write in between gets the
+     * not-retriable answer of a broker without it, taken back if the load fails. */
+    mirror = opts.enabled && !strcmp(flag, KB_HOST_MIRROR_FLAG);
+    if (mirror)
+        kb_meta_set_mirror_plugin(h->meta, true);
     opts.flag_name = host->flag;
     opts.dlclose = false; /* never: see docs/abi.md */
     err[0] = '\0';
     rc = kbx_loader_load(path, &opts, &h->table, host, &host->loaded, err, sizeof(err));
     if (rc != KBX_OK) {
         atomic_store(&host->dead, true);
+        if (mirror)
+            kb_meta_set_mirror_plugin(h->meta, kb_host_mirror_running(h));
         if (rc == KBX_ERR_STATE && !opts.enabled)
             kb_hlog(KB_HLOG_INFO, "%s", err);
         else
@@ -263,6 +287,8 @@ static void kb_host_unload(kb_host_t *h, kbx_host_t *host)
     host->loaded = NULL;
     pthread_mutex_unlock(&h->mu);
     atomic_store(&host->dead, true);
+    if (!strcmp(host->flag, KB_HOST_MIRROR_FLAG))
+        kb_meta_set_mirror_plugin(h->meta, kb_host_mirror_running(h));
     if (atomic_load(&host->n_threads) || atomic_load(&host->n_timers) ||
         atomic_load(&host->n_listeners) || atomic_load(&host->n_rpcs) ||
         atomic_load(&host->n_metrics) || atomic_load(&host->n_parts) ||

@@ -102,9 +102,11 @@ static int kb_txn_h_reg(kb_txn_t *c, kb_api_registry_t *reg, int16_t key, int16_
 
 /* Whether partition @p topic / @p partition exists. Without @p write (WriteTxnMarkers): a replica
  * here. With @p write (AddPartitionsToTxn, on the coordinator, which need not hold a replica):
- * the partition is in the metadata image, and a replica held here (leader or follower) accepts
- * client writes by its write mode (mirrored read-only or pending partitions refuse them; the
- * partition's leader applies the same rule to Produce). NONE or an error code. */
+ * the partition is in the metadata image. Either way, where this broker leads the partition it
+ * must accept client writes by its write mode (kb_part_write_refusal: mirrored read-only or
+ * pending partitions refuse them, ARCHITECTURE §4; Produce gets the same rule). A follower's
+ * write mode is not kept (the plugin sets it where it leads), so a follower replica is not
+ * asked: the leader refuses the writes themselves. NONE or an error code. */
 static int16_t kb_txn_h_part_check(kb_txn_t *c, const char *topic, int32_t partition, bool write)
 {
     kb_part_t *part;
@@ -119,16 +121,9 @@ static int16_t kb_txn_h_part_check(kb_txn_t *c, const char *topic, int32_t parti
             return KP_ERR_NONE; /* led and held by other brokers */
         return KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
     }
-    if (write) {
-        switch (kb_part_write_mode(part)) {
-        case KB_WRITE_WRITABLE:
-            break;
-        case KB_WRITE_READ_ONLY:
-            ec = KP_ERR_READ_ONLY_TOPIC;
-            break;
-        default:
-            ec = KP_ERR_NOT_ENOUGH_REPLICAS; /* KB_PART_PENDING_MSG: retriable */
-        }
+    if (kb_part_role(part) == KB_PART_LEADER) {
+        const char *why;
+        ec = kb_part_write_refusal(part, &why);
     }
     kb_part_release(part);
     return ec;

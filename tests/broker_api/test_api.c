@@ -868,65 +868,109 @@ static void t_read_committed(void)
     down();
 }
 
-static void t_read_only(void)
+/* DeleteRecords v2 of everything (-1) in partition 0 of @p topic: the partition's error code. */
+static int16_t delete_all_records(const char *topic)
 {
-    char msg[256];
-    kb_kv_t kv[] = {{"mirror.name", "m1"}};
-    kb_topic_spec_t spec = {
-        .name = "mt", .partitions = 1, .configs = kv, .config_cnt = 1, .privileged = true};
-    kp_writer_t wr;
-    int64_t base;
-    kb_part_t *part;
+    kp_DeleteRecordsRequest_t drq;
+    kp_DeleteRecordsResponse_t dresp;
+    kp_DeleteRecordsRequest_DeleteRecordsTopic_t dt;
+    kp_DeleteRecordsRequest_DeleteRecordsPartition_t dp;
+    kp_DeleteRecordsRequest_init(&drq);
+    kp_DeleteRecordsRequest_DeleteRecordsTopic_init(&dt);
+    kp_DeleteRecordsRequest_DeleteRecordsPartition_init(&dp);
+    dp.Offset = -1;
+    dt.Name = S(topic);
+    dt.Partitions.v = &dp;
+    dt.Partitions.cnt = 1;
+    drq.Topics.v = &dt;
+    drq.Topics.cnt = 1;
+    kp_DeleteRecordsResponse_init(&dresp);
+    if (kbat_call(g_fd, KP_APIKEY_DeleteRecords, 2, &drq, &dresp, &g_ar) != 0 ||
+        dresp.Topics.cnt != 1 || dresp.Topics.v[0].Partitions.cnt != 1)
+        return -1;
+    return dresp.Topics.v[0].Partitions.v[0].ErrorCode;
+}
+
+/* Produce v9 of @p wr to partition 0 of @p topic: the error code, *msg its message. */
+static int16_t produce_msg(const char *topic, kp_writer_t *wr, kp_str_t *msg)
+{
     kp_ProduceRequest_t rq;
     kp_ProduceResponse_t resp;
     kp_ProduceRequest_TopicProduceData_t td;
     kp_ProduceRequest_PartitionProduceData_t pd;
-    kb_append_info_t info;
-
-    up(NULL);
-    CU_ASSERT_EQUAL(kb_meta_create_topic(B.svc->meta, &spec, false, NULL, msg, sizeof(msg)), 0);
-    kp_writer_init(&wr);
-    kbat_batch(&wr, KP_CODEC_NONE, 2, "v", -1, -1, -1, false, false);
-    /* pending (no plugin decided yet): retriable, with the documented message */
     kp_ProduceRequest_init(&rq);
     kp_ProduceRequest_TopicProduceData_init(&td);
     kp_ProduceRequest_PartitionProduceData_init(&pd);
     rq.Acks = -1;
-    td.Name = S("mt");
-    pd.Records = (kp_bytes_t){wr.buf, (int32_t)wr.len};
+    td.Name = S(topic);
+    pd.Records = (kp_bytes_t){wr->buf, (int32_t)wr->len};
     td.PartitionData.v = &pd;
     td.PartitionData.cnt = 1;
     rq.TopicData.v = &td;
     rq.TopicData.cnt = 1;
     kp_ProduceResponse_init(&resp);
-    CU_ASSERT_EQUAL_FATAL(kbat_call(g_fd, KP_APIKEY_Produce, 9, &rq, &resp, &g_ar), 0);
-    CU_ASSERT_EQUAL(resp.Responses.v[0].PartitionResponses.v[0].ErrorCode,
-                    KP_ERR_NOT_ENOUGH_REPLICAS);
-    CU_ASSERT(streq(resp.Responses.v[0].PartitionResponses.v[0].ErrorMessage,
-                    "mirror partition is being stopped; retry"));
+    msg->ptr = NULL;
+    msg->len = -1;
+    if (kbat_call(g_fd, KP_APIKEY_Produce, 9, &rq, &resp, &g_ar) != 0 || resp.Responses.cnt != 1 ||
+        resp.Responses.v[0].PartitionResponses.cnt != 1)
+        return -1;
+    *msg = resp.Responses.v[0].PartitionResponses.v[0].ErrorMessage;
+    return resp.Responses.v[0].PartitionResponses.v[0].ErrorCode;
+}
+
+static void t_read_only(void)
+{
+    char msg[256];
+    kb_kv_t kv[] = {{"mirror.name", "m1"}};
+    kb_kv_t kv_paused[] = {{"mirror.name", "m1.paused"}};
+    kb_kv_t kv_stopped[] = {{"mirror.name", "m1.stopped"}};
+    kb_topic_spec_t spec = {
+        .name = "mt", .partitions = 1, .configs = kv, .config_cnt = 1, .privileged = true};
+    kb_topic_spec_t spec_p = {
+        .name = "mtp", .partitions = 1, .configs = kv_paused, .config_cnt = 1, .privileged = true};
+    kb_topic_spec_t spec_s = {
+        .name = "mts", .partitions = 1, .configs = kv_stopped, .config_cnt = 1, .privileged = true};
+    kp_writer_t wr;
+    int64_t base;
+    kb_part_t *part;
+    kb_append_info_t info;
+    kp_str_t m;
+
+    up(NULL);
+    CU_ASSERT_EQUAL(kb_meta_create_topic(B.svc->meta, &spec, false, NULL, msg, sizeof(msg)), 0);
+    CU_ASSERT_EQUAL(kb_meta_create_topic(B.svc->meta, &spec_p, false, NULL, msg, sizeof(msg)), 0);
+    CU_ASSERT_EQUAL(kb_meta_create_topic(B.svc->meta, &spec_s, false, NULL, msg, sizeof(msg)), 0);
+    kp_writer_init(&wr);
+    kbat_batch(&wr, KP_CODEC_NONE, 2, "v", -1, -1, -1, false, false);
+    /* No mirror plugin on this broker (none was ever said to run): nothing will decide, so a
+     * mirrored or paused topic is read-only (not retriable) and a stopped one stays retriable
+     * (a leader with the plugin finishes STOPPING); nothing is appended. */
+    CU_ASSERT_FALSE(kb_partmgr_mirror_plugin(B.svc->pm));
+    CU_ASSERT_EQUAL(produce_msg("mt", &wr, &m), KP_ERR_READ_ONLY_TOPIC);
+    CU_ASSERT(streq(m, KB_PART_NOPLUGIN_MSG));
+    CU_ASSERT_EQUAL(delete_all_records("mt"), KP_ERR_READ_ONLY_TOPIC);
+    CU_ASSERT_EQUAL(produce_msg("mtp", &wr, &m), KP_ERR_READ_ONLY_TOPIC);
+    CU_ASSERT_EQUAL(produce_msg("mts", &wr, &m), KP_ERR_NOT_ENOUGH_REPLICAS);
+    CU_ASSERT(streq(m, KB_PART_PENDING_MSG));
+    CU_ASSERT_EQUAL(delete_all_records("mts"), KP_ERR_NOT_ENOUGH_REPLICAS);
+    CU_ASSERT_EQUAL(kb_meta_part(B.svc->meta, "mt", 0, &part), KB_META_OK);
+    CU_ASSERT_EQUAL(kb_log_leo(part->log), 0);
+    kb_part_release(part);
+    /* With the mirror plugin: pending (no plugin decided yet) is retriable, with the
+     * documented message */
+    kb_meta_set_mirror_plugin(B.svc->meta, true);
+    CU_ASSERT(kb_partmgr_mirror_plugin(B.svc->pm));
+    CU_ASSERT_EQUAL(produce_msg("mt", &wr, &m), KP_ERR_NOT_ENOUGH_REPLICAS);
+    CU_ASSERT(streq(m, "mirror partition is being stopped; retry"));
+    CU_ASSERT_EQUAL(produce_msg("mtp", &wr, &m), KP_ERR_NOT_ENOUGH_REPLICAS);
     CU_ASSERT_EQUAL(kb_meta_part(B.svc->meta, "mt", 0, &part), KB_META_OK);
     /* the mirror path appends while clients cannot */
     CU_ASSERT_EQUAL(kb_part_append_raw(part, wr.buf, wr.len, &info), 0);
     kb_part_set_write_mode(part, KB_WRITE_READ_ONLY);
     CU_ASSERT_EQUAL(kbat_produce(g_fd, 9, "mt", 0, 1, &wr, &base, NULL), KP_ERR_READ_ONLY_TOPIC);
-    {
-        kp_DeleteRecordsRequest_t drq;
-        kp_DeleteRecordsResponse_t dresp;
-        kp_DeleteRecordsRequest_DeleteRecordsTopic_t dt;
-        kp_DeleteRecordsRequest_DeleteRecordsPartition_t dp;
-        kp_DeleteRecordsRequest_init(&drq);
-        kp_DeleteRecordsRequest_DeleteRecordsTopic_init(&dt);
-        kp_DeleteRecordsRequest_DeleteRecordsPartition_init(&dp);
-        dp.Offset = -1;
-        dt.Name = S("mt");
-        dt.Partitions.v = &dp;
-        dt.Partitions.cnt = 1;
-        drq.Topics.v = &dt;
-        drq.Topics.cnt = 1;
-        kp_DeleteRecordsResponse_init(&dresp);
-        CU_ASSERT_EQUAL_FATAL(kbat_call(g_fd, KP_APIKEY_DeleteRecords, 2, &drq, &dresp, &g_ar), 0);
-        CU_ASSERT_EQUAL(dresp.Topics.v[0].Partitions.v[0].ErrorCode, KP_ERR_READ_ONLY_TOPIC);
-    }
+    CU_ASSERT_EQUAL(delete_all_records("mt"), KP_ERR_READ_ONLY_TOPIC);
+    /* the plugin's decision holds whether it runs or not */
+    kb_meta_set_mirror_plugin(B.svc->meta, false);
     kb_part_set_write_mode(part, KB_WRITE_WRITABLE);
     CU_ASSERT_EQUAL(kb_part_append_raw(part, wr.buf, wr.len, &info), KB_E_STATE);
     CU_ASSERT_EQUAL(kbat_produce(g_fd, 9, "mt", 0, 1, &wr, &base, NULL), 0);

@@ -15,7 +15,8 @@
  * requests whose handlers wait (long-poll Fetch woken by kcat, empty at MaxWaitMs, cut by the
  * local deadline, JoinGroup + SyncGroup, one cancelled at unload); a client that disconnects
  * cancels its token; the plugin's metrics on /metrics; SIGTERM -> exit 0; a
- * restart without the plugin still refuses writes to the mirror topic.
+ * restart without the plugin still refuses writes to the mirror topic, now with READ_ONLY_TOPIC
+ * (no mirror plugin on the broker: nothing would ever make it writable).
  *
  * smoke: the real kmirror.so loads with mirror.enable=true (and logs), is not loaded with
  * mirror.enable=false, and an incompatible plugin is refused with a clear line while the broker
@@ -745,11 +746,11 @@ static void test_kbx(const char *plugin)
     CHECK(log_contains("held local fetch ended: status -12 calls 1"),
           "the waiting local Fetch was not cancelled once with KBX_ERR_SHUTDOWN at unload");
 
-    /* Without the plugin the mirror topic's partitions start pending: writes are refused
-     * (retriable) until a plugin decides. */
+    /* Without the plugin (the one loaded under mirror.enable) nothing decides the mirror
+     * topic's write mode: a topic not being stopped is read-only (not retriable). */
     if (broker_start(&b, "") == 0) {
-        CHECK(produce(b.port, "kbh-m1", 9) == 19, "Produce without the plugin: want 19");
-        CHECK(delete_records(b.port, "kbh-m1", 1) == 19, "DeleteRecords without the plugin");
+        CHECK(produce(b.port, "kbh-m1", 9) == 147, "Produce without the plugin: want 147");
+        CHECK(delete_records(b.port, "kbh-m1", 1) == 147, "DeleteRecords without the plugin");
         CHECK(produce(b.port, "kbh-kcat", 9) == 0, "Produce to an ordinary topic");
         CHECK(broker_stop(&b) == 0, "second kbroker exit status");
     } else {

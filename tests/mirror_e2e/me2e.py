@@ -4,10 +4,15 @@
 Runs with the clients venv (tests/clients/setup-venv.sh: kafka-python with every codec).
 
   create-topics BOOTSTRAP PARTS RF TOPIC...    create topics (kafka-python admin), wait for leaders
-  caught-up KM DST SRC MIRROR EXPECT_PARTS     exit 0 when DescribeMirrors (kafka-mirrors --json)
-                                               shows EXPECT_PARTS partitions, all MIRRORING, and
-                                               every destination log end equals the source's log
-                                               end (kafka-python, read_uncommitted); prints why not
+  caught-up KM DST SRC MIRROR EXPECT_PARTS [TOPIC...]
+                                               exit 0 when DescribeMirrors (kafka-mirrors --json)
+                                               shows EXPECT_PARTS partitions (of the TOPICs if
+                                               given), all MIRRORING, and every destination log
+                                               end equals the source's log end (kafka-python,
+                                               read_uncommitted); prints why not
+  part-info BOOTSTRAP TOPIC PARTITION          "leader replica,... isr,..." (Metadata v12)
+  elect-preferred BOOTSTRAP TOPIC PARTITION    ElectLeaders PREFERRED for the partition: exit 0
+                                               when elected or already the preferred leader
   ends BOOTSTRAP TOPIC...                      "topic-partition log-end-offset" lines (kafka-python)
   produce-one BOOTSTRAP TOPIC PARTITION        raw Produce of one record to the partition's leader:
                                                prints "<error code> <message>"
@@ -156,13 +161,16 @@ def cmd_fanout(km, dst, mirror, expect_parts):
     return rc
 
 
-def cmd_caught_up(km, dst, src, mirror, expect_parts):
+def cmd_caught_up(km, dst, src, mirror, expect_parts, *only_topics):
     """Every partition MIRRORING with lag 0 and the source's log end, as DescribeMirrors through
-    the first broker of DST reports them (it gathers every broker's partitions)."""
+    the first broker of DST reports them (it gathers every broker's partitions); with
+    only_topics, the partitions of those topics only (the mirror may have others)."""
     parts = describe_one(km, dst.split(",")[0], mirror)
     if isinstance(parts, str):
         print(parts)
         return 1
+    if only_topics:
+        parts = [p for p in parts if p["topic"] in only_topics]
     how = "DescribeMirrors through %s" % dst.split(",")[0]
     keys = [(p["topic"], p["partition"]) for p in parts]
     if len(keys) != len(set(keys)):
@@ -294,6 +302,22 @@ def metadata(addr, topics=None):
     return nodes, dict(rd.carr(topic) or [])
 
 
+def elect_preferred(addr, topic, partition):
+    """ElectLeaders v1, PREFERRED, for one partition (forwarded to the controller by any
+    broker): (top-level error code, partition error code, message). ELECTION_NOT_NEEDED (84)
+    when the preferred replica leads already."""
+    body = (struct.pack(">b", 0) +
+            iarr([topic], lambda t: istr(t) + iarr([partition], lambda p: struct.pack(">i", p))) +
+            struct.pack(">i", 30000))
+    rd = call(addr, 43, 1, body, False)
+    rd.i32()
+    top = rd.i16()
+    res = r_iarr(rd, lambda r: (r_istr(r), r_iarr(r, lambda x: (x.i32(), x.i16(), r_istr(x)))))
+    if not res or not res[0][1]:
+        return top, -1, "no partition result"
+    return top, res[0][1][0][1], res[0][1][0][2]
+
+
 def one_record_batch(value=b"x"):
     rec_body = b"\x00\x00\x00\x01" + bytes([len(value) << 1]) + value + b"\x00"
     rec = bytes([len(rec_body) << 1]) + rec_body
@@ -303,15 +327,22 @@ def one_record_batch(value=b"x"):
     return struct.pack(">qi", 0, len(rest)) + rest
 
 
-def produce(addr, topic, partition, acks):
-    """Produce v9 of a one-record batch: (error code, error message)."""
-    return produce_at(addr, topic, partition, acks)[:2]
+def produce(addr, topic, partition, acks, batch=None):
+    """Produce v9 of a one-record batch (or of the record batch given): (error code, error
+    message)."""
+    return produce_full(addr, topic, partition, acks, batch)[:2]
 
 
 def produce_at(addr, topic, partition, acks, value=b"x"):
     """Produce v9 of a one-record batch with value (at most 63 bytes): (error code, error
     message, base offset)."""
-    batch = one_record_batch(value)
+    return produce_full(addr, topic, partition, acks, one_record_batch(value))
+
+
+def produce_full(addr, topic, partition, acks, batch=None):
+    """produce(), also returning the base offset the broker assigned: (error code, message,
+    base offset)."""
+    batch = batch if batch is not None else one_record_batch()
     part = struct.pack(">i", partition) + uvarint(len(batch) + 1) + batch + TAGS
     body = (cstr(None) + struct.pack(">hi", acks, 10000) +
             carr([topic], lambda t: cstr(t) + carr([part], lambda x: x) + TAGS) + TAGS)
@@ -461,6 +492,19 @@ def main():
         ec, msg = produce(nodes[leader], a[1], int(a[2]), 1)
         print("%d %s" % (ec, msg))
         sys.exit(0)
+    if cmd == "part-info":
+        _, tops = metadata(a[0].split(",")[0], [a[1]])
+        pi = tops.get(a[1], {}).get("parts", {}).get(int(a[2]))
+        if not pi:
+            print("no metadata for %s-%s: %s" % (a[1], a[2], tops))
+            sys.exit(1)
+        print("%d %s %s" % (pi["leader"], ",".join(map(str, pi["replicas"])),
+                            ",".join(map(str, pi["isr"]))))
+        sys.exit(0)
+    if cmd == "elect-preferred":
+        top, ec, msg = elect_preferred(a[0].split(",")[0], a[1], int(a[2]))
+        print("%d %d %s" % (top, ec, msg))
+        sys.exit(0 if top == 0 and ec in (0, 84) else 1)
     if cmd == "fanout":
         sys.exit(cmd_fanout(*a))
     if cmd == "caught-up":

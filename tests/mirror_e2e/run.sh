@@ -22,6 +22,9 @@
 #   pause-resume (needs identity's mirror) a paused topic stays read-only and does not move while
 #              a running one catches up; --delete refused while running; --list shows the
 #              source's cluster id; resume catches up, replicas byte-identical to the source.
+#   read-only-noplugin (own topic ho-ro, mirror mho) a destination broker restarted without the
+#              plugin leads a mirror partition: Produce and DeleteRecords answer 147, nothing
+#              appended; restored with the plugin, it mirrors again.
 #   failover-load  failover under load (its own topic fo-load, mirror mfo): no destination write
 #              accepted before STOPPED, read_committed = the mirrored prefix once + the new writes,
 #              LSO = HW, one MIRROR_PID_RESET after the LME (--inject fo-lme: must fail).
