@@ -1363,7 +1363,11 @@ int kb_part_follower_diverging(kb_part_t *part, int32_t leader_epoch, int64_t le
         if (target > leo)
             target = leo;
     }
-    rc = target < leo ? kb_part_follower_truncate_locked(part, target, false) : 0;
+    /* Nothing to cut still drops epoch entries starting at the LEO (kb_log_truncate_to): one
+     * left from this broker's own leadership with no append would make the leader answer the
+     * same DivergingEpoch to every fetch (seen: a __mirror_state follower looping forever). */
+    rc = target < leo ? kb_part_follower_truncate_locked(part, target, false)
+                      : kb_log_truncate_to(part->log, leo);
     if (truncated_to)
         *truncated_to = kb_log_leo(part->log);
     if (done)

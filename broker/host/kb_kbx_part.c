@@ -18,6 +18,7 @@
  * broker-only node asks the controller (BumpLeaderEpochs, kb_kbx_ctrl.c) and completes once it
  * applied the new epoch itself (docs/broker.md "The plugin host").
  */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -233,12 +234,22 @@ static int32_t kb_kbx_log_truncate(kbx_host_t *host, kbx_partition_t *p, int64_t
     kb_part_t *part;
     int32_t rc;
 
+    int64_t leo;
+
     if ((rc = kb_kbx_part_get(host, p, "log_truncate", &part)) != KBX_OK)
         return rc;
+    leo = kb_log_leo(part->log);
     if (offset < kb_log_start_offset(part->log))
         rc = KBX_ERR_OFFSET;
-    else if (offset < kb_log_leo(part->log))
+    else if (offset < leo)
         rc = kb_kbx_sto_err(kb_log_truncate_to(part->log, offset));
+    /* One line per truncation that cut something (a leader's log losing its tail is rare and
+     * worth finding: the mirror tests count these lines). */
+    if (rc == KBX_OK && offset < leo)
+        kb_hlog(KB_HLOG_INFO,
+                "plugin %s truncated %s-%" PRId32 " (leader epoch %" PRId32 ") to offset %" PRId64
+                " (log end was %" PRId64 ")",
+                host->name, part->topic, part->index, p->epoch, kb_log_leo(part->log), leo);
     kb_part_release(part);
     return rc;
 }

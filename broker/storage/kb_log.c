@@ -1615,8 +1615,18 @@ int kb_log_truncate_to(kb_log_t *log, int64_t offset)
     if (offset < 0)
         return KB_STO_INVALID;
     pthread_mutex_lock(&log->wlock);
-    if (offset >= log->leo)
+    if (offset >= log->leo) {
+        /* Nothing to cut; as Kafka's truncateTo, drop the epoch entries that start at the LEO:
+         * a broker that led an epoch and appended nothing in it keeps such an entry, and as a
+         * follower it would send that epoch as LastFetchedEpoch and be told to diverge at its
+         * own LEO on every fetch. */
+        pthread_rwlock_wrlock(&log->rw);
+        r = kb_epoch_truncate_end(&log->ec, log->leo);
+        pthread_rwlock_unlock(&log->rw);
+        if (r)
+            kb_log_store_epochs(log);
         goto out;
+    }
     if (offset > log->log_start && offset > log->segs[0]->base) {
         /* As Kafka's segment truncation: the whole batch holding offset goes, so the log ends
          * at that batch's base offset (the LEO is always a batch boundary, also after a

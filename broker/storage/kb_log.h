@@ -232,7 +232,8 @@ int kb_log_epoch_entries(kb_log_t *log, int32_t **epochs, int64_t **starts, size
 
 /* ---- truncation and log start -------------------------------------------------------------- */
 
-/** Remove everything at or above @p offset (no-op if ≥ LEO): whole segments deleted, the one
+/** Remove everything at or above @p offset (≥ LEO: nothing is cut, only epoch cache entries
+ *  starting at the LEO are dropped, as Kafka does): whole segments deleted, the one
  *  containing it truncated at the first batch whose last offset ≥ @p offset. As in Kafka the
  *  whole batch holding @p offset goes, so the new LEO is that batch's base offset when
  *  @p offset falls inside a batch (never below the log start: a batch straddling the log start

@@ -631,6 +631,42 @@ static void t_diverging_rule(void)
     node_down(&a);
 }
 
+/* A follower that led an epoch without appending in it keeps that epoch's entry at its LEO and
+ * sends it as LastFetchedEpoch; the leader (which never had that epoch) answers DivergingEpoch
+ * (its older epoch, end = this LEO). Nothing is cut, but the entry must go, or the next fetch
+ * gets the same answer: found as a __mirror_state follower looping forever after kill -9 of
+ * its leader (tests/mirror_e2e leader-moves). */
+static void t_diverging_at_leo_drops_empty_epoch(void)
+{
+    node_t a;
+    kb_part_t *part;
+    int64_t to = -1;
+    bool done = false;
+    int32_t e;
+    int64_t o;
+    node_up(&a, 1);
+    CU_ASSERT_EQUAL_FATAL(kbat_create_topic(a.fd, "z", 1, NULL), 0);
+    part = node_part(&a, "z");
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(part, 2, 1, ISR3, 1, ISR3, 1), 0);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(produce(&a, "z", 1, 1000, 1, NULL), 0);
+    /* leader at epoch 4, nothing appended: the cache holds 2@0 and 4@3 with LEO 3 */
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_leader(part, 4, 2, ISR3, 1, ISR3, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(kb_part_become_follower(part, 2, 5, 3, ISR3, 3, ISR3, 3), 0);
+    CU_ASSERT_EQUAL(kb_log_leo(part->log), 3);
+    CU_ASSERT_EQUAL(kb_log_latest_epoch(part->log), 4);
+    /* the leader knows 2@0 and 5@3: for epoch 4 it answers (2, 3) */
+    CU_ASSERT_EQUAL(kb_part_follower_diverging(part, 2, 3, &to, &done), 0);
+    CU_ASSERT_EQUAL(to, 3);
+    CU_ASSERT(done);
+    CU_ASSERT_EQUAL(kb_log_leo(part->log), 3);
+    CU_ASSERT_EQUAL(kb_log_latest_epoch(part->log), 2); /* the next fetch sends 2: consistent */
+    kb_log_epoch_end_offset(part->log, 2, &e, &o);
+    CU_ASSERT(e == 2 && o == 3);
+    kb_part_release(part);
+    node_down(&a);
+}
+
 static void t_hw_checkpoint(void)
 {
     node_t a;
@@ -966,6 +1002,8 @@ int main(void)
     CU_add_test(s, "leadership lost while a produce waits", t_follower_while_waiting);
     CU_add_test(s, "HW from the checkpoint after a restart", t_hw_checkpoint);
     CU_add_test(s, "divergence truncation rule", t_diverging_rule);
+    CU_add_test(s, "divergence at the LEO drops an empty epoch",
+                t_diverging_at_leo_drops_empty_epoch);
     CU_add_test(s, "role changes against appends", t_role_change_vs_appends);
     CU_add_test(s, "follower append and truncation", t_follower_append);
     CU_basic_set_mode(CU_BRM_VERBOSE);
