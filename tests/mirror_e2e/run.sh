@@ -28,6 +28,11 @@
 #   failover-load  failover under load (its own topic fo-load, mirror mfo): no destination write
 #              accepted before STOPPED, read_committed = the mirrored prefix once + the new writes,
 #              LSO = HW, one MIRROR_PID_RESET after the LME (--inject fo-lme: must fail).
+#   epochs     (independent: topic ep-00, mirror mep) a source partition with >= 5 leader
+#              elections mirrored; destination leader epoch >= every mirrored batch epoch; Java
+#              and librdkafka consumer groups read and commit for a fixed window with a bounded
+#              number of Metadata / OffsetForLeaderEpoch requests (destination brokers' /metrics,
+#              metrics.listener on an ephemeral port); after failover new batches carry a higher epoch.
 #   source-dead  --stop --wait with every source node frozen, then killed; STOPPED with the LME,
 #              writable (topics fo-hung, fo-dead, mirror mfo2); the source is restarted after.
 # Exit 0 pass, 1 fail (each failure printed as FAIL: ...), 2 setup error. Logs and cluster data:
@@ -143,6 +148,7 @@ spid=$!
 "$CL" start --name "$DST" --backend kbroker --build "$BUILD" --base-port "$DST_PORT" \
   --controllers separate --override "plugin.paths=$SO" --override mirror.enable=true \
   --override default.replication.factor=3 --override min.insync.replicas=2 \
+  --override metrics.listener=http://127.0.0.1:0 \
   >"$WORK/dst-start.log" 2>&1 || { cat "$WORK/dst-start.log"; setup_error "destination cluster did not start"; }
 wait "$spid" || { cat "$WORK/src-start.log"; setup_error "source cluster did not start"; }
 S=$("$CL" bootstrap --name "$SRC")

@@ -2,7 +2,8 @@
 # peer-tools.sh SUBCOMMAND [--opt value]...
 #
 # Runs tests/java/peer-tools (Java Admin/producer/consumer CLI), building it first when needed.
-# Subcommands: wait-ready, describe-cluster, admin-create-topic, produce, consume-verify
+# Subcommands: wait-ready, describe-cluster, admin-create-topic, produce, consume-verify,
+# consume-group
 # (see tests/java/peer-tools/src/main/java/kmirror/peertools/Main.java).
 # PEER_TOOLS_JAVA_OPTS overrides the JVM options (default: small heap, fast start).
 set -euo pipefail

@@ -58,6 +58,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *                     [--open-records O --release-file F [--hold-ms H]]]
  * consume-verify     --bootstrap B --topic T --count N [--seed S] [--size BYTES]
  *                    [--expect-sha256 HEX] [--timeout-ms T]
+ * consume-group      --bootstrap B --topic T --group G --duration-ms D [--sessions K]
+ *                    [--timeout-ms T]
  * </pre>
  *
  * Record i (0-based) goes to partition i % P. Its key is "key-i", its value SIZE bytes from a
@@ -73,6 +75,15 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * O records flushed, neither committed nor aborted" is printed, and the producer then holds it
  * open until the file F exists (polled; at most H ms, default 300000, then it fails), aborts it
  * and exits. Its records are not in the sha256.
+ * consume-group: K consumers of group G (subscribe, classic protocol), one after the other, each
+ * for D/K ms and until it has read a record (a slow group join must not leave a session empty);
+ * the last one also until its positions reach the log end offsets; all of it within T ms
+ * (default 90000; exit 1 when not). Every poll that returned records is committed synchronously
+ * (the positions, with the leader epoch of the last record, as KafkaConsumer commits them). A
+ * session resumes at the group's committed offsets (earliest without). Per partition every
+ * record's offset must be above the previous one (none read twice, across sessions too). Prints
+ * one line per session and
+ * "consume-group: R records in K sessions, max record leader epoch E, committed P=OFFSET@EPOCH,...".
  * Exit status: 0 ok, 1 verification/operation failure, 64 usage error.
  */
 public final class Main {
@@ -88,6 +99,7 @@ public final class Main {
       case "admin-create-topic": rc = createTopic(o); break;
       case "produce": rc = produce(o); break;
       case "consume-verify": rc = consumeVerify(o); break;
+      case "consume-group": rc = consumeGroup(o); break;
       default: usage("unknown subcommand " + argv[0]); rc = 64;
     }
     System.out.flush();
@@ -96,7 +108,7 @@ public final class Main {
 
   static void usage(String why) {
     System.err.println("peer-tools: " + why);
-    System.err.println("subcommands: wait-ready, describe-cluster, admin-create-topic, produce, consume-verify");
+    System.err.println("subcommands: wait-ready, describe-cluster, admin-create-topic, produce, consume-verify, consume-group");
     System.exit(64);
   }
 
@@ -506,6 +518,91 @@ public final class Main {
     }
     System.out.printf("consumed and verified %d records from %s in %.2f s sha256=%s%n", got, topic,
         secs, sha);
+    return 0;
+  }
+
+  // ------------------------------------------------------------------------------- consume-group
+
+  /** Every assigned partition's position is at its log end offset (none assigned: false). */
+  static boolean atEnd(KafkaConsumer<byte[], byte[]> c) {
+    if (c.assignment().isEmpty()) return false;
+    Map<TopicPartition, Long> end = c.endOffsets(c.assignment());
+    for (Map.Entry<TopicPartition, Long> e : end.entrySet()) {
+      if (c.position(e.getKey()) < e.getValue()) return false;
+    }
+    return true;
+  }
+
+  static int consumeGroup(Opts o) throws Exception {
+    String topic = o.str("topic");
+    int sessions = (int) o.num("sessions", 1);
+    long perSession = o.num("duration-ms") / Math.max(1, sessions);
+    Properties p = common(o);
+    p.put(ConsumerConfig.GROUP_ID_CONFIG, o.str("group"));
+    p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    p.put(ConsumerConfig.CHECK_CRCS_CONFIG, "true");
+    List<String> errors = new ArrayList<>();
+    Map<Integer, Long> last = new HashMap<>();
+    long total = 0;
+    int maxEpoch = -1;
+    String committed = "";
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(o.num("timeout-ms", 90_000));
+    for (int s = 1; s <= sessions; s++) {
+      long n = 0;
+      int sessMax = -1;
+      long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(perSession);
+      try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+        c.subscribe(List.of(topic));
+        while (errors.size() < 20) {
+          long now = System.nanoTime();
+          if (now >= deadline) {
+            errors.add("session " + s + ": not done within --timeout-ms (" + n + " records)");
+            break;
+          }
+          if (now >= end && n > 0 && (s < sessions || atEnd(c))) break;
+          ConsumerRecords<byte[], byte[]> rs = c.poll(Duration.ofMillis(200));
+          if (rs.isEmpty()) continue;
+          for (ConsumerRecord<byte[], byte[]> r : rs) {
+            Long prev = last.get(r.partition());
+            if (prev != null && r.offset() <= prev) {
+              errors.add("p" + r.partition() + ": offset " + r.offset() + " after " + prev
+                  + " (read twice or going back)");
+            }
+            last.put(r.partition(), r.offset());
+            sessMax = Math.max(sessMax, r.leaderEpoch().orElse(-1));
+            n++;
+          }
+          c.commitSync();
+        }
+        List<TopicPartition> tps = new ArrayList<>();
+        for (PartitionInfo pi : c.partitionsFor(topic)) tps.add(new TopicPartition(topic, pi.partition()));
+        StringBuilder sb = new StringBuilder();
+        Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> cm =
+            c.committed(new java.util.HashSet<>(tps));
+        tps.sort((a, b) -> Integer.compare(a.partition(), b.partition()));
+        for (TopicPartition tp : tps) {
+          org.apache.kafka.clients.consumer.OffsetAndMetadata om = cm.get(tp);
+          if (sb.length() > 0) sb.append(',');
+          sb.append(tp.partition()).append('=');
+          sb.append(om == null ? "none" : om.offset() + "@" + om.leaderEpoch().orElse(-1));
+        }
+        committed = sb.toString();
+      }
+      System.out.printf("consume-group: session %d: %d records, max record leader epoch %d, committed %s%n",
+          s, n, sessMax, committed);
+      total += n;
+      maxEpoch = Math.max(maxEpoch, sessMax);
+    }
+    if (!errors.isEmpty()) {
+      for (String e : errors) System.err.println("consume-group: " + e);
+      System.err.println("consume-group: FAILED (" + errors.size() + " problems)");
+      return 1;
+    }
+    System.out.printf("consume-group: %d records in %d sessions, max record leader epoch %d, committed %s%n",
+        total, sessions, maxEpoch, committed);
     return 0;
   }
 }
