@@ -900,6 +900,8 @@ km_err_t km_fetch_mirror_set(km_fetch_mgr_t *fm, const char *mirror, const km_mi
     mr->fetch_min_bytes = conf->fetch_min_bytes;
     mr->fetch_response_max_bytes = conf->fetch_response_max_bytes;
     mr->fetch_max_bytes = conf->fetch_max_bytes;
+    snprintf(mr->cluster_id, sizeof(mr->cluster_id), "%s",
+             conf->source_cluster_id != NULL ? conf->source_cluster_id : "");
     if (reconnect) {
         km_log_info(cm, "mirror %s: source connection settings changed, reconnecting", mirror);
         for (km_fetcher_t *t = fm->fetchers; t != NULL; t = t->next) {

@@ -95,6 +95,9 @@ typedef struct km_fetch_opts {
     int32_t latch_wait_ms;      /**< 0 (production): the kc_ poll is the thread's wait; > 0 also
                                      parks each step on the thread's latch that long (for a host
                                      that steps threads, tests/fakehost) */
+    int32_t topic_gone_ms;      /**< a source topic whose id is known and that 3 Metadata answers
+                                     in a row over at least this long do not list is taken as
+                                     deleted (FATAL); 0: 3000 */
 } km_fetch_opts_t;
 
 /** What to fetch and where to append it (strings borrowed, copied by the manager). */
@@ -146,9 +149,12 @@ void km_fetch_mgr_destroy(km_fetch_mgr_t *fm);
 
 /**
  * Add or update a mirror's source connection settings (conf borrowed; what the fetcher needs
- * is copied). Only PLAINTEXT sources for now: other security.protocol values are refused with
- * KM_ERR_CONFIG and a message. fetch.* changes apply to the next fetch; a changed connection
- * setting makes the mirror's threads reconnect (new client and session, leaders looked up again).
+ * is copied). conf->source_cluster_id, when set, is the cluster the source must be: a Metadata
+ * answer with another ClusterId holds the partitions it concerns (FATAL,
+ * INCONSISTENT_CLUSTER_ID). Only PLAINTEXT sources for now: other security.protocol values are
+ * refused with KM_ERR_CONFIG and a message. fetch.* changes apply to the next fetch; a changed
+ * connection setting makes the mirror's threads reconnect (new client and session, leaders looked
+ * up again).
  * @return KM_OK, KM_ERR_CONFIG, KM_ERR_NOMEM, KM_ERR_INVALID
  * @thread coord
  */

@@ -22,6 +22,7 @@
 #define KM_FETCH_PART_MAGIC 0x4b4d4650u /* "KMFP" */
 #define KM_FETCHER_MAGIC    0x4b4d4654u /* "KMFT" */
 #define KM_FMIRROR_MAGIC    0x4b4d4652u /* "KMFR" */
+#define KM_FW_CID_MAX       128         /* source cluster ids (Kafka's are 22 characters) */
 
 typedef struct km_fetcher km_fetcher_t;
 
@@ -57,6 +58,9 @@ typedef struct km_fmirror {
     kbx_metric_t *m_records;
     kbx_metric_t *m_lag;
     kbx_metric_t *m_errors;
+
+    /* the source cluster id the mirror was created against, "" unknown (under fm->lock) */
+    char cluster_id[KM_FW_CID_MAX];
 } km_fmirror_t;
 
 struct km_fetch_part {
@@ -115,6 +119,10 @@ struct km_fetch_part {
     int64_t sent_offset;
     int32_t sent_epoch;
     int32_t sent_lfe;
+
+    /* consecutive Metadata answers without the source topic (its id known), the first's time */
+    int32_t gone_count;
+    int64_t gone_since_ns;
 };
 
 /** A partition a session still holds after it left this thread: forgotten next request. */
@@ -166,6 +174,7 @@ struct km_fetcher {
     kp_arena_t rq_ar;
     kp_FetchRequest_t rq;
     /* fetch settings copied at each request */
+    char cluster_id[KM_FW_CID_MAX];
     int32_t fetch_wait_max_ms, fetch_backoff_ms, fetch_min_bytes, fetch_response_max_bytes,
         fetch_max_bytes, request_timeout_ms;
 };

@@ -22,6 +22,8 @@
 #define KM_FW_FETCH_MIN_VER  4
 #define KM_FW_FETCH_MAX_VER  18    /* v19 (MirrorLeaderEpoch) is provisional: not sent yet */
 #define KM_FW_MAX_BACKOFF_MS 10000 /* a source back from an outage is fetched within 10 s */
+#define KM_FW_GONE_ANSWERS   3     /* Metadata answers without a known topic before it is */
+#define KM_FW_GONE_MS        3000  /* ... taken as deleted, over at least this long (default) */
 
 static int64_t km_fw_now_ns(km_fetcher_t *t)
 {
@@ -400,7 +402,13 @@ static void km_fw_records(km_fetcher_t *t, km_fetch_part_t *fpart, const uint8_t
             km_fetch_event(t->fm, fpart, &ev);
         }
     } else {
-        km_fetch_status_update(t->fm, fpart, KM_FETCH_ERR_NONE, -1, NULL, 0, 0, 0);
+        /* An answer without new batches also ends an error streak (an idle partition that
+         * came back must not show the last error, or back off longer, for ever). */
+        bool streak = fpart->retries > 0;
+
+        fpart->retries = 0;
+        fpart->backoff_ms = 0;
+        km_fetch_status_update(t->fm, fpart, KM_FETCH_ERR_NONE, -1, streak ? "" : NULL, 0, 0, 0);
     }
     switch (plan.stop) {
     case KM_FETCH_STOP_EPOCH:
@@ -458,6 +466,65 @@ static void km_fw_md_lookup_failed(km_fetcher_t *t, const char *why)
     }
 }
 
+/*
+ * The source answers as another cluster (its address now serves a cluster other than the one
+ * the mirror was created against): every partition being looked up or fetched is held FATAL.
+ * Returns true when it did.
+ */
+static bool km_fw_md_other_cluster(km_fetcher_t *t, const kp_MetadataResponse_t *resp, int16_t ver)
+{
+    char cid[KM_FW_CID_MAX];
+
+    if (ver < 2 || t->cluster_id[0] == '\0' || resp->ClusterId.len <= 0 ||
+        km_fw_str_eq(resp->ClusterId, t->cluster_id))
+        return false;
+    km_fw_copy_str(cid, sizeof(cid), resp->ClusterId);
+    for (km_fetch_part_t *p = t->parts, *next; p != NULL; p = next) {
+        next = p->t_next;
+        if (p->state != KM_FETCH_ST_LOOKUP && p->state != KM_FETCH_ST_FETCHING)
+            continue;
+        km_fw_hold(t, p, KM_FETCH_EV_FATAL, KP_ERR_INCONSISTENT_CLUSTER_ID, -1, -1,
+                   "%s-%d: the source answers as cluster %s, not %s, the cluster this mirror "
+                   "copies (another cluster at the source's address?); the mirrored data up to "
+                   "offset %" PRId64 " is kept read-only",
+                   p->topic, (int)p->partition, cid, t->cluster_id, p->fetch_offset);
+    }
+    return true;
+}
+
+/*
+ * The source's Metadata does not list a topic whose id we know: deleted, or a broker that has
+ * not learned it (yet). Deleted once KM_FW_GONE_ANSWERS answers in a row over at least
+ * KM_FW_GONE_MS said so (a restarted or lagging broker catches up well within that): FATAL,
+ * held. Before that, a transient error. Returns true when it held the partition.
+ */
+static bool km_fw_md_topic_gone(km_fetcher_t *t, km_fetch_part_t *p, int16_t code)
+{
+    int64_t now = km_fw_now_ns(t);
+    int64_t window_ms = t->fm->opts.topic_gone_ms > 0 ? t->fm->opts.topic_gone_ms : KM_FW_GONE_MS;
+
+    if (!p->src_id_known) {
+        km_fw_transient(t, p, code, true, "source metadata: %s",
+                        code >= 0 ? kp_errcode_name(code) : "the topic is not listed");
+        return false;
+    }
+    if (p->gone_count == 0)
+        p->gone_since_ns = now;
+    if (p->gone_count < INT32_MAX)
+        p->gone_count++;
+    if (p->gone_count < KM_FW_GONE_ANSWERS || now - p->gone_since_ns < window_ms * 1000000) {
+        km_fw_transient(t, p, code, true, "the source does not know the topic (%s, %d time(s))",
+                        code >= 0 ? kp_errcode_name(code) : "not listed", (int)p->gone_count);
+        return false;
+    }
+    km_fw_hold(t, p, KM_FETCH_EV_FATAL, KP_ERR_UNKNOWN_TOPIC_OR_PARTITION, -1, -1,
+               "%s-%d: the source topic was deleted (not in the source's metadata for %d s); "
+               "the mirrored data up to offset %" PRId64 " is kept read-only",
+               p->topic, (int)p->partition, (int)((now - p->gone_since_ns) / 1000000000LL),
+               p->fetch_offset);
+    return true;
+}
+
 static void km_fw_on_metadata(kc_client_t *kc, int err, int16_t ver, const uint8_t *body,
                               size_t len, void *opaque)
 {
@@ -487,6 +554,10 @@ static void km_fw_on_metadata(kc_client_t *kc, int err, int16_t ver, const uint8
         km_fw_md_lookup_failed(t, "undecodable Metadata response");
         return;
     }
+    if (km_fw_md_other_cluster(t, &resp, ver)) {
+        kp_arena_free(&ar);
+        return;
+    }
     for (int32_t i = 0; i < resp.Brokers.cnt; i++) {
         const kp_MetadataResponse_MetadataResponseBroker_t *b = &resp.Brokers.v[i];
         char host[256];
@@ -508,18 +579,17 @@ static void km_fw_on_metadata(kc_client_t *kc, int err, int16_t ver, const uint8
         for (int32_t i = 0; i < resp.Topics.cnt && tp == NULL; i++)
             if (km_fw_str_eq(resp.Topics.v[i].Name, p->topic))
                 tp = &resp.Topics.v[i];
-        if (tp == NULL) {
-            if (p->state == KM_FETCH_ST_LOOKUP)
-                km_fw_transient(t, p, -1, true, "source metadata does not list the topic");
+        if (tp == NULL || tp->ErrorCode == KP_ERR_UNKNOWN_TOPIC_OR_PARTITION) {
+            km_fw_md_topic_gone(t, p, tp != NULL ? tp->ErrorCode : -1);
             continue;
         }
         if (tp->ErrorCode != 0) {
-            if (p->state == KM_FETCH_ST_LOOKUP ||
-                tp->ErrorCode == KP_ERR_UNKNOWN_TOPIC_OR_PARTITION)
+            if (p->state == KM_FETCH_ST_LOOKUP)
                 km_fw_transient(t, p, tp->ErrorCode, true, "source metadata: topic error %s",
                                 kp_errcode_name(tp->ErrorCode));
             continue;
         }
+        p->gone_count = 0;
         if (ver >= 10) {
             kbx_uuid_t id;
             bool zero = true;
@@ -529,7 +599,9 @@ static void km_fw_on_metadata(kc_client_t *kc, int err, int16_t ver, const uint8
             if (!zero && p->src_id_known && memcmp(&id, &p->src_topic_id, sizeof(id)) != 0) {
                 km_fw_hold(t, p, KM_FETCH_EV_FATAL, KP_ERR_INCONSISTENT_TOPIC_ID, -1, -1,
                            "%s-%d: the source topic was deleted and re-created (new topic id); "
-                           "the mirrored data up to offset %" PRId64 " is kept read-only",
+                           "the mirrored data up to offset %" PRId64 " is kept read-only. To "
+                           "mirror the new topic, delete this topic on the destination and start "
+                           "it again",
                            p->topic, (int)p->partition, p->fetch_offset);
                 continue;
             }
@@ -1230,6 +1302,7 @@ int32_t km_fetch_wire_work(km_fetcher_t *t, int32_t poll_ms)
     t->fetch_response_max_bytes = t->mirror->fetch_response_max_bytes;
     t->fetch_max_bytes = t->mirror->fetch_max_bytes;
     t->request_timeout_ms = t->mirror->request_timeout_ms;
+    memcpy(t->cluster_id, t->mirror->cluster_id, sizeof(t->cluster_id));
     pthread_mutex_unlock(&fm->lock);
 
     for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next) {

@@ -313,11 +313,12 @@ static bool km_mirror_fetch_status(void *ctx, const km_mpart_id_t *id, km_mpart_
     return true;
 }
 
-/* Source errors that mean the source topic is gone or another one: not retryable. */
+/* Source errors that mean the source topic is gone or another one, or the source is another
+ * cluster: not retryable (an operator fixes the cause, then --recover). */
 static bool km_mirror_fatal_retryable(int16_t code)
 {
     return code != KP_ERR_UNKNOWN_TOPIC_OR_PARTITION && code != KP_ERR_UNKNOWN_TOPIC_ID &&
-           code != KP_ERR_INCONSISTENT_TOPIC_ID;
+           code != KP_ERR_INCONSISTENT_TOPIC_ID && code != KP_ERR_INCONSISTENT_CLUSTER_ID;
 }
 
 static void km_mirror_on_fetch_event(km_plugin_t *cm, void *opaque, const km_fetch_event_t *ev)
@@ -523,6 +524,7 @@ static void km_mirror_on_topic(void *arg, const km_cat_topic_t *topic, const cha
 static void km_mirror_on_mirror(void *arg, const char *name, const km_mirror_def_t *def)
 {
     km_mirror_t *mm = arg;
+    km_mirror_config_t conf;
     char err[256] = "";
 
     if (mm->fm == NULL)
@@ -531,7 +533,12 @@ static void km_mirror_on_mirror(void *arg, const char *name, const km_mirror_def
         km_fetch_mirror_remove(mm->fm, name);
         return;
     }
-    if (km_fetch_mirror_set(mm->fm, name, &def->conf, err, sizeof(err)) != KM_OK)
+    /* The fetcher checks every Metadata answer against the cluster id CreateMirror resolved
+     * (the definition's; the conf's source.cluster.id was checked equal to it). */
+    conf = def->conf;
+    if (def->source_cluster_id != NULL && def->source_cluster_id[0] != '\0')
+        conf.source_cluster_id = def->source_cluster_id;
+    if (km_fetch_mirror_set(mm->fm, name, &conf, err, sizeof(err)) != KM_OK)
         km_log_error(mm->cm, "mirror %s: its source connection is refused: %s", name, err);
 }
 

@@ -551,11 +551,17 @@ static km_err_t km_mpart_go(km_mpart_t *mp, int to)
 static void km_mpart_fail(km_mpart_t *mp, bool retryable, int64_t offset, const char *what)
 {
     km_mpart_rec_t w;
+    char name[KM_MPART_ERROR_MAX];
+    size_t n;
 
     km_mpart_next_rec(mp, KM_MPART_FAILED, &w);
     if (mp->rec.state == KM_MPART_FAILED)
         w.previous_state = mp->rec.previous_state;
-    if (offset >= 0)
+    km_mpart_fmt(name, sizeof(name), "%s-%d", mp->topic, (int)mp->id.partition);
+    n = strlen(name);
+    if (strncmp(what, name, n) == 0 && (what[n] == ':' || what[n] == ' '))
+        km_mpart_fmt(w.error, sizeof(w.error), "%s", what); /* names the partition already */
+    else if (offset >= 0)
         km_mpart_fmt(w.error, sizeof(w.error), "%s-%d at offset %lld: %s", mp->topic,
                      (int)mp->id.partition, (long long)offset, what);
     else

@@ -808,18 +808,27 @@ static bool km_describe_mpart(km_rpc_req_t *req, const km_cat_topic_t *t, int32_
     km_mpart_mgr_t *mgr = km_mirror_mgr(req->cm);
     km_mpart_desc_t d;
     const char *err = NULL;
+    int32_t retry;
 
     if (mgr == NULL || km_mpart_describe(mgr, &t->id, p, &d) != KM_OK)
         return false;
     pd->StateValue = km_rpc_str(req, d.state_name != NULL ? d.state_name : "UNKNOWN");
-    if (d.rec.error[0] != '\0')
+    retry = d.rec.non_retryable ? -1 : d.rec.retry_attempt;
+    if (d.rec.error[0] != '\0') {
         err = d.rec.error;
-    else if (d.transient_error[0] != '\0')
+    } else if (d.fetching) {
+        /* Transient source errors (MIRRORING goes on): the streak's error and its length as
+         * the retry count, none once a fetch answered again. */
+        if (d.fetch.retries > 0) {
+            err = d.fetch.error[0] != '\0' ? d.fetch.error : d.transient_error;
+            if (retry >= 0 && d.fetch.retries > retry)
+                retry = d.fetch.retries;
+        }
+    } else if (d.transient_error[0] != '\0') {
         err = d.transient_error;
-    else if (d.fetching && d.fetch.error[0] != '\0')
-        err = d.fetch.error;
-    pd->ErrorMessage = km_rpc_str(req, err);
-    pd->RetryAttempt = d.rec.non_retryable ? -1 : d.rec.retry_attempt;
+    }
+    pd->ErrorMessage = km_rpc_str(req, err != NULL && err[0] != '\0' ? err : NULL);
+    pd->RetryAttempt = retry;
     pd->SourceOffset = d.fetching ? d.fetch.source_hw : -1;
     pd->DestinationOffset = d.log_end_offset;
     pd->LastMirrorEpoch = d.rec.lme_epoch;

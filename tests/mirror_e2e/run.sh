@@ -6,6 +6,8 @@
 #          [--inject flip]   (shows the verifier can fail: one byte of a destination replica of
 #                             id-03 partition 1 is flipped after the catch-up; the run must FAIL)
 #          [--inject fo-lme] (failover-load's checks take every LME one offset lower; must FAIL)
+#          [--inject sf-same-cluster]  (source-faults: the replacing cluster gets the original's
+#                             cluster.id, so the cluster check cannot fire; the run must FAIL)
 #
 # One source cluster (3 kbroker brokers, node 1 also the controller) and one destination cluster
 # (3 kbroker brokers with kmirror.so + a controller-only node, RF 3, min.insync.replicas=2) are
@@ -33,6 +35,10 @@
 #              and librdkafka consumer groups read and commit for a fixed window with a bounded
 #              number of Metadata / OffsetForLeaderEpoch requests (destination brokers' /metrics,
 #              metrics.listener on an ephemeral port); after failover new batches carry a higher epoch.
+#   source-faults (own topics sf-*, mirrors msf/msf2, a 1-broker source of its own) source
+#              brokers stopped/killed: MIRRORING with the error shown, recovered by themselves;
+#              source topic deleted / re-created, source cluster replaced: FAILED with a
+#              message while the others mirror on; --recover once the cause is fixed.
 #   source-dead  --stop --wait with every source node frozen, then killed; STOPPED with the LME,
 #              writable (topics fo-hung, fo-dead, mirror mfo2); the source is restarted after.
 # Exit 0 pass, 1 fail (each failure printed as FAIL: ...), 2 setup error. Logs and cluster data:
@@ -166,12 +172,12 @@ cmp_partition() {
     echo "a replica does not start at offset 0"; return 1; }
   cat "$WORK/cmp-$t-$p.txt"
 }
-# cmp_topics TOPIC... -- every partition (0..3) of every topic; polled, 60 s for them all
-# (followers may still be fetching the last batches)
+# cmp_topics TOPIC... -- every partition (0..3, or the list in $CMP_PARTS) of every topic;
+# polled, 60 s for them all (followers may still be fetching the last batches)
 cmp_topics() {
   local t p ok n=0 b=0 end=$((SECONDS + 60))
   for t in "$@"; do
-    for p in 0 1 2 3; do
+    for p in ${CMP_PARTS:-0 1 2 3}; do
       ok=0
       while :; do
         if cmp_partition "$t" "$p" >"$WORK/cmp.out" 2>&1; then ok=1; break; fi

@@ -86,6 +86,10 @@ typedef struct src_s {
     int64_t diverge_end;
     int32_t ofle_epoch; /* OffsetsForLeaderEpoch answer */
     int64_t ofle_end;
+    const char *cluster_id; /* Metadata's ClusterId */
+    bool gone;              /* the topic is unknown: Metadata UNKNOWN_TOPIC_OR_PARTITION, Fetch
+                               UNKNOWN_TOPIC_ID */
+    int gone_answers;       /* > 0: gone ends after that many Metadata answers */
     /* what was asked (under mu) */
     src_req_t reqs[512];
     int nreqs;
@@ -195,18 +199,24 @@ static void src_metadata(int fd, int32_t corr, int16_t ver)
     pthread_mutex_lock(&SRC.mu);
     p.LeaderEpoch = SRC.leader_epoch;
     SRC.n_metadata++;
+    resp.ClusterId = kp_str(SRC.cluster_id);
+    if (SRC.gone) {
+        t.ErrorCode = KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
+        memset(t.TopicId.b, 0, 16);
+        if (SRC.gone_answers > 0 && --SRC.gone_answers == 0)
+            SRC.gone = false;
+    }
     pthread_mutex_unlock(&SRC.mu);
     p.ReplicaNodes.v = nodes;
     p.ReplicaNodes.cnt = 1;
     p.IsrNodes.v = nodes;
     p.IsrNodes.cnt = 1;
     t.Partitions.v = &p;
-    t.Partitions.cnt = 1;
+    t.Partitions.cnt = t.ErrorCode == 0 ? 1 : 0;
     resp.Brokers.v = &b;
     resp.Brokers.cnt = 1;
     resp.Topics.v = &t;
     resp.Topics.cnt = 1;
-    resp.ClusterId = kp_str("src-cluster");
     kp_writer_init(&wr);
     kp_MetadataResponse_encode(&wr, &resp, ver);
     src_respond(fd, corr, KP_APIKEY_Metadata, ver, &wr);
@@ -276,7 +286,11 @@ static void src_fetch(int fd, int32_t corr, int16_t ver, kp_FetchRequest_t *rq)
     pd.HighWatermark = src_log_end();
     pd.LastStableOffset = pd.HighWatermark;
     pd.LogStartOffset = SRC.log_start;
-    if (off >= 0 && (off < SRC.log_start || off > src_log_end())) {
+    if (SRC.gone) { /* in every answer, as a session reports a partition's new error */
+        pd.ErrorCode = KP_ERR_UNKNOWN_TOPIC_ID;
+        have = true;
+        pd.HighWatermark = -1;
+    } else if (off >= 0 && (off < SRC.log_start || off > src_log_end())) {
         pd.ErrorCode = KP_ERR_OFFSET_OUT_OF_RANGE;
         pd.HighWatermark = -1;
         have = true;
@@ -483,6 +497,7 @@ static void src_start(void)
     SRC.diverge_epoch = -1;
     SRC.ofle_epoch = -1;
     SRC.ofle_end = -1;
+    SRC.cluster_id = "src-cluster";
     SRC.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     setsockopt(SRC.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     CU_ASSERT_FATAL(bind(SRC.lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
@@ -560,7 +575,8 @@ static void tc_setup(int32_t dst_epoch)
 {
     void *ctx = NULL;
     char err[256] = "";
-    km_fetch_opts_t o = {.on_event = tc_on_event, .poll_ms = 5, .latch_wait_ms = 1};
+    km_fetch_opts_t o = {
+        .on_event = tc_on_event, .poll_ms = 5, .latch_wait_ms = 1, .topic_gone_ms = 300};
     char bs[64];
 
     memset(&T, 0, sizeof(T));
@@ -1087,6 +1103,109 @@ static void test_lfe_from_log(void)
     tc_teardown();
 }
 
+/* ---- source faults (scenario source-faults of tests/mirror_e2e) ---------------------------- */
+
+static km_fetch_status_t ST;
+static bool c_status_clean(void)
+{
+    km_fetch_partition_status(T.fm, T.fp, &ST);
+    return ST.state == KM_FETCH_ST_FETCHING && ST.retries == 0 && ST.error[0] == '\0';
+}
+
+/* The source's address answers as another cluster: FATAL INCONSISTENT_CLUSTER_ID, held. */
+static void test_source_cluster_replaced(void)
+{
+    char err[256] = "";
+    const km_fetch_event_t *ev;
+    km_fetch_status_t st;
+
+    tc_setup(10);
+    CU_ASSERT_EQUAL(km_config_set(T.cm, &km_config_mirror_scope, &T.mc, "source.cluster.id",
+                                  "src-cluster", err, sizeof(err)),
+                    KM_OK);
+    CU_ASSERT_EQUAL_FATAL(km_fetch_mirror_set(T.fm, "m1", &T.mc, err, sizeof(err)), KM_OK);
+    src_add_batch(0, 3, 4);
+    tc_add(0, -1, 10);
+    WANT_LEO = 4;
+    CU_ASSERT_FATAL(tc_wait(c_leo)); /* the expected cluster: mirrored */
+    pthread_mutex_lock(&SRC.mu);
+    SRC.cluster_id = "another-cluster";
+    SRC.gone = true; /* its Fetch does not know our topic id: a lookup follows */
+    pthread_mutex_unlock(&SRC.mu);
+    WANT_EV = KM_FETCH_EV_FATAL;
+    CU_ASSERT_FATAL(tc_wait(c_ev));
+    ev = tc_find(KM_FETCH_EV_FATAL);
+    CU_ASSERT_EQUAL(ev->error_code, KP_ERR_INCONSISTENT_CLUSTER_ID);
+    CU_ASSERT_EQUAL(ev->error_class, KM_FETCH_ERR_FATAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ev->message, "src-0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ev->message, "another-cluster"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ev->message, "offset 4"));
+    km_fetch_partition_status(T.fm, T.fp, &st);
+    CU_ASSERT_EQUAL(st.state, KM_FETCH_ST_HELD);
+    CU_ASSERT_EQUAL(tc_dst_leo(), 4);
+    tc_teardown();
+}
+
+/* The source topic deleted: transient at first (a broker may not know it yet), FATAL
+ * UNKNOWN_TOPIC_OR_PARTITION once 3 Metadata answers over at least topic_gone_ms (300 here,
+ * 3000 in production) said so. */
+static void test_source_topic_deleted(void)
+{
+    const km_fetch_event_t *ev, *tr;
+    int64_t t0;
+    int n0;
+
+    tc_setup(10);
+    src_add_batch(0, 3, 4);
+    tc_add(0, -1, 10);
+    WANT_LEO = 4;
+    CU_ASSERT_FATAL(tc_wait(c_leo));
+    pthread_mutex_lock(&SRC.mu);
+    SRC.gone = true;
+    n0 = SRC.n_metadata;
+    pthread_mutex_unlock(&SRC.mu);
+    t0 = fakehost_now_ms(T.fh);
+    WANT_EV = KM_FETCH_EV_FATAL;
+    CU_ASSERT_FATAL(tc_wait(c_ev));
+    ev = tc_find(KM_FETCH_EV_FATAL);
+    tr = tc_find(KM_FETCH_EV_TRANSIENT);
+    CU_ASSERT_PTR_NOT_NULL(tr);
+    CU_ASSERT(tr != NULL && tr < ev); /* transient first */
+    CU_ASSERT_EQUAL(ev->error_code, KP_ERR_UNKNOWN_TOPIC_OR_PARTITION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ev->message, "src-0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ev->message, "deleted"));
+    CU_ASSERT(fakehost_now_ms(T.fh) - t0 >= 300);
+    pthread_mutex_lock(&SRC.mu);
+    CU_ASSERT(SRC.n_metadata - n0 >= 3);
+    pthread_mutex_unlock(&SRC.mu);
+    CU_ASSERT_EQUAL(tc_dst_leo(), 4);
+    tc_teardown();
+}
+
+/* The topic unknown for two Metadata answers (a restarted broker catching up), then back:
+ * never FATAL; and with nothing new to fetch, the error streak ends (retries 0, no error). */
+static void test_source_topic_back(void)
+{
+    tc_setup(10);
+    src_add_batch(0, 3, 4);
+    tc_add(0, -1, 10);
+    WANT_LEO = 4;
+    CU_ASSERT_FATAL(tc_wait(c_leo));
+    pthread_mutex_lock(&SRC.mu);
+    SRC.gone = true;
+    SRC.gone_answers = 2;
+    pthread_mutex_unlock(&SRC.mu);
+    WANT_EV = KM_FETCH_EV_TRANSIENT;
+    CU_ASSERT_FATAL(tc_wait(c_ev));
+    CU_ASSERT_FATAL(tc_wait(c_status_clean));
+    CU_ASSERT_PTR_NULL(tc_find(KM_FETCH_EV_FATAL));
+    src_add_batch(4, 3, 2);
+    WANT_LEO = 6;
+    CU_ASSERT(tc_wait(c_leo));
+    CU_ASSERT_PTR_NULL(tc_find(KM_FETCH_EV_FATAL));
+    tc_teardown();
+}
+
 int main(void)
 {
     CU_TestInfo tests[] = {
@@ -1102,6 +1221,9 @@ int main(void)
         {"fenced", test_fenced},
         {"config_refused", test_config_refused},
         {"lfe_from_log", test_lfe_from_log},
+        {"source_cluster_replaced", test_source_cluster_replaced},
+        {"source_topic_deleted", test_source_topic_deleted},
+        {"source_topic_back", test_source_topic_back},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"fetch", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
