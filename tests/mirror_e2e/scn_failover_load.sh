@@ -22,6 +22,10 @@ scenario_failover_load() {
   local t=fo-load w=$WORK/fo-load fl=("$PY" "$HERE/failover-load.py") kpid jpid wpid rc i p t0
   local count=400 open=10
   mkdir -p "$w" && rm -f "$w"/stop-* "$w/release"
+  # the Java producer's jar first (built when missing or stale), so that the wait for its open
+  # transaction below does not include a Maven build
+  "$REPO/tests/peers/mvn-build.sh" "$REPO/tests/java/peer-tools" peer-tools.jar >"$w/mvn.log" 2>&1 ||
+    { cat "$w/mvn.log"; fail "building tests/java/peer-tools"; return; }
   step "failover-load: topic $t (2 partitions, RF 3) on the source, mirror mfo started"
   "${ME2E[@]}" create-topics "$S" 2 3 "$t" || { fail "create $t"; return; }
   printf 'bootstrap.servers=%s\n' "$S" >"$w/mfo.properties"
