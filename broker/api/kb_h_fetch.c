@@ -544,6 +544,7 @@ static kb_api_result_t kb_fetch_handle(void *opaque, kb_req_t *req, kb_resp_t **
     op->svc = svc;
     op->ver = ctx->api_version;
     op->replica_id = op->ver >= 15 ? rq.ReplicaState.ReplicaId : rq.ReplicaId;
+    ctx->replica_fetch = op->replica_id >= 0; /* metrics: follower traffic counted apart */
     op->max_wait_ms = rq.MaxWaitMs;
     op->min_bytes = rq.MinBytes;
     op->max_bytes = rq.MaxBytes > 0 ? rq.MaxBytes : INT32_MAX;

@@ -53,6 +53,8 @@ typedef struct kb_reqctx_s {
     size_t frame_len;
     int64_t recv_ns;     /**< monotonic time the request was read completely */
     int64_t deadline_ms; /**< reserved (0) */
+    bool replica_fetch;  /**< set by the Fetch handler for a follower's fetch: its response is
+                              also counted in kbroker_replica_fetch_response_bytes_total */
 } kb_reqctx_t;
 
 /** The context of @p req. @thread the thread that currently owns the request */

@@ -100,6 +100,7 @@ typedef struct kb_lst_s {
 typedef struct kb_api_metrics_s {
     _Atomic(kb_counter_t *) requests;
     _Atomic(kb_histo_t *) latency;
+    _Atomic(kb_counter_t *) resp_bytes;
 } kb_api_metrics_t;
 
 struct kb_server_s {
@@ -135,7 +136,7 @@ struct kb_server_s {
     pthread_mutex_t st_mu;
     pthread_cond_t st_cv; /* CLOCK_MONOTONIC; the main thread waits on it while stopping */
     /* metrics */
-    kb_counter_t *m_bytes_in, *m_bytes_out, *m_accepted;
+    kb_counter_t *m_bytes_in, *m_bytes_out, *m_accepted, *m_replica_fetch_bytes;
     kb_counter_t *m_closed_peer, *m_closed_idle, *m_closed_protocol, *m_closed_error,
         *m_closed_shutdown;
     kb_counter_t *m_rej_too_large, *m_rej_unsupported, *m_rej_malformed;
@@ -213,6 +214,11 @@ static void kb_server_metrics_init(kb_server_t *srv)
                                          "Bytes read from client connections.", NULL);
     srv->m_bytes_out = kb_metrics_counter(m, "kbroker_network_sent_bytes_total",
                                           "Bytes written to client connections.", NULL);
+    srv->m_replica_fetch_bytes =
+        kb_metrics_counter(m, "kbroker_replica_fetch_response_bytes_total",
+                           "Response bytes of follower replicas' Fetch requests (also in "
+                           "kbroker_response_bytes_total{api=\"Fetch\"}).",
+                           NULL);
     srv->m_accepted =
         kb_metrics_counter(m, "kbroker_connections_accepted_total", "Connections accepted.", NULL);
     srv->m_closed_peer =
@@ -261,6 +267,11 @@ static kb_api_metrics_t *kb_server_api_metrics(kb_server_t *srv, int16_t key)
             srv->metrics, "kbroker_request_duration_seconds",
             "Time from reading a request to queueing its response, by API.",
             kb_metrics_latency_buckets, kb_metrics_latency_buckets_cnt, labels);
+        kb_counter_t *b = kb_metrics_counter(srv->metrics, "kbroker_response_bytes_total",
+                                             "Response bytes queued to connections (size "
+                                             "prefix, header and body), by API.",
+                                             labels);
+        atomic_store_explicit(&am->resp_bytes, b, memory_order_release);
         atomic_store_explicit(&am->requests, c, memory_order_release);
         atomic_store_explicit(&am->latency, h, memory_order_release);
     }
@@ -833,6 +844,7 @@ static void kb_conn_flush_ready(kb_conn_t *conn)
 
     while (!conn->closed && (req = conn->inf_head) != NULL && req->ready) {
         kb_api_metrics_t *am;
+        uint64_t resp_bytes = 0;
         conn->inf_head = req->next;
         if (!conn->inf_head)
             conn->inf_tail = NULL;
@@ -895,6 +907,9 @@ static void kb_conn_flush_ready(kb_conn_t *conn)
             conn->out_tail = resp->tail ? resp->tail : h;
             conn->out_bytes += 4 + total;
             atomic_fetch_add(&srv->n_out_bytes, (int64_t)(4 + total));
+            resp_bytes = 4 + total;
+            if (req->ctx.replica_fetch)
+                kb_counter_add(srv->m_replica_fetch_bytes, resp_bytes);
             resp->head = resp->tail = NULL;
             kb_resp_free(resp);
             req->resp = NULL;
@@ -902,6 +917,9 @@ static void kb_conn_flush_ready(kb_conn_t *conn)
         am = kb_server_api_metrics(srv, req->ctx.api_key);
         if (am) {
             kb_counter_add(atomic_load_explicit(&am->requests, memory_order_acquire), 1);
+            if (resp_bytes > 0)
+                kb_counter_add(atomic_load_explicit(&am->resp_bytes, memory_order_acquire),
+                               resp_bytes);
             kb_histo_observe(atomic_load_explicit(&am->latency, memory_order_acquire),
                              (double)(now_ns - req->ctx.recv_ns) / 1e9);
         }

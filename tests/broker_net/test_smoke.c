@@ -346,6 +346,18 @@ int main(int argc, char **argv)
               "too-large refusals counted");
         CHECK(strstr(m, "kbroker_request_duration_seconds_bucket{api=\"ApiVersions\",le=") != NULL,
               "latency histogram");
+        {
+            /* Every ApiVersions response is at least size prefix, correlation id, error code
+             * and an api key entry (4 + 4 + 2 + 6 bytes), and none is counted beyond what the
+             * connections were sent. */
+            const char *rb = strstr(m, "kbroker_response_bytes_total{api=\"ApiVersions\"} ");
+            const char *sb = strstr(m, "\nkbroker_network_sent_bytes_total "); /* not # HELP */
+            long long r =
+                rb ? atoll(rb + strlen("kbroker_response_bytes_total{api=\"ApiVersions\"} ")) : -1;
+            long long sent = sb ? atoll(sb + strlen("\nkbroker_network_sent_bytes_total ")) : -1;
+            printf("ApiVersions response bytes %lld, sent bytes %lld\n", r, sent);
+            CHECK(r >= 104 * 16 && r <= sent, "ApiVersions response bytes counted");
+        }
         CHECK(strstr(m, "process_resident_memory_bytes") != NULL, "process collector");
         free(m);
     } else {
