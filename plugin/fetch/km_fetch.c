@@ -714,6 +714,8 @@ static void km_fmirror_free(km_fetch_mgr_t *fm, km_fmirror_t *mr)
         api->metric_unregister(cm->ref.host, mr->m_lag);
     if (mr->m_errors != NULL)
         api->metric_unregister(cm->ref.host, mr->m_errors);
+    if (mr->m_received != NULL)
+        api->metric_unregister(cm->ref.host, mr->m_received);
     km_free(cm, mr->name);
     km_free(cm, mr->bootstrap);
     km_free(cm, mr->client_id);
@@ -926,11 +928,16 @@ km_err_t km_fetch_mirror_set(km_fetch_mgr_t *fm, const char *mirror, const km_mi
                                           mirror);
         kbx_metric_t *e = km_fetch_metric(fm, KBX_METRIC_COUNTER, "errors_total",
                                           "fetch errors (transient and fatal)", mirror);
+        kbx_metric_t *rb = km_fetch_metric(fm, KBX_METRIC_COUNTER, "received_bytes_total",
+                                           "Fetch response bytes received from the source "
+                                           "(size prefix, response header and body)",
+                                           mirror);
         pthread_mutex_lock(&fm->lock);
         mr->m_bytes = b;
         mr->m_records = r;
         mr->m_lag = l;
         mr->m_errors = e;
+        mr->m_received = rb;
         pthread_mutex_unlock(&fm->lock);
     }
     return KM_OK;

@@ -58,6 +58,7 @@ typedef struct km_fmirror {
     kbx_metric_t *m_records;
     kbx_metric_t *m_lag;
     kbx_metric_t *m_errors;
+    kbx_metric_t *m_received; /* Fetch response bytes as received (framing included) */
 
     /* the source cluster id the mirror was created against, "" unknown (under fm->lock) */
     char cluster_id[KM_FW_CID_MAX];

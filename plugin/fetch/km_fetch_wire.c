@@ -1212,6 +1212,19 @@ static void km_fw_fetch_failed(km_fetcher_t *t, const char *why)
     }
 }
 
+/* The wire size of a Fetch response: size prefix, header (correlation id, and from v12 the
+ * flexible header's tagged fields, an empty set: one byte) and the body the client handed over. */
+static void km_fw_count_received(km_fetcher_t *t, int16_t ver, size_t body_len)
+{
+    km_fetch_mgr_t *fm = t->fm;
+    size_t n = body_len + 4 + (ver >= 12 ? 5 : 4);
+
+    pthread_mutex_lock(&fm->lock);
+    if (t->mirror->m_received != NULL)
+        fm->cm->ref.api->metric_record(fm->cm->ref.host, t->mirror->m_received, (double)n);
+    pthread_mutex_unlock(&fm->lock);
+}
+
 static void km_fw_on_fetch(kc_client_t *kc, int err, int16_t ver, const uint8_t *body, size_t len,
                            void *opaque)
 {
@@ -1224,6 +1237,8 @@ static void km_fw_on_fetch(kc_client_t *kc, int err, int16_t ver, const uint8_t 
     if (err == KC_E_DESTROYED)
         return;
     t->fetch_busy = false;
+    if (err == KC_E_OK)
+        km_fw_count_received(t, ver, len);
     if (err != KC_E_OK) {
         t->fetch_backoff_until_ns = km_fw_now_ns(t) + (int64_t)t->fetch_backoff_ms * 1000000;
         km_fw_fetch_failed(t, kc_err_str(err));

@@ -367,14 +367,14 @@ static void km_mirror_lme_now(km_plugin_t *cm, void *arg)
 
     if (cm->mirror.mgr != NULL)
         km_mpart_lme_done(cm->mirror.mgr, &rq->topic_id, rq->partition, rq->token, rq->err,
-                          rq->lme_epoch, rq->lme_offset);
+                          rq->lme_epoch, rq->lme_offset, -1);
     km_free(cm, rq);
 }
 
 /* Result of a batched lookup (rpc/km_lme.c), on the loop. */
 static void km_mirror_lme_result(km_plugin_t *cm, const kbx_uuid_t *topic_id, int32_t partition,
                                  uint64_t token, int kind, int32_t epoch, int64_t offset,
-                                 const char *msg)
+                                 int32_t peer_epoch, const char *msg)
 {
     km_mpart_mgr_t *mgr = cm->mirror.mgr;
 
@@ -382,14 +382,14 @@ static void km_mirror_lme_result(km_plugin_t *cm, const kbx_uuid_t *topic_id, in
         return;
     switch (kind) {
     case KM_LME_ANSWER:
-        km_mpart_lme_done(mgr, topic_id, partition, token, KM_OK, epoch, offset);
+        km_mpart_lme_done(mgr, topic_id, partition, token, KM_OK, epoch, offset, peer_epoch);
         break;
     case KM_LME_LOOP:
         km_mpart_lme_loop(mgr, topic_id, partition, token, msg);
         break;
     default:
         km_log_debug(cm, "partition %d: LME lookup: %s", (int)partition, msg != NULL ? msg : "");
-        km_mpart_lme_done(mgr, topic_id, partition, token, KM_ERR_HOST, -1, -1);
+        km_mpart_lme_done(mgr, topic_id, partition, token, KM_ERR_HOST, -1, -1, -1);
         break;
     }
 }

@@ -116,6 +116,7 @@ typedef struct km_mpart {
     bool have_lme;
     int32_t peer_lme_epoch;
     int64_t peer_lme_offset;
+    int32_t peer_epoch; /* the peer's current leader epoch of the partition, -1 unknown */
     int64_t trunc_offset;
     /* EPOCH_FENCING */
     int32_t fence_epoch;
@@ -713,10 +714,25 @@ retry:
 
 static void km_mpart_start_bump(km_mpart_t *mp, int32_t min_epoch);
 
+int32_t km_mpart_failback_epoch(int32_t lme_epoch, int32_t peer_epoch)
+{
+    int32_t top;
+
+    if (lme_epoch < 0)
+        return -1;
+    if (peer_epoch < 0) /* unknown: the old heuristic, a few peer leader changes covered */
+        return lme_epoch > INT32_MAX - 1 - KM_MPART_EPOCH_HEADROOM
+                   ? INT32_MAX
+                   : lme_epoch + 1 + KM_MPART_EPOCH_HEADROOM;
+    top = peer_epoch > lme_epoch ? peer_epoch : lme_epoch;
+    return top == INT32_MAX ? INT32_MAX : top + 1;
+}
+
 /* Failback (the peer answered an LME): the peer bumped its epoch above the LME epoch when it
- * failed over, so its new batches carry epoch > LME epoch. Raise ours to LME epoch + 1 + the
- * EPOCH_FENCING headroom before fetching, so the first fetched data is not thrown away at an
- * epoch fence (which would fetch it twice). A peer that has gone further is fenced as usual. */
+ * failed over, so its new batches carry epoch > LME epoch, up to its current leader epoch.
+ * Raise ours above that before fetching (km_mpart_failback_epoch), so the first fetched data
+ * is not thrown away at an epoch fence (which would fetch it twice). A peer leader change
+ * after the lookup is fenced as usual. */
 static void km_mpart_prep_bump(km_mpart_t *mp)
 {
     kbx_log_offsets_t o;
@@ -731,11 +747,16 @@ static void km_mpart_prep_bump(km_mpart_t *mp)
         km_mpart_retry_later(mp);
         return;
     }
-    want = mp->peer_lme_epoch + 1 + KM_MPART_EPOCH_HEADROOM;
+    want = km_mpart_failback_epoch(mp->peer_lme_epoch, mp->peer_epoch);
     if (o.leader_epoch >= want) {
         km_mpart_go(mp, KM_MPART_MIRRORING);
         return;
     }
+    km_log_info(mp->mgr->cm,
+                "%s-%d of mirror %s: failback: raising the leader epoch from %d to %d (LME epoch "
+                "%d, the peer's leader epoch %d)",
+                mp->topic, (int)mp->id.partition, mp->mirror, (int)o.leader_epoch, (int)want,
+                (int)mp->peer_lme_epoch, (int)mp->peer_epoch);
     km_mpart_start_bump(mp, want);
 }
 
@@ -1620,7 +1641,8 @@ void km_mpart_fetch_removed(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int
 }
 
 void km_mpart_lme_done(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int32_t partition,
-                       uint64_t token, km_err_t err, int32_t lme_epoch, int64_t lme_offset)
+                       uint64_t token, km_err_t err, int32_t lme_epoch, int64_t lme_offset,
+                       int32_t peer_epoch)
 {
     km_mpart_t *mp = km_mpart_find(mgr, topic_id, partition);
 
@@ -1637,6 +1659,7 @@ void km_mpart_lme_done(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int32_t 
     mp->have_lme = true;
     mp->peer_lme_epoch = lme_epoch < 0 ? -1 : lme_epoch;
     mp->peer_lme_offset = lme_epoch < 0 ? -1 : lme_offset;
+    mp->peer_epoch = peer_epoch < 0 ? -1 : peer_epoch;
     mp->step = KM_MP_P_TRUNCATE;
     km_mpart_kick(mp);
 }

@@ -51,6 +51,15 @@
  *  the next few source leader changes do not each need a bump (the prototype's increment). */
 #define KM_MPART_EPOCH_HEADROOM 10
 
+/**
+ * The leader epoch a failback raises the local one to before it fetches (PREPARING with an LME,
+ * design M27): above every epoch the peer used, that is above its current leader epoch of the
+ * partition (peer_epoch, learned with the lookup) and above the LME epoch, so the peer's
+ * batches need no EPOCH_FENCING. A peer epoch that is unknown (-1: the peer's Metadata had
+ * none) falls back to LME epoch + 1 + KM_MPART_EPOCH_HEADROOM. -1 without an LME (no bump).
+ */
+int32_t km_mpart_failback_epoch(int32_t lme_epoch, int32_t peer_epoch);
+
 typedef struct km_mpart_mgr km_mpart_mgr_t;
 
 /** Which partition (all borrowed). */
@@ -113,7 +122,8 @@ typedef struct km_mpart_ops {
     bool (*fetch_status)(void *ctx, const km_mpart_id_t *id, km_mpart_fstatus_t *out);
     /** Ask the peer (the source cluster) for the last mirrored epoch it recorded when it stopped
      *  mirroring this partition from us (DescribeMirrors with the tagged lookup fields).
-     *  Completes with km_mpart_lme_done(): epoch -1 for an explicit "none"; a peer without the
+     *  Completes with km_mpart_lme_done(): epoch -1 for an explicit "none" (with the peer's
+     *  current leader epoch of the partition when it is known); a peer without the
      *  mirror APIs is "none" too (one-way mirroring, the binding logs it). */
     km_err_t (*lme_lookup)(void *ctx, const km_mpart_id_t *id, uint64_t token);
     /** Run run(cm, arg) on the coordinator loop, or drop(cm, arg) if it never will
@@ -218,9 +228,11 @@ void km_mpart_state_written(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int
 void km_mpart_fetch_removed(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int32_t partition,
                             uint64_t token);
 
-/** Completion of ops->lme_lookup: err KM_OK with (epoch, offset), epoch -1 meaning "none". */
+/** Completion of ops->lme_lookup: err KM_OK with (epoch, offset), epoch -1 meaning "none", and
+ *  the peer's current leader epoch of the partition (-1: unknown). */
 void km_mpart_lme_done(km_mpart_mgr_t *mgr, const kbx_uuid_t *topic_id, int32_t partition,
-                       uint64_t token, km_err_t err, int32_t lme_epoch, int64_t lme_offset);
+                       uint64_t token, km_err_t err, int32_t lme_epoch, int64_t lme_offset,
+                       int32_t peer_epoch);
 
 /** Completion of ops->lme_lookup when the peer still mirrors the partition from us (a
  *  mirroring loop): FAILED (retryable, back to PREPARING) with message, nothing truncated. */

@@ -289,6 +289,12 @@ typedef struct km_lme_q {
     kbx_uuid_t id;
     int32_t partition;
     uint64_t token;
+    /* The result, filled from the peer's answers (items of a batch only). */
+    int kind;           /* KM_LME_* */
+    int32_t epoch;      /* the LME epoch, -1 none */
+    int64_t offset;     /* the LME offset */
+    int32_t peer_epoch; /* the peer's current leader epoch of the partition, -1 unknown */
+    char *why;          /* NULL or the message of a RETRY / LOOP (owned) */
 } km_lme_q_t;
 
 typedef struct km_lme_busy {
@@ -316,13 +322,18 @@ typedef struct km_lme_batch {
     kp_DescribeMirrorsRequest_t rq;
     kp_DescribeMirrorsRequest_LastMirrorEpochLookup_t *looks;
     int32_t *parts;
+    /* The second round trip (design M27): Metadata for the topics answered with an LME, whose
+     * partition leader epochs tell how far the peer's epochs went. */
+    kp_MetadataRequest_t mrq;
+    kp_MetadataRequest_MetadataRequestTopic_t *mtopics;
 } km_lme_batch_t;
 
 static void km_lme_q_clear(km_plugin_t *cm, km_lme_q_t *q)
 {
     km_free(cm, q->mirror);
     km_free(cm, q->topic);
-    q->mirror = q->topic = NULL;
+    km_free(cm, q->why);
+    q->mirror = q->topic = q->why = NULL;
 }
 
 km_lme_t *km_lme_new(km_plugin_t *cm, km_lme_done_fn done)
@@ -383,17 +394,43 @@ static void km_lme_batch_free(km_plugin_t *cm, km_lme_batch_t *b)
     km_free(cm, b->items);
     km_free(cm, b->looks);
     km_free(cm, b->parts);
+    km_free(cm, b->mtopics);
     km_free(cm, b->mirror);
     km_free(cm, b);
 }
 
 static void km_lme_flush_post(km_lme_t *l);
 
-/* Resolve every item of b: kind/epoch/offset from the peer's answer (decoded) or all RETRY. */
-static void km_lme_resolve(km_lme_t *l, km_lme_batch_t *b, const kp_DescribeMirrorsResponse_t *resp,
-                           const char *fail)
+/* Every item of b gets RETRY with fail (no usable answer). */
+static void km_lme_fail_all(km_lme_t *l, km_lme_batch_t *b, const char *fail)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        km_lme_q_t *it = &b->items[i];
+        l->done(l->cm, &it->id, it->partition, it->token, KM_LME_RETRY, -1, -1, -1, fail);
+    }
+}
+
+/* Every item of b gets its result. */
+static void km_lme_finish(km_lme_t *l, km_lme_batch_t *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        km_lme_q_t *it = &b->items[i];
+        l->done(l->cm, &it->id, it->partition, it->token, it->kind, it->epoch, it->offset,
+                it->peer_epoch, it->why);
+    }
+}
+
+static bool km_lme_str_eq(const kp_str_t *a, const char *b)
+{
+    return a->len >= 0 && (size_t)a->len == strlen(b) && memcmp(a->ptr, b, (size_t)a->len) == 0;
+}
+
+/* Each item's kind/epoch/offset (and message) from the peer's decoded DescribeMirrors answer.
+ * Returns true when some item got an LME (its peer epoch is then worth asking for). */
+static bool km_lme_decide(km_lme_t *l, km_lme_batch_t *b, const kp_DescribeMirrorsResponse_t *resp)
 {
     char msg[512];
+    bool any_lme = false;
 
     for (size_t i = 0; i < b->n; i++) {
         km_lme_q_t *it = &b->items[i];
@@ -403,30 +440,25 @@ static void km_lme_resolve(km_lme_t *l, km_lme_batch_t *b, const kp_DescribeMirr
         const char *why = NULL;
 
         msg[0] = '\0';
-        if (fail != NULL) {
-            l->done(l->cm, &it->id, it->partition, it->token, KM_LME_RETRY, -1, -1, fail);
-            continue;
-        }
         for (int32_t m = 0; m < resp->Mirrors.cnt; m++) {
             const kp_DescribeMirrorsResponse_DescribedMirror_t *dm = &resp->Mirrors.v[m];
             for (int32_t t = 0; t < dm->Topics.cnt; t++) {
                 const kp_DescribeMirrorsResponse_TopicResult_t *tr = &dm->Topics.v[t];
-                if (tr->TopicName.len < 0 || (size_t)tr->TopicName.len != strlen(it->topic) ||
-                    memcmp(tr->TopicName.ptr, it->topic, (size_t)tr->TopicName.len) != 0)
+                if (!km_lme_str_eq(&tr->TopicName, it->topic))
                     continue;
                 for (int32_t p = 0; p < tr->Partitions.cnt; p++) {
                     const kp_DescribeMirrorsResponse_PartitionDetail_t *pd = &tr->Partitions.v[p];
                     const kp_str_t *sv = &pd->StateValue;
                     if (pd->PartitionIndex != it->partition || sv->len < 0)
                         continue;
-                    if (sv->len == 7 && memcmp(sv->ptr, "STOPPED", 7) == 0) {
+                    if (km_lme_str_eq(sv, "STOPPED")) {
                         if (kind == KM_LME_ANSWER && pd->LastMirrorEpoch > epoch) {
                             epoch = pd->LastMirrorEpoch;
                             offset = pd->LastMirrorOffset;
                         }
-                    } else if (sv->len == 7 && memcmp(sv->ptr, "UNKNOWN", 7) == 0) {
+                    } else if (km_lme_str_eq(sv, "UNKNOWN")) {
                         /* never mirrored from us in that mirror: none */
-                    } else if (sv->len == 8 && memcmp(sv->ptr, "STOPPING", 8) == 0) {
+                    } else if (km_lme_str_eq(sv, "STOPPING")) {
                         if (kind == KM_LME_ANSWER) {
                             kind = KM_LME_RETRY;
                             why = "the other cluster is still failing this partition over "
@@ -447,17 +479,57 @@ static void km_lme_resolve(km_lme_t *l, km_lme_batch_t *b, const kp_DescribeMirr
         }
         if (epoch < 0)
             offset = -1;
-        l->done(l->cm, &it->id, it->partition, it->token, kind, epoch, offset, why);
+        it->kind = kind;
+        it->epoch = epoch;
+        it->offset = offset;
+        it->peer_epoch = -1;
+        km_free(l->cm, it->why);
+        it->why = NULL;
+        if (why != NULL && (it->why = km_strdup(l->cm, why)) == NULL) {
+            /* Without memory for the message a LOOP still fails the partition (with the
+             * generic text); a RETRY retries. */
+            km_log_warn(l->cm, "%s-%d: LME answer message lost (out of memory)", it->topic,
+                        (int)it->partition);
+        }
+        any_lme |= kind == KM_LME_ANSWER && epoch >= 0;
     }
+    return any_lme;
 }
 
-static void km_lme_on_answer(km_plugin_t *cm, void *arg, const km_srcadm_result_t *res,
+/* Partitions stay PREPARING while a lookup fails: say why once (not on every retry). */
+static void km_lme_note(km_lme_t *l, const km_lme_batch_t *b, const char *fail)
+{
+    km_lme_busy_t *busy = km_lme_busy_find(l, b->mirror, false);
+
+    if (busy == NULL || strncmp(busy->last_err, fail, sizeof(busy->last_err) - 1) == 0)
+        return;
+    if (fail[0] != '\0')
+        km_log_warn(l->cm,
+                    "mirror %s: LME lookup of %zu partitions failed, they stay PREPARING and ask "
+                    "again: %s",
+                    b->mirror, b->n, fail);
+    snprintf(busy->last_err, sizeof(busy->last_err), "%s", fail);
+}
+
+/* The batch is done: free it and send what queued meanwhile. */
+static void km_lme_batch_done(km_lme_t *l, km_lme_batch_t *b)
+{
+    km_lme_busy_t *busy = km_lme_busy_find(l, b->mirror, false);
+
+    if (busy != NULL)
+        busy->inflight = false;
+    km_lme_batch_free(l->cm, b);
+    if (l->nq > 0)
+        km_lme_flush_post(l);
+}
+
+/* The peer's current leader epochs (Metadata), for the items answered with an LME. */
+static void km_lme_on_epochs(km_plugin_t *cm, void *arg, const km_srcadm_result_t *res,
                              const uint8_t *body, size_t len)
 {
     km_lme_batch_t *b = arg;
     km_lme_t *l;
-    km_lme_busy_t *busy;
-    kp_DescribeMirrorsResponse_t resp;
+    kp_MetadataResponse_t resp;
     kp_reader_t rd;
     kp_arena_t ar;
     char fail[320];
@@ -471,45 +543,137 @@ static void km_lme_on_answer(km_plugin_t *cm, void *arg, const km_srcadm_result_
         km_lme_batch_free(cm, b);
         return;
     }
-    busy = km_lme_busy_find(l, b->mirror, false);
-    if (busy != NULL)
-        busy->inflight = false;
+    kp_arena_init(&ar, KM_RPC_ARENA_LIMIT);
+    kp_MetadataResponse_init(&resp);
+    fail[0] = '\0';
+    if (res->err != KM_OK) {
+        snprintf(fail, sizeof(fail), "the source did not answer Metadata (leader epochs): %s",
+                 res->errmsg);
+    } else {
+        kp_reader_init(&rd, body, len);
+        if (kp_MetadataResponse_decode(&rd, &ar, &resp, res->version) != 0)
+            snprintf(fail, sizeof(fail), "undecodable Metadata answer from the source");
+    }
+    if (fail[0] != '\0') {
+        km_lme_fail_all(l, b, fail);
+    } else {
+        for (size_t i = 0; i < b->n; i++) {
+            km_lme_q_t *it = &b->items[i];
+            if (it->kind != KM_LME_ANSWER || it->epoch < 0)
+                continue;
+            for (int32_t t = 0; t < resp.Topics.cnt; t++) {
+                const kp_MetadataResponse_MetadataResponseTopic_t *mt = &resp.Topics.v[t];
+                if (mt->ErrorCode != 0 || !km_lme_str_eq(&mt->Name, it->topic))
+                    continue;
+                for (int32_t p = 0; p < mt->Partitions.cnt; p++) {
+                    const kp_MetadataResponse_MetadataResponsePartition_t *mp =
+                        &mt->Partitions.v[p];
+                    /* LeaderEpoch is v7+ (-1 before: unknown) */
+                    if (mp->PartitionIndex == it->partition && mp->LeaderEpoch >= 0 &&
+                        mp->LeaderEpoch > it->peer_epoch)
+                        it->peer_epoch = mp->LeaderEpoch;
+                }
+            }
+        }
+        km_lme_finish(l, b);
+    }
+    km_lme_note(l, b, fail);
+    kp_arena_free(&ar);
+    km_lme_batch_done(l, b);
+}
+
+/* Ask the peer's Metadata for the topics of the items answered with an LME. */
+static km_err_t km_lme_ask_epochs(km_lme_t *l, km_lme_batch_t *b)
+{
+    km_plugin_t *cm = l->cm;
+    const km_mirror_def_t *def = km_catalog_mirror_find(&cm->catalog, b->mirror);
+    int32_t nt = 0;
+
+    if (def == NULL || cm->rpc.srcadm == NULL)
+        return KM_ERR_SHUTDOWN;
+    b->mtopics = km_calloc(cm, b->n, sizeof(*b->mtopics));
+    if (b->mtopics == NULL)
+        return KM_ERR_NOMEM;
+    for (size_t i = 0; i < b->n; i++) {
+        const km_lme_q_t *it = &b->items[i];
+        int32_t j;
+        if (it->kind != KM_LME_ANSWER || it->epoch < 0)
+            continue;
+        for (j = 0; j < nt; j++)
+            if (km_lme_str_eq(&b->mtopics[j].Name, it->topic))
+                break;
+        if (j < nt)
+            continue;
+        kp_MetadataRequest_MetadataRequestTopic_init(&b->mtopics[nt]);
+        b->mtopics[nt].Name.ptr = it->topic;
+        b->mtopics[nt].Name.len = (int32_t)strlen(it->topic);
+        nt++;
+    }
+    kp_MetadataRequest_init(&b->mrq);
+    b->mrq.Topics.cnt = nt;
+    b->mrq.Topics.v = b->mtopics;
+    b->mrq.AllowAutoTopicCreation = false;
+    return km_srcadm_request(cm->rpc.srcadm, &def->conf.bootstrap_servers, &kp_MetadataRequest_desc,
+                             12, &b->mrq, def->conf.request_timeout_ms, km_lme_on_epochs, b);
+}
+
+static void km_lme_on_answer(km_plugin_t *cm, void *arg, const km_srcadm_result_t *res,
+                             const uint8_t *body, size_t len)
+{
+    km_lme_batch_t *b = arg;
+    km_lme_t *l;
+    kp_DescribeMirrorsResponse_t resp;
+    kp_reader_t rd;
+    kp_arena_t ar;
+    char fail[320];
+    km_err_t err;
+
+    if (res->err == KM_ERR_SHUTDOWN) {
+        km_lme_batch_free(cm, b); /* maybe not on the loop: touch nothing else */
+        return;
+    }
+    l = cm->mirror.lme;
+    if (l == NULL) {
+        km_lme_batch_free(cm, b);
+        return;
+    }
     kp_arena_init(&ar, KM_RPC_ARENA_LIMIT);
     kp_DescribeMirrorsResponse_init(&resp);
     fail[0] = '\0';
     if (res->err != KM_OK) {
         snprintf(fail, sizeof(fail), "the source did not answer the lookup: %s", res->errmsg);
-        km_lme_resolve(l, b, NULL, fail);
     } else {
         kp_reader_init(&rd, body, len);
-        if (kp_DescribeMirrorsResponse_decode(&rd, &ar, &resp, res->version) != 0) {
+        if (kp_DescribeMirrorsResponse_decode(&rd, &ar, &resp, res->version) != 0)
             snprintf(fail, sizeof(fail), "undecodable DescribeMirrors answer from the source");
-            km_lme_resolve(l, b, NULL, fail);
-        } else if (resp.ErrorCode != 0) {
+        else if (resp.ErrorCode != 0)
             snprintf(fail, sizeof(fail), "the source answered the lookup with error %d: %.*s",
                      (int)resp.ErrorCode,
                      (int)(resp.ErrorMessage.len > 0 ? resp.ErrorMessage.len : 0),
                      resp.ErrorMessage.ptr != NULL ? resp.ErrorMessage.ptr : "");
-            km_lme_resolve(l, b, NULL, fail);
+    }
+    if (fail[0] != '\0') {
+        km_lme_fail_all(l, b, fail);
+    } else {
+        km_log_info(cm, "mirror %s: the source answered %zu LME lookups", b->mirror, b->n);
+        if (km_lme_decide(l, b, &resp)) {
+            /* Some have an LME: the failback's epoch comes from the peer's current leader
+             * epochs (design M27), one more round trip; the batch stays in flight. */
+            err = km_lme_ask_epochs(l, b);
+            if (err == KM_OK) {
+                kp_arena_free(&ar);
+                return;
+            }
+            snprintf(fail, sizeof(fail), "cannot ask the source for its leader epochs: %s",
+                     km_err_str(err));
+            km_lme_fail_all(l, b, fail);
         } else {
-            km_log_info(cm, "mirror %s: the source answered %zu LME lookups", b->mirror, b->n);
-            km_lme_resolve(l, b, &resp, NULL);
+            km_lme_finish(l, b);
         }
     }
-    /* Partitions stay PREPARING while this fails: say why once (not on every retry). */
-    busy = km_lme_busy_find(l, b->mirror, false);
-    if (busy != NULL && strncmp(busy->last_err, fail, sizeof(busy->last_err) - 1) != 0) {
-        if (fail[0] != '\0')
-            km_log_warn(cm,
-                        "mirror %s: LME lookup of %zu partitions failed, they stay PREPARING "
-                        "and ask again: %s",
-                        b->mirror, b->n, fail);
-        snprintf(busy->last_err, sizeof(busy->last_err), "%s", fail);
-    }
+    km_lme_note(l, b, fail);
     kp_arena_free(&ar);
-    km_lme_batch_free(cm, b);
-    if (l->nq > 0)
-        km_lme_flush_post(l);
+    km_lme_batch_done(l, b);
 }
 
 /* Take every queued item of mirror into a batch and send it. */
@@ -542,7 +706,7 @@ static void km_lme_send(km_lme_t *l, const char *mirror_in)
     }
     l->nq = w;
     if (def == NULL) {
-        km_lme_resolve(l, b, NULL, "the mirror definition is not known here (yet)");
+        km_lme_fail_all(l, b, "the mirror definition is not known here (yet)");
         km_lme_batch_free(cm, b);
         return;
     }
@@ -578,7 +742,7 @@ static void km_lme_send(km_lme_t *l, const char *mirror_in)
     b->cm = cm;
     busy = km_lme_busy_find(l, b->mirror, true);
     if (busy == NULL) {
-        km_lme_resolve(l, b, NULL, "out of memory");
+        km_lme_fail_all(l, b, "out of memory");
         km_lme_batch_free(cm, b);
         return;
     }
@@ -590,7 +754,7 @@ static void km_lme_send(km_lme_t *l, const char *mirror_in)
     if (err != KM_OK) {
         char fail[160];
         snprintf(fail, sizeof(fail), "cannot ask the source: %s", km_err_str(err));
-        km_lme_resolve(l, b, NULL, fail);
+        km_lme_fail_all(l, b, fail);
         km_lme_batch_free(cm, b);
         return;
     }
@@ -676,6 +840,10 @@ km_err_t km_lme_lookup(km_lme_t *l, const char *mirror, const char *topic,
     q->id = *topic_id;
     q->partition = partition;
     q->token = token;
+    q->kind = KM_LME_RETRY;
+    q->epoch = q->peer_epoch = -1;
+    q->offset = -1;
+    q->why = NULL;
     l->nq++;
     km_lme_flush_post(l);
     return KM_OK;

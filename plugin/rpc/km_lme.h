@@ -41,10 +41,12 @@ void km_lme_serve(km_rpc_req_t *req);
 #define KM_LME_RETRY  1 /**< no usable answer (msg): stay PREPARING, ask again */
 #define KM_LME_LOOP   2 /**< the peer still mirrors the partition from us (msg): FAILED */
 
-/** Result of one lookup; msg borrowed (NULL for ANSWER). @thread coord */
+/** Result of one lookup; msg borrowed (NULL for ANSWER). With an LME (ANSWER, epoch >= 0)
+ *  peer_epoch is the peer's current leader epoch of the partition from its Metadata (a second
+ *  round trip, design M27; -1 when the peer did not say), else -1. @thread coord */
 typedef void (*km_lme_done_fn)(km_plugin_t *cm, const kbx_uuid_t *topic_id, int32_t partition,
                                uint64_t token, int kind, int32_t epoch, int64_t offset,
-                               const char *msg);
+                               int32_t peer_epoch, const char *msg);
 
 /** NULL when out of memory. */
 km_lme_t *km_lme_new(km_plugin_t *cm, km_lme_done_fn done);

@@ -51,7 +51,8 @@ typedef struct tw {
     int lookup_fail_count;
     int32_t lme_epoch;
     int64_t lme_offset;
-    int lookup_loops; /* answer this many lookups with "still mirrored by the peer" */
+    int32_t peer_epoch; /* the peer's current leader epoch answered with the LME, -1 unknown */
+    int lookup_loops;   /* answer this many lookups with "still mirrored by the peer" */
     /* fetcher */
     bool fetching;
     int adds, removes;
@@ -218,10 +219,10 @@ static bool tw_deliver_one(void)
                               "first");
         } else if (tw.lookup_fail_count > 0) {
             tw.lookup_fail_count--;
-            km_mpart_lme_done(tw.mgr, &tw.tid, 0, tw.lookup_tok, tw.lookup_err, -1, -1);
+            km_mpart_lme_done(tw.mgr, &tw.tid, 0, tw.lookup_tok, tw.lookup_err, -1, -1, -1);
         } else {
-            km_mpart_lme_done(tw.mgr, &tw.tid, 0, tw.lookup_tok, KM_OK, tw.lme_epoch,
-                              tw.lme_offset);
+            km_mpart_lme_done(tw.mgr, &tw.tid, 0, tw.lookup_tok, KM_OK, tw.lme_epoch, tw.lme_offset,
+                              tw.peer_epoch);
         }
         return true;
     }
@@ -283,6 +284,7 @@ static void tw_begin(int32_t leader_epoch)
     tw.auto_ops = true;
     tw.lme_epoch = -1;
     tw.lme_offset = -1;
+    tw.peer_epoch = -1;
     km_mpart_opts_default(&tw.opts);
     tw.opts.seed = 42;
     tw_mgr_new(NULL);
@@ -640,6 +642,57 @@ static void mp_test_failback_lookup(void)
     CU_ASSERT_EQUAL(tw_state(), KM_MPART_MIRRORING);
     CU_ASSERT_EQUAL(tw_epoch(), 9);
     CU_ASSERT_EQUAL(tw_offsets().log_end_offset, tw_offsets().log_start_offset);
+    tw_end();
+}
+
+/* Failback with the peer's current leader epoch (design M27): the local epoch goes just above
+ * the higher of the peer's epoch and the LME epoch, however far the peer went (no headroom
+ * guess); unknown peer epoch: LME epoch + 1 + headroom. */
+static void mp_test_failback_peer_epoch(void)
+{
+    CU_ASSERT_EQUAL(km_mpart_failback_epoch(-1, 30), -1); /* no LME: no bump */
+    CU_ASSERT_EQUAL(km_mpart_failback_epoch(3, -1), 3 + 1 + KM_MPART_EPOCH_HEADROOM);
+    CU_ASSERT_EQUAL(km_mpart_failback_epoch(3, 4), 5);   /* the peer's STOPPING bump only */
+    CU_ASSERT_EQUAL(km_mpart_failback_epoch(3, 40), 41); /* many peer leader changes */
+    CU_ASSERT_EQUAL(km_mpart_failback_epoch(3, 2), 4);   /* never below the LME epoch + 1 */
+    CU_ASSERT_EQUAL(km_mpart_failback_epoch(INT32_MAX - 1, -1), INT32_MAX);
+    CU_ASSERT_EQUAL(km_mpart_failback_epoch(3, INT32_MAX), INT32_MAX);
+
+    /* The peer went to epoch 40 (far beyond LME 3 + 11): our epoch 9 becomes 41 before the
+     * fetcher starts, so the peer's batches (epochs up to 40) are not fenced. */
+    tw_begin(9);
+    tw_history();
+    tw.lme_epoch = 3;
+    tw.lme_offset = 15;
+    tw.peer_epoch = 40;
+    tw_lead(KM_MPART_WANT_RUNNING);
+    CU_ASSERT_EQUAL(tw_state(), KM_MPART_MIRRORING);
+    CU_ASSERT_EQUAL(tw_offsets().log_end_offset, 20); /* cut at epoch 5's start */
+    CU_ASSERT_EQUAL(tw_epoch(), 41);
+    CU_ASSERT_EQUAL(tw.add_epoch, 41);
+    tw_end();
+
+    /* The peer only bumped once at its failover (LME epoch 5, its epoch 6): 7, not 16. */
+    tw_begin(5);
+    tw_history();
+    tw.lme_epoch = 5;
+    tw.lme_offset = 30;
+    tw.peer_epoch = 6;
+    tw_lead(KM_MPART_WANT_RUNNING);
+    CU_ASSERT_EQUAL(tw_state(), KM_MPART_MIRRORING);
+    CU_ASSERT_EQUAL(tw_offsets().log_end_offset, 30); /* LME is the newest epoch: no cut */
+    CU_ASSERT_EQUAL(tw_epoch(), 7);
+    tw_end();
+
+    /* Already above: no bump. */
+    tw_begin(50);
+    tw_history();
+    tw.lme_epoch = 3;
+    tw.lme_offset = 15;
+    tw.peer_epoch = 40;
+    tw_lead(KM_MPART_WANT_RUNNING);
+    CU_ASSERT_EQUAL(tw_state(), KM_MPART_MIRRORING);
+    CU_ASSERT_EQUAL(tw_epoch(), 50);
     tw_end();
 }
 
@@ -1103,6 +1156,7 @@ int main(void)
         {"PREPARING truncation against the epoch cache", mp_test_prepare_truncation},
         {"PREPARING retries lookup and ISR wait", mp_test_prepare_retry},
         {"failback: loop refused, LME epoch bump", mp_test_failback_lookup},
+        {"failback: epoch from the peer's leader epoch", mp_test_failback_peer_epoch},
         {"resume from the log end; source cluster changed", mp_test_resume},
         {"pause and resume", mp_test_pause_resume},
         {"EPOCH_FENCING", mp_test_epoch_fencing},

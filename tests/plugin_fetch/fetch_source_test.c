@@ -431,6 +431,14 @@ static void test_mirror_real_source(void)
     CU_ASSERT_EQUAL(st.lag, 0);
     CU_ASSERT_EQUAL(st.high_watermark, WANT[0]);
     CU_ASSERT(st.bytes > 0);
+    {
+        /* the wire bytes received cover every appended byte plus the responses' framing */
+        double appended = -1, received = -1;
+        CU_ASSERT(fakehost_metric_get(T.fh, "kmirror.fetch", "bytes_total", &appended));
+        CU_ASSERT(fakehost_metric_get(T.fh, "kmirror.fetch", "received_bytes_total", &received));
+        CU_ASSERT(appended > 0);
+        CU_ASSERT(received > appended);
+    }
 
     /* incremental session: one new batch in partition 2 is the only partition listed */
     {
