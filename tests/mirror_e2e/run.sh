@@ -8,10 +8,13 @@
 #          [--inject fo-lme] (failover-load's checks take every LME one offset lower; must FAIL)
 #          [--inject sf-same-cluster]  (source-faults: the replacing cluster gets the original's
 #                             cluster.id, so the cluster check cannot fire; the run must FAIL)
+#          [--inject fb-full] (scenario failback: the destination's mirror is deleted before the
+#                             failback, so the whole log is copied back; the byte checks must FAIL)
 #
-# One source cluster (3 kbroker brokers, node 1 also the controller) and one destination cluster
-# (3 kbroker brokers with kmirror.so + a controller-only node, RF 3, min.insync.replicas=2) are
-# started once and reused by every scenario, in order:
+# One source cluster (3 kbroker brokers with kmirror.so, for the failback, node 1 also the
+# controller) and one destination cluster (3 kbroker brokers with kmirror.so + a controller-only
+# node, RF 3, min.insync.replicas=2), every node with a metrics listener, are started once and
+# reused by every scenario, in order:
 #   identity   10 topics x 4 partitions written by kcat (every codec), idempotent and transactional
 #              Java producers (some transactions aborted); mirror m1 created and started with
 #              kafka-mirrors; caught up (DescribeMirrors: MIRRORING, lag 0, log ends equal); then
@@ -41,6 +44,9 @@
 #              message while the others mirror on; --recover once the cause is fixed.
 #   source-dead  --stop --wait with every source node frozen, then killed; STOPPED with the LME,
 #              writable (topics fo-hung, fo-dead, mirror mfo2); the source is restarted after.
+#   failback   (its own topic and mirrors) history mirrored, a tail on the source never mirrored,
+#              failover, new writes on the destination, a mirror on the source cluster pointing
+#              back: the tail truncated, 6 replicas identical, only the delta's bytes fetched.
 # Exit 0 pass, 1 fail (each failure printed as FAIL: ...), 2 setup error. Logs and cluster data:
 # $KPEER_HOME/mirror-e2e-{src,dst}/ (kept with --keep or after a failure, else removed).
 set -uo pipefail
@@ -148,14 +154,18 @@ free_base() {
 SRC_PORT=$(free_base "$SRC_PORT")
 DST_PORT=$(free_base "$DST_PORT")
 [ "$DST_PORT" != "$SRC_PORT" ] || DST_PORT=$(free_base $((SRC_PORT + 100)))
+# Every node serves /metrics on an ephemeral port, logged at start ("metrics on http://...") in
+# its node log; scenario failback reads the byte counters there.
+METRICS=http://127.0.0.1:0
 "$CL" start --name "$SRC" --backend kbroker --build "$BUILD" --base-port "$SRC_PORT" \
-  --controllers node1 --override min.insync.replicas=2 >"$WORK/src-start.log" 2>&1 &
+  --controllers node1 --override min.insync.replicas=2 \
+  --override "plugin.paths=$SO" --override mirror.enable=true --override "metrics.listener=$METRICS" \
+  >"$WORK/src-start.log" 2>&1 &
 spid=$!
 "$CL" start --name "$DST" --backend kbroker --build "$BUILD" --base-port "$DST_PORT" \
   --controllers separate --override "plugin.paths=$SO" --override mirror.enable=true \
   --override default.replication.factor=3 --override min.insync.replicas=2 \
-  --override metrics.listener=http://127.0.0.1:0 \
-  >"$WORK/dst-start.log" 2>&1 || { cat "$WORK/dst-start.log"; setup_error "destination cluster did not start"; }
+  --override "metrics.listener=$METRICS" >"$WORK/dst-start.log" 2>&1 || { cat "$WORK/dst-start.log"; setup_error "destination cluster did not start"; }
 wait "$spid" || { cat "$WORK/src-start.log"; setup_error "source cluster did not start"; }
 S=$("$CL" bootstrap --name "$SRC")
 D=$("$CL" bootstrap --name "$DST")

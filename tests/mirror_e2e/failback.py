@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""failback.py SUBCOMMAND ... -- the client side of scenario failback (tests/mirror_e2e,
+docs/testing-mirror.md "Scenario failback").
+
+  gen FIRST COUNT SIZE TAG          COUNT lines "k<i>:<value>" for kcat -K: (i from FIRST): values
+                                    of SIZE bytes, words drawn from a fixed random vocabulary
+                                    (compressible, not trivially: lz4 keeps about half)
+  metrics NODELOG REGEX...          the sum of the Prometheus samples whose line matches REGEX
+                                    (one number a REGEX, in order) over every node whose log
+                                    NODELOG names a metrics listener ("metrics on http://...")
+  batch-bytes ENDS_FILE DIR...      the bytes (12-byte batch header + length) of the record
+                                    batches at or after the offset that ENDS_FILE ("topic-part
+                                    offset" lines, me2e.py ends) gives for each partition
+                                    directory DIR (named <topic>-<part>); one total
+  lme KM BOOTSTRAP MIRROR           "topic-part offset" lines: each partition's last mirrored
+                                    offset as DescribeMirrors shows it (-1: none recorded)
+  epochs BOOTSTRAP TOPIC            "topic-part leader-epoch" lines (Metadata v12)
+  wait-writable BOOTSTRAP TOPIC P   exit 0 once a raw Produce of one record to the partition's
+                                    leader succeeds (error code 0); polls up to 60 s
+
+Exit 0 pass, 1 fail, 2 setup error.
+"""
+import os
+import random
+import re
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import me2e  # noqa: E402
+
+
+def cmd_gen(first, count, size, tag):
+    rnd = random.Random(1279)  # the same vocabulary in every run
+    vocab = ["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(2, 9)))
+             for _ in range(2048)]
+    rnd = random.Random("%s-%d" % (tag, first))
+    out = sys.stdout
+    n_words = max(1, size // 6)
+    for i in range(first, first + count):
+        head = "%s %d " % (tag, i)
+        words = " ".join(rnd.choices(vocab, k=n_words))
+        out.write("k%d:%s%s\n" % (i, head, (words + " " * size)[:max(0, size - len(head))]))
+    out.flush()
+    return 0
+
+
+def metric_ports(nodelogs):
+    ports = []
+    for log in nodelogs:
+        port = None
+        with open(log, errors="replace") as f:
+            for line in f:
+                m = re.search(r"metrics on http://[^:]*:(\d+)/metrics", line)
+                if m:
+                    port = int(m.group(1))  # the last start of the node wins
+        if port is not None:
+            ports.append(port)
+    return ports
+
+
+def cmd_metrics(nodelog_glob, regexes):
+    import glob
+    logs = sorted(glob.glob(nodelog_glob))
+    ports = metric_ports(logs)
+    if not ports:
+        print("no metrics listener in %s" % nodelog_glob, file=sys.stderr)
+        return 2
+    sums = [0.0] * len(regexes)
+    pats = [re.compile(r) for r in regexes]
+    for port in ports:
+        body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read()
+        for line in body.decode().splitlines():
+            for i, p in enumerate(pats):
+                if p.match(line):
+                    sums[i] += float(line.rsplit(" ", 1)[1])
+    print(" ".join("%d" % s for s in sums))
+    return 0
+
+
+def batch_bytes(partdir, start):
+    total = 0
+    for seg in sorted(f for f in os.listdir(partdir) if f.endswith(".log")):
+        with open(os.path.join(partdir, seg), "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos + 12 <= len(data):
+            base = int.from_bytes(data[pos:pos + 8], "big")
+            length = int.from_bytes(data[pos + 8:pos + 12], "big")
+            if length <= 0 or pos + 12 + length > len(data):
+                break
+            if base >= start:
+                total += 12 + length
+            pos += 12 + length
+    return total
+
+
+def cmd_batch_bytes(ends_file, dirs):
+    ends = {}
+    with open(ends_file) as f:
+        for line in f:
+            k, v = line.split()
+            ends[k] = int(v)
+    total = 0
+    for d in dirs:
+        key = os.path.basename(d.rstrip("/"))
+        if key not in ends:
+            print("no start offset for %s in %s" % (key, ends_file), file=sys.stderr)
+            return 2
+        total += batch_bytes(d, ends[key])
+    print(total)
+    return 0
+
+
+def cmd_wait_writable(bootstrap, topic, part):
+    deadline = time.time() + 60
+    last = None
+    while time.time() < deadline:
+        try:
+            nodes, tops = me2e.metadata(bootstrap.split(",")[0], [topic])
+            leader = tops[topic]["parts"][part]["leader"]
+            ec, msg = me2e.produce(nodes[leader], topic, part, -1)
+            if ec == 0:
+                return 0
+            last = "error %d: %s" % (ec, msg)
+        except Exception as e:  # noqa: BLE001 -- retried until the deadline
+            last = str(e)
+        time.sleep(0.5)  # poll interval of the deadline loop
+    print("%s-%d not writable within 60 s: %s" % (topic, part, last))
+    return 1
+
+
+def cmd_lme(km, bootstrap, mirror):
+    parts = me2e.describe_one(km, bootstrap.split(",")[0], mirror)
+    if isinstance(parts, str):
+        print(parts, file=sys.stderr)
+        return 1
+    for p in sorted(parts, key=lambda p: (p["topic"], p["partition"])):
+        off = p["lastMirroredOffset"]
+        print("%s-%d %d" % (p["topic"], p["partition"], -1 if off is None else off))
+    return 0
+
+
+def cmd_epochs(bootstrap, topic):
+    _, tops = me2e.metadata(bootstrap.split(",")[0], [topic])
+    for p, d in sorted(tops[topic]["parts"].items()):
+        print("%s-%d %d" % (topic, p, d["epoch"]))
+    return 0
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    cmd, a = sys.argv[1], sys.argv[2:]
+    if cmd == "gen":
+        return cmd_gen(int(a[0]), int(a[1]), int(a[2]), a[3])
+    if cmd == "metrics":
+        return cmd_metrics(a[0], a[1:])
+    if cmd == "batch-bytes":
+        return cmd_batch_bytes(a[0], a[1:])
+    if cmd == "lme":
+        return cmd_lme(*a)
+    if cmd == "epochs":
+        return cmd_epochs(*a)
+    if cmd == "wait-writable":
+        return cmd_wait_writable(a[0], a[1], int(a[2]))
+    print("unknown subcommand %s" % cmd)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
