@@ -8,7 +8,7 @@
 # Sizes (records of FB_SIZE bytes, lz4): FB_HIST of shared history, FB_TAIL of tail on the source
 # that is never mirrored, FB_DELTA written on the destination after the failover.
 FB_TOPIC=fb-orders FB_PARTS=2 FB_SIZE=1000
-FB_HIST=${FB_HIST:-72000} FB_TAIL=${FB_TAIL:-600} FB_DELTA=${FB_DELTA:-7200}
+FB_HIST=${FB_HIST:-84000} FB_TAIL=${FB_TAIL:-600} FB_DELTA=${FB_DELTA:-8400}
 # Protocol overhead allowed on top of 1.05 x the delta, stated (not measured): the Fetch
 # responses' framing (size, header, session, topic and partition headers: under 100 bytes a
 # response; the delta streams in at up to fetch.max.bytes a response, so a few hundred of them
