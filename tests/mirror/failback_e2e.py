@@ -250,6 +250,18 @@ with open(os.path.join(W, "a.log"), errors="replace") as f:
     alog = f.read()
 if "topic orders: mirror.support.unclean.leader.election true" not in alog:
     fail("A's plugin did not take orders' mirror.support.unclean.leader.election")
+# design M43: the failback's epoch is B's current leader epoch + 1, B's epoch learned from its
+# Metadata after the lookup (was LME epoch + 11).
+m = re.search(r"orders-0 of mirror m2: failback: raising the leader epoch from -?\d+ to (\d+) "
+              r"\(LME epoch (-?\d+), the peer's leader epoch (-?\d+)\)", alog)
+if m is None:
+    fail("A's plugin did not log the failback epoch bump of orders-0")
+want, lme_e, peer_e = int(m.group(1)), int(m.group(2)), int(m.group(3))
+if peer_e < 0 or want != max(lme_e, peer_e) + 1:
+    fail("failback epoch %d from LME epoch %d and B's epoch %d (want max + 1, B's known)"
+         % (want, lme_e, peer_e))
+print("failback epoch %d: B's leader epoch %d + 1 (LME epoch %d)" % (want, peer_e, lme_e),
+      flush=True)
 out = describe(A, "m2", "orders")
 if "MIRRORING" not in out:
     fail("orders on A is not MIRRORING after the failback:\n" + out)
