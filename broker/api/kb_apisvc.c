@@ -348,6 +348,43 @@ int kb_apisvc_cluster(kb_apisvc_t *svc, const char *listener, bool include_fence
     return 0;
 }
 
+/* At every scrape (registry mutex held): the fetch session cache's size. */
+static void kb_apisvc_collect(void *opaque, kb_metrics_emit_t *em)
+{
+    kb_apisvc_t *svc = opaque;
+    size_t sessions, parts;
+    kb_fsess_stats(svc->fsess, &sessions, &parts);
+    kb_metrics_emit(em, "kbroker_fetch_sessions", "Incremental fetch sessions in the cache.",
+                    KB_METRIC_GAUGE, NULL, (double)sessions);
+    kb_metrics_emit(em, "kbroker_fetch_session_partitions",
+                    "Partitions held by the cached fetch sessions, summed.", KB_METRIC_GAUGE, NULL,
+                    (double)parts);
+}
+
+static void kb_apisvc_metrics_init(kb_apisvc_t *svc)
+{
+    kb_metrics_t *m = svc->kb ? svc->kb->metrics : NULL;
+    static const char *const l_full[] = {"kind", "full", NULL};
+    static const char *const l_incr[] = {"kind", "incremental", NULL};
+    static const char *const l_none[] = {"kind", "sessionless", NULL};
+    static const char *const l_err[] = {"kind", "session_error", NULL};
+    const char *help = "Fetch requests by session handling: full (a new session), incremental "
+                       "(accepted with the session's next epoch), sessionless, session_error "
+                       "(refused: unknown session or wrong epoch).";
+    if (!m)
+        return;
+    svc->m_fetch_full = kb_metrics_counter(m, "kbroker_fetch_requests_total", help, l_full);
+    svc->m_fetch_incr = kb_metrics_counter(m, "kbroker_fetch_requests_total", help, l_incr);
+    svc->m_fetch_nosess = kb_metrics_counter(m, "kbroker_fetch_requests_total", help, l_none);
+    svc->m_fetch_sesserr = kb_metrics_counter(m, "kbroker_fetch_requests_total", help, l_err);
+    help = "Bytes of the Fetch requests counted in kbroker_fetch_requests_total (header and "
+           "body), by session handling.";
+    svc->m_fbytes_full = kb_metrics_counter(m, "kbroker_fetch_request_bytes_total", help, l_full);
+    svc->m_fbytes_incr = kb_metrics_counter(m, "kbroker_fetch_request_bytes_total", help, l_incr);
+    svc->m_fbytes_nosess = kb_metrics_counter(m, "kbroker_fetch_request_bytes_total", help, l_none);
+    svc->m_collector = kb_metrics_collector_add(m, kb_apisvc_collect, svc);
+}
+
 kb_apisvc_t *kb_apisvc_new(const kb_apisvc_opts_t *o, char *errstr, size_t errstr_size)
 {
     kb_apisvc_t *svc = calloc(1, sizeof(*svc));
@@ -393,6 +430,7 @@ kb_apisvc_t *kb_apisvc_new(const kb_apisvc_opts_t *o, char *errstr, size_t errst
             goto fail;
         }
     }
+    kb_apisvc_metrics_init(svc);
     kb_log_info("api", "cluster %s, node %d: metadata and logs loaded",
                 kb_meta_cluster_id(svc->meta), kb_meta_node_id(svc->meta));
     return svc;
@@ -422,6 +460,9 @@ void kb_apisvc_free(kb_apisvc_t *svc)
     for (size_t i = 0; i < svc->registered_cnt; i++)
         kb_api_unregister(svc->reg, svc->registered[i]);
     svc->registered_cnt = 0;
+    if (svc->m_collector)
+        kb_metrics_collector_remove(svc->kb->metrics, svc->m_collector);
+    svc->m_collector = NULL;
     /* Partitions first: closing one closes its watch list in the dq. */
     kb_meta_close(svc->meta);
     kb_dq_free(svc->dq);

@@ -128,6 +128,12 @@ struct kb_apisvc_s {
     bool initpid_registered;
     int16_t registered[32];
     size_t registered_cnt;
+    /* Fetch requests by session handling (NULL without a metrics registry): a new session, an
+     * accepted incremental one (the session's next epoch), without a session, refused with a
+     * session error. */
+    kb_counter_t *m_fetch_full, *m_fetch_incr, *m_fetch_nosess, *m_fetch_sesserr;
+    kb_counter_t *m_fbytes_full, *m_fbytes_incr, *m_fbytes_nosess; /* their request bytes */
+    void *m_collector;
 };
 
 typedef struct kb_apisvc_opts_s {

@@ -162,6 +162,17 @@ size_t kb_fsess_count(kb_fsess_cache_t *c)
     return n;
 }
 
+void kb_fsess_stats(kb_fsess_cache_t *c, size_t *sessions, size_t *partitions)
+{
+    size_t np = 0;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n; i++)
+        np += atomic_load_explicit(&c->v[i]->nparts_pub, memory_order_relaxed);
+    *sessions = c->n;
+    pthread_mutex_unlock(&c->mu);
+    *partitions = np;
+}
+
 /* ---- partitions ----------------------------------------------------------------------------- */
 
 static uint64_t kb_fsess_hash(const kb_fsess_t *s, const char *topic, const kp_uuid_t *id,
@@ -253,6 +264,7 @@ kb_fsess_part_t *kb_fsess_upsert(kb_fsess_t *s, const char *topic, const kp_uuid
     p->hnext = s->hash[b];
     s->hash[b] = p;
     s->parts[s->nparts++] = p;
+    atomic_store_explicit(&s->nparts_pub, s->nparts, memory_order_relaxed);
     return p;
 }
 
@@ -272,6 +284,7 @@ void kb_fsess_forget(kb_fsess_t *s, const char *topic, const kp_uuid_t *id, int3
         if (s->parts[i] == p) {
             memmove(&s->parts[i], &s->parts[i + 1], (s->nparts - i - 1) * sizeof(*s->parts));
             s->nparts--;
+            atomic_store_explicit(&s->nparts_pub, s->nparts, memory_order_relaxed);
             break;
         }
     }

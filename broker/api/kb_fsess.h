@@ -56,6 +56,7 @@ typedef struct kb_fsess_s {
     pthread_mutex_t mu;
     kb_fsess_part_t **parts; /**< in insertion order */
     size_t nparts, cap;
+    _Atomic size_t nparts_pub; /**< nparts, readable without the mutex (metrics) */
     kb_fsess_part_t **hash;
     size_t nbuckets;
     size_t rr_start; /**< rotating start of incremental reads */
@@ -78,6 +79,9 @@ void kb_fsess_release(kb_fsess_t *s);
 
 /** Number of sessions in the cache. */
 size_t kb_fsess_count(kb_fsess_cache_t *c);
+
+/** Sessions in the cache and the partitions they hold, summed (metrics). */
+void kb_fsess_stats(kb_fsess_cache_t *c, size_t *sessions, size_t *partitions);
 
 /* The following need the session's mutex held (or the session not yet shared). */
 

@@ -589,11 +589,15 @@ static kb_api_result_t kb_fetch_handle(void *opaque, kb_req_t *req, kb_resp_t **
         }
         if (op->sess)
             pthread_mutex_unlock(&op->sess->mu);
+        kb_counter_add(op->sess ? svc->m_fetch_full : svc->m_fetch_nosess, 1);
+        kb_counter_add(op->sess ? svc->m_fbytes_full : svc->m_fbytes_nosess, ctx->frame_len);
     } else {
         kb_fsess_t *s = kb_fsess_get(svc->fsess, sid);
         int16_t err = 0;
-        if (!s)
+        if (!s) {
+            kb_counter_add(svc->m_fetch_sesserr, 1);
             return kb_fetch_top_error(ctx, op, KP_ERR_FETCH_SESSION_ID_NOT_FOUND, respp);
+        }
         pthread_mutex_lock(&s->mu);
         if (s->busy || s->epoch != sepoch)
             err = KP_ERR_INVALID_FETCH_SESSION_EPOCH;
@@ -602,10 +606,13 @@ static kb_api_result_t kb_fetch_handle(void *opaque, kb_req_t *req, kb_resp_t **
         if (err) {
             pthread_mutex_unlock(&s->mu);
             kb_fsess_release(s);
+            kb_counter_add(svc->m_fetch_sesserr, 1);
             return kb_fetch_top_error(ctx, op, err, respp);
         }
         s->busy = true;
         s->epoch = kb_fsess_next_epoch(s->epoch);
+        kb_counter_add(svc->m_fetch_incr, 1);
+        kb_counter_add(svc->m_fbytes_incr, ctx->frame_len);
         s->last_used_ms = now;
         op->sess = s;
         op->mode = KB_FETCH_INCR;

@@ -112,6 +112,36 @@ static void kb_main_server_conf(const kb_config_t *cfg, kb_server_conf_t *sc,
     sc->listen_backlog = cfg->socket_listen_backlog_size;
 }
 
+/* Every partition keeps its active segment's files open and every connection a socket: raise
+ * the soft limit on open files to the hard one (as the JVM does for Kafka) and say what it is,
+ * so that "Too many open files" later in the log can be read against it. */
+#define KB_MAIN_NOFILE_LOW 4096
+static void kb_main_nofile(void)
+{
+    struct rlimit rl;
+    rlim_t was;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    was = rl.rlim_cur;
+    if (rl.rlim_cur != rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            rl.rlim_cur = was;
+    }
+    if (rl.rlim_cur == RLIM_INFINITY)
+        kb_log_info("main", "open files limit: unlimited");
+    else if (rl.rlim_cur < KB_MAIN_NOFILE_LOW)
+        kb_log_warn("main",
+                    "open files limit is %llu (hard limit %llu): each partition keeps its segment "
+                    "files open, so a few hundred partitions may exhaust it (\"Too many open "
+                    "files\"); raise it (ulimit -n) before starting kbroker",
+                    (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
+    else
+        kb_log_info("main", "open files limit: %llu%s", (unsigned long long)rl.rlim_cur,
+                    rl.rlim_cur != was ? " (raised to the hard limit)" : "");
+}
+
 int main(int argc, char **argv)
 {
     const char *config_path = NULL;
@@ -203,6 +233,7 @@ int main(int argc, char **argv)
 
     kb_log_info("main", "kbroker %s starting (node.id=%d, process.roles=%s, config %s)", KB_VERSION,
                 cfg->node_id, cfg->process_roles, config_path);
+    kb_main_nofile();
 
     metrics = kb_metrics_new();
     reg = kb_api_registry_new();

@@ -54,8 +54,14 @@ typedef struct kb_ctrl_s {
     pthread_cond_t cv;
     bool stop;
 
-    /* broker-only: the channel (state under mu; the kc_ client is driven by "kb-ctrl") */
+    /* broker-only: the channel (state under mu; the kc_ clients are driven by "kb-ctrl"):
+     * kc carries forwarded requests and the other calls, hkc registration and heartbeats. A
+     * connection answers in order, so a heartbeat behind a forwarded CreateTopics of many
+     * topics waited for all of them, timed out (2 x the interval) and the connection was
+     * dropped with the forwarded request on it (scenario scale); on its own connection it is
+     * answered while the controller works. */
     kc_client_t *kc;
+    kc_client_t *hkc;
     kp_uuid_t incarnation;
     int64_t epoch; /* -1: not registered */
     bool inflight;
@@ -944,7 +950,7 @@ static void kb_ctrl_chan_send(kb_ctrl_t *ctl, int64_t now)
         }
         rq->Rack.ptr = NULL;
         rq->Rack.len = -1;
-        id = kc_request_msg(ctl->kc, cfg->voter_id, &kp_BrokerRegistrationRequest_desc, -1, rq,
+        id = kc_request_msg(ctl->hkc, cfg->voter_id, &kp_BrokerRegistrationRequest_desc, -1, rq,
                             timeout, 0, kb_ctrl_on_register, ctl);
     } else {
         kp_BrokerHeartbeatRequest_t *rq = &ctl->rq_hb;
@@ -954,7 +960,7 @@ static void kb_ctrl_chan_send(kb_ctrl_t *ctl, int64_t now)
         rq->CurrentMetadataOffset = kb_meta_offset(ctl->svc->meta);
         rq->WantFence = false;
         rq->WantShutDown = ctl->want_shutdown;
-        id = kc_request_msg(ctl->kc, cfg->voter_id, &kp_BrokerHeartbeatRequest_desc, -1, rq,
+        id = kc_request_msg(ctl->hkc, cfg->voter_id, &kp_BrokerHeartbeatRequest_desc, -1, rq,
                             timeout, 0, kb_ctrl_on_heartbeat, ctl);
     }
     if (id > 0)
@@ -1073,6 +1079,9 @@ static void *kb_ctrl_thread(void *arg)
         if (ctl->remote) {
             kb_ctrl_chan_send(ctl, kb_time_mono_ms());
             pthread_mutex_unlock(&ctl->mu);
+            /* The lifecycle client without waiting (a heartbeat's answer is handled within a
+             * tick), then the forwarding one as before. */
+            kc_client_poll(ctl->hkc, 0);
             kc_client_poll(ctl->kc, KB_CTRL_TICK_MS);
             pthread_mutex_lock(&ctl->mu);
         } else {
@@ -1881,6 +1890,8 @@ static void kb_ctrl_free(kb_ctrl_t *ctl)
         return;
     if (ctl->kc)
         kc_client_destroy(ctl->kc);
+    if (ctl->hkc)
+        kc_client_destroy(ctl->hkc);
     if (ctl->fkc)
         kc_client_destroy(ctl->fkc);
     kb_ctrl_reg_free(ctl->reg);
@@ -1983,11 +1994,14 @@ static int kb_module_ctrl_init(kb_broker_t *kb, void **statep, char *errstr, siz
         o.reconnect_backoff_max_ms = cfg->broker_heartbeat_interval_ms;
         ctl->kc = kc_client_new(&o, errstr, errstr_size);
         if (ctl->kc)
+            ctl->hkc = kc_client_new(&o, errstr, errstr_size);
+        if (ctl->hkc)
             ctl->fkc = kc_client_new(&o, errstr, errstr_size);
-        if (!ctl->kc || !ctl->fkc ||
+        if (!ctl->kc || !ctl->hkc || !ctl->fkc ||
             kc_client_node_set(ctl->kc, cfg->voter_id, cfg->voter_host, cfg->voter_port) != 0 ||
+            kc_client_node_set(ctl->hkc, cfg->voter_id, cfg->voter_host, cfg->voter_port) != 0 ||
             kc_client_node_set(ctl->fkc, cfg->voter_id, cfg->voter_host, cfg->voter_port) != 0) {
-            if (ctl->kc && ctl->fkc)
+            if (ctl->kc && ctl->hkc && ctl->fkc)
                 snprintf(errstr, errstr_size, "controller.quorum.voters: cannot use %s:%d",
                          cfg->voter_host, cfg->voter_port);
             kb_ctrl_free(ctl);
@@ -2209,6 +2223,7 @@ static void kb_module_ctrl_stop(kb_broker_t *kb, void *state)
         ctl->want_shutdown = true;
         ctl->next_ms = 0;
         kc_client_wakeup(ctl->kc);
+        kc_client_wakeup(ctl->hkc);
         while (!ctl->should_shutdown && !ctl->reported_down && ctl->epoch >= 0)
             if (pthread_cond_timedwait(&ctl->cv, &ctl->mu, &dl) != 0)
                 break;
@@ -2222,6 +2237,8 @@ static void kb_module_ctrl_stop(kb_broker_t *kb, void *state)
     pthread_mutex_unlock(&ctl->mu);
     if (ctl->kc)
         kc_client_wakeup(ctl->kc);
+    if (ctl->hkc)
+        kc_client_wakeup(ctl->hkc);
     if (ctl->fkc)
         kc_client_wakeup(ctl->fkc);
     pthread_join(ctl->thr, NULL);

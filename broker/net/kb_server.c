@@ -99,6 +99,7 @@ typedef struct kb_lst_s {
 
 typedef struct kb_api_metrics_s {
     _Atomic(kb_counter_t *) requests;
+    _Atomic(kb_counter_t *) bytes;
     _Atomic(kb_histo_t *) latency;
     _Atomic(kb_counter_t *) resp_bytes;
 } kb_api_metrics_t;
@@ -263,6 +264,11 @@ static kb_api_metrics_t *kb_server_api_metrics(kb_server_t *srv, int16_t key)
                                              "Requests answered (or completed without an "
                                              "answer), by API.",
                                              labels);
+        kb_counter_t *qb =
+            kb_metrics_counter(srv->metrics, "kbroker_request_bytes_total",
+                               "Bytes of the requests counted in kbroker_requests_total (header "
+                               "and body; the 4-byte size prefix not counted), by API.",
+                               labels);
         kb_histo_t *h = kb_metrics_histogram(
             srv->metrics, "kbroker_request_duration_seconds",
             "Time from reading a request to queueing its response, by API.",
@@ -273,6 +279,7 @@ static kb_api_metrics_t *kb_server_api_metrics(kb_server_t *srv, int16_t key)
                                              labels);
         atomic_store_explicit(&am->resp_bytes, b, memory_order_release);
         atomic_store_explicit(&am->requests, c, memory_order_release);
+        atomic_store_explicit(&am->bytes, qb, memory_order_release);
         atomic_store_explicit(&am->latency, h, memory_order_release);
     }
     return am;
@@ -920,6 +927,8 @@ static void kb_conn_flush_ready(kb_conn_t *conn)
             if (resp_bytes > 0)
                 kb_counter_add(atomic_load_explicit(&am->resp_bytes, memory_order_acquire),
                                resp_bytes);
+            kb_counter_add(atomic_load_explicit(&am->bytes, memory_order_acquire),
+                           (uint64_t)req->len);
             kb_histo_observe(atomic_load_explicit(&am->latency, memory_order_acquire),
                              (double)(now_ns - req->ctx.recv_ns) / 1e9);
         }

@@ -367,6 +367,45 @@ static kc_client_t *km_fetcher_client_new(km_fetcher_t *t)
 
 /* Find or start the fetcher of (mirror, broker, idx). host/port: the broker's address when
  * known. fm->lock held. */
+/* The fetcher's session gauges (a metric that cannot be registered is logged and left out). */
+static void km_fetcher_metrics(km_fetcher_t *t)
+{
+    km_plugin_t *cm = t->fm->cm;
+    static const char *const keys[] = {"mirror", "source_broker", "fetcher"};
+    char broker[16], idx[16];
+    const char *values[3] = {t->mirror->name, broker, idx};
+    kbx_metric_desc_t d = {
+        .struct_size = sizeof(d),
+        .type = KBX_METRIC_GAUGE,
+        .group = "kmirror.fetch",
+        .label_keys = keys,
+        .label_values = values,
+        .label_count = 3,
+    };
+
+    snprintf(broker, sizeof(broker), "%d", (int)t->broker);
+    snprintf(idx, sizeof(idx), "%d", (int)t->idx);
+    d.name = "session_id";
+    d.help = "fetch session id of the fetcher's last Fetch request (0: a full request)";
+    if (cm->ref.api->metric_register(cm->ref.host, &d, &t->m_sess_id) != KBX_OK)
+        km_log_warn(cm, "%s: metric session_id not registered", t->name);
+    d.name = "session_epoch";
+    d.help = "fetch session epoch of the fetcher's last Fetch request (0: a full request)";
+    if (cm->ref.api->metric_register(cm->ref.host, &d, &t->m_sess_epoch) != KBX_OK)
+        km_log_warn(cm, "%s: metric session_epoch not registered", t->name);
+}
+
+static void km_fetcher_metrics_drop(km_fetcher_t *t)
+{
+    km_plugin_t *cm = t->fm->cm;
+
+    if (t->m_sess_id != NULL)
+        cm->ref.api->metric_unregister(cm->ref.host, t->m_sess_id);
+    if (t->m_sess_epoch != NULL)
+        cm->ref.api->metric_unregister(cm->ref.host, t->m_sess_epoch);
+    t->m_sess_id = t->m_sess_epoch = NULL;
+}
+
 km_fetcher_t *km_fetcher_get(km_fetch_mgr_t *fm, km_fmirror_t *mr, int32_t broker, int32_t idx,
                              const char *host, int32_t port)
 {
@@ -411,6 +450,8 @@ km_fetcher_t *km_fetcher_get(km_fetch_mgr_t *fm, km_fmirror_t *mr, int32_t broke
         goto free_t;
     if (api->latch_create(cm->ref.host, &t->latch) != KBX_OK)
         goto free_kc;
+    if (broker >= 0)
+        km_fetcher_metrics(t);
     rc = api->thread_start(cm->ref.host, t->name, km_fetcher_step, t, &t->thread);
     if (rc != KBX_OK) {
         km_log_error(cm, "%s: cannot start the thread: host error %d", t->name, (int)rc);
@@ -422,6 +463,7 @@ km_fetcher_t *km_fetcher_get(km_fetch_mgr_t *fm, km_fmirror_t *mr, int32_t broke
     return t;
 
 free_latch:
+    km_fetcher_metrics_drop(t);
     api->latch_destroy(cm->ref.host, t->latch);
 free_kc:
     kc_client_destroy(t->kc);
@@ -663,6 +705,7 @@ static void km_fetcher_free(km_fetch_mgr_t *fm, km_fetcher_t *t)
     t->kc = NULL;
     api->latch_destroy(cm->ref.host, t->latch);
     t->latch = NULL;
+    km_fetcher_metrics_drop(t);
     km_fetch_wire_forget_free(t);
     kp_arena_free(&t->rq_ar);
     t->magic = 0;

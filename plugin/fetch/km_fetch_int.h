@@ -148,6 +148,10 @@ struct km_fetcher {
     kbx_latch_t *latch;
     kc_client_t *kc;
     atomic_int stop;
+    /* gauges (labels mirror, source_broker, fetcher; not for the lookup thread): the session id
+     * and epoch of the last Fetch sent (0 and 0 for a full one); recorded under fm->lock */
+    kbx_metric_t *m_sess_id;
+    kbx_metric_t *m_sess_epoch;
 
     /* under fm->lock */
     km_fetch_part_t *inbox;

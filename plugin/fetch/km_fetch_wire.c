@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/km_plugin_types.h"
@@ -990,18 +991,34 @@ static void km_fw_send_epoch(km_fetcher_t *t, km_fetch_part_t *fpart)
 /* ---- Fetch ------------------------------------------------------------------------------------
  */
 
+/* Test only: KMIRROR_TEST_FETCH_NO_SESSION set (to anything) makes every Fetch a full one
+ * without a session (SessionId 0, SessionEpoch -1), so tests/mirror_e2e scenario scale can
+ * show that its session checks fail without incremental sessions (run.sh --inject
+ * no-session). Read once; never set in production. */
+static bool km_fw_test_no_session(void)
+{
+    static atomic_int v = -1;
+    int x = atomic_load(&v);
+
+    if (x < 0) {
+        x = getenv("KMIRROR_TEST_FETCH_NO_SESSION") != NULL;
+        atomic_store(&v, x);
+    }
+    return x != 0;
+}
+
 static int km_fw_fetch_encode(kp_writer_t *wr, int16_t ver, void *opaque)
 {
     km_fetcher_t *t = opaque;
     km_plugin_t *cm = t->fm->cm;
-    bool ids = ver >= 13, full;
+    bool ids = ver >= 13, full, nosess = km_fw_test_no_session();
     size_t n = 0, ntop = 0, nparts = 0;
     kp_FetchRequest_FetchTopic_t *tv;
     kp_FetchRequest_FetchPartition_t *pv;
     kp_FetchRequest_ForgottenTopic_t *fv = NULL;
 
     t->fetch_ver = ver;
-    if (ver < 7 || (t->sess_epoch > 0 && ids != t->sess_ids))
+    if (ver < 7 || (t->sess_epoch > 0 && ids != t->sess_ids) || (nosess && t->sess_epoch != 0))
         km_fw_session_reset(t);
     full = t->sess_epoch <= 0;
     if (full) {
@@ -1089,7 +1106,7 @@ static int km_fw_fetch_encode(kp_writer_t *wr, int16_t ver, void *opaque)
     t->rq.MaxBytes = t->fetch_response_max_bytes;
     t->rq.IsolationLevel = 0; /* READ_UNCOMMITTED: up to the high watermark */
     t->rq.SessionId = full ? 0 : t->sess_id;
-    t->rq.SessionEpoch = full ? 0 : t->sess_epoch;
+    t->rq.SessionEpoch = full ? (nosess ? -1 : 0) : t->sess_epoch;
     t->rq.Topics.v = tv;
     t->rq.Topics.cnt = (int32_t)ntop;
     t->rq.ForgottenTopicsData.v = fv;
@@ -1106,6 +1123,10 @@ static int km_fw_fetch_encode(kp_writer_t *wr, int16_t ver, void *opaque)
     t->fm->counters.forgotten_sent += t->nforget;
     t->fm->counters.last_session_id = t->rq.SessionId;
     t->fm->counters.last_session_epoch = t->rq.SessionEpoch;
+    if (t->m_sess_id != NULL)
+        cm->ref.api->metric_record(cm->ref.host, t->m_sess_id, (double)t->rq.SessionId);
+    if (t->m_sess_epoch != NULL)
+        cm->ref.api->metric_record(cm->ref.host, t->m_sess_epoch, (double)t->rq.SessionEpoch);
     pthread_mutex_unlock(&t->fm->lock);
     /* The forgotten names must live until this request is encoded; keep them one round. */
     km_fw_forget_clear(cm, t->forget_sent, t->nforget_sent);

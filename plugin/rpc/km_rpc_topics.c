@@ -27,6 +27,12 @@
 #include "core/km_config.h"
 
 #define KM_RPC_OP_ALTER 7
+/* Topics per CreateTopics / IncrementalAlterConfigs sent to the host: a request for thousands of
+ * topics is sent as consecutive requests of at most this many, one after the other. Each topic
+ * is a controller commit (kbroker: a metadata log batch and its fsync); one request for 500 held
+ * the forwarding connection of a broker-only node for seconds, so its controller heartbeat
+ * behind it timed out and the connection, with the request, was dropped (scenario scale). */
+#define KM_RPC_TOPICS_CHUNK 20
 
 enum { KM_ACT_NONE = 0, KM_ACT_CREATE = 1, KM_ACT_ALTER = 2 };
 
@@ -39,7 +45,8 @@ typedef struct km_item {
     const char *value; /* mirror.name to set (KM_ACT_ALTER) */
     int16_t ec;
     kp_str_t msg;
-    bool leg; /* Resume: asked of the other brokers too (their FAILED partitions) */
+    bool leg;  /* Resume: asked of the other brokers too (their FAILED partitions) */
+    bool sent; /* in the CreateTopics / IncrementalAlterConfigs request in flight */
 } km_item_t;
 
 typedef struct km_topics_st {
@@ -53,6 +60,8 @@ typedef struct km_topics_st {
     km_pattern_t **inc, **exc;
     size_t ninc, nexc;
     int pending;
+    size_t create_next, alter_next; /* first item not sent yet, per action */
+    int32_t timeout_ms;             /* of each CreateTopics */
 } km_topics_st_t;
 
 static const char *km_topics_host_errstr(int32_t status)
@@ -331,6 +340,9 @@ static void km_topics_step_done(km_rpc_req_t *req)
         km_topics_answer(req);
 }
 
+static void km_topics_send_create(km_rpc_req_t *req);
+static void km_topics_send_alter(km_rpc_req_t *req);
+
 static void km_topics_on_create(km_rpc_req_t *req, int32_t status, const uint8_t *body, size_t len,
                                 int32_t tag)
 {
@@ -347,8 +359,9 @@ static void km_topics_on_create(km_rpc_req_t *req, int32_t status, const uint8_t
     for (size_t i = 0; i < st->n; i++) {
         km_item_t *it = &st->items[i];
         bool answered = false;
-        if (it->act != KM_ACT_CREATE)
+        if (it->act != KM_ACT_CREATE || !it->sent)
             continue;
+        it->sent = false;
         for (int32_t k = 0; status == KBX_OK && k < resp.Topics.cnt && !answered; k++) {
             const kp_CreateTopicsResponse_CreatableTopicResult_t *r = &resp.Topics.v[k];
             if (r->Name.len != (int32_t)strlen(it->name) ||
@@ -365,6 +378,7 @@ static void km_topics_on_create(km_rpc_req_t *req, int32_t status, const uint8_t
             km_item_err(req, it, KP_ERR_UNKNOWN_SERVER_ERROR, "CreateTopics failed: %s",
                         status != KBX_OK ? km_topics_host_errstr(status) : "topic not answered");
     }
+    km_topics_send_create(req); /* the next chunk, if any */
     km_topics_step_done(req);
 }
 
@@ -385,8 +399,9 @@ static void km_topics_on_alter(km_rpc_req_t *req, int32_t status, const uint8_t 
     for (size_t i = 0; i < st->n; i++) {
         km_item_t *it = &st->items[i];
         bool answered = false;
-        if (it->act != KM_ACT_ALTER)
+        if (it->act != KM_ACT_ALTER || !it->sent)
             continue;
+        it->sent = false;
         for (int32_t k = 0; status == KBX_OK && k < resp.Responses.cnt && !answered; k++) {
             const kp_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_t *r =
                 &resp.Responses.v[k];
@@ -403,93 +418,136 @@ static void km_topics_on_alter(km_rpc_req_t *req, int32_t status, const uint8_t 
             km_item_err(req, it, KP_ERR_UNKNOWN_SERVER_ERROR, "IncrementalAlterConfigs failed: %s",
                         status != KBX_OK ? km_topics_host_errstr(status) : "topic not answered");
     }
+    km_topics_send_alter(req); /* the next chunk, if any */
     km_topics_step_done(req);
 }
 
-/* Send the planned CreateTopics / IncrementalAlterConfigs, then answer. */
+/* The next KM_RPC_TOPICS_CHUNK items of action act from *next on, marked sent; their count. */
+static int32_t km_topics_chunk(km_topics_st_t *st, int act, size_t *next)
+{
+    int32_t n = 0;
+
+    for (; *next < st->n && n < KM_RPC_TOPICS_CHUNK; (*next)++) {
+        if (st->items[*next].act != act)
+            continue;
+        st->items[*next].sent = true;
+        n++;
+    }
+    return n;
+}
+
+/* Send the next CreateTopics chunk (st->pending counts it); nothing when every item was sent. */
+static void km_topics_send_create(km_rpc_req_t *req)
+{
+    km_topics_st_t *st = req->st;
+    int32_t n = km_topics_chunk(st, KM_ACT_CREATE, &st->create_next), rc;
+    kp_CreateTopicsRequest_t ct;
+
+    if (n == 0)
+        return;
+    kp_CreateTopicsRequest_init(&ct);
+    ct.TimeoutMs = st->timeout_ms;
+    ct.Topics.v = kp_arena_calloc(&req->ar, (size_t)n, sizeof(*ct.Topics.v));
+    ct.Topics.cnt = 0;
+    for (size_t i = 0; ct.Topics.v != NULL && i < st->n; i++) {
+        km_item_t *it = &st->items[i];
+        kp_CreateTopicsRequest_CreatableTopic_t *t;
+        if (it->act != KM_ACT_CREATE || !it->sent)
+            continue;
+        t = &ct.Topics.v[ct.Topics.cnt++];
+        kp_CreateTopicsRequest_CreatableTopic_init(t);
+        t->Name = km_rpc_str(req, it->name);
+        t->NumPartitions = it->parts;
+        t->ReplicationFactor = -1;
+        t->Assignments.cnt = 0;
+        t->Configs.cnt = 0;
+        t->MirrorInfo_null = false;
+        t->MirrorInfo.MirrorName = km_rpc_str(req, st->mirror);
+        memcpy(t->MirrorInfo.TopicId.b, it->id.bytes, 16);
+    }
+    rc = ct.Topics.v == NULL ? KBX_ERR_NOMEM
+                             : km_rpc_local_request(req, 19, 8, &ct, &kp_CreateTopicsRequest_desc,
+                                                    km_topics_on_create, 8);
+    if (rc == KBX_OK) {
+        st->pending++;
+        return;
+    }
+    /* This chunk and every later one fail the same way. */
+    for (size_t i = 0; i < st->n; i++) {
+        km_item_t *it = &st->items[i];
+        if (it->act == KM_ACT_CREATE && (it->sent || i >= st->create_next)) {
+            it->sent = false;
+            km_item_err(req, it, KP_ERR_UNKNOWN_SERVER_ERROR, "CreateTopics could not be sent: %s",
+                        km_topics_host_errstr(rc));
+        }
+    }
+    st->create_next = st->n;
+}
+
+/* Send the next IncrementalAlterConfigs chunk (as km_topics_send_create). */
+static void km_topics_send_alter(km_rpc_req_t *req)
+{
+    km_topics_st_t *st = req->st;
+    int32_t n = km_topics_chunk(st, KM_ACT_ALTER, &st->alter_next), rc;
+    kp_IncrementalAlterConfigsRequest_t iac;
+
+    if (n == 0)
+        return;
+    kp_IncrementalAlterConfigsRequest_init(&iac);
+    iac.Resources.v = kp_arena_calloc(&req->ar, (size_t)n, sizeof(*iac.Resources.v));
+    iac.Resources.cnt = 0;
+    for (size_t i = 0; iac.Resources.v != NULL && i < st->n; i++) {
+        km_item_t *it = &st->items[i];
+        kp_IncrementalAlterConfigsRequest_AlterConfigsResource_t *r;
+        kp_IncrementalAlterConfigsRequest_AlterableConfig_t *c;
+        if (it->act != KM_ACT_ALTER || !it->sent)
+            continue;
+        c = kp_arena_calloc(&req->ar, 1, sizeof(*c));
+        if (c == NULL) {
+            iac.Resources.v = NULL;
+            break;
+        }
+        r = &iac.Resources.v[iac.Resources.cnt++];
+        r->ResourceType = 2; /* TOPIC */
+        r->ResourceName = km_rpc_str(req, it->name);
+        c->Name = km_rpc_str(req, KM_CATALOG_MIRROR_NAME_KEY);
+        c->ConfigOperation = 0; /* SET */
+        c->Value = km_rpc_str(req, it->value);
+        r->Configs.cnt = 1;
+        r->Configs.v = c;
+    }
+    rc = iac.Resources.v == NULL
+             ? KBX_ERR_NOMEM
+             : km_rpc_local_request(req, 44, 1, &iac, &kp_IncrementalAlterConfigsRequest_desc,
+                                    km_topics_on_alter, 0);
+    if (rc == KBX_OK) {
+        st->pending++;
+        return;
+    }
+    for (size_t i = 0; i < st->n; i++) {
+        km_item_t *it = &st->items[i];
+        if (it->act == KM_ACT_ALTER && (it->sent || i >= st->alter_next)) {
+            it->sent = false;
+            km_item_err(req, it, KP_ERR_UNKNOWN_SERVER_ERROR,
+                        "IncrementalAlterConfigs could not be sent: %s", km_topics_host_errstr(rc));
+        }
+    }
+    st->alter_next = st->n;
+}
+
+/* Send the planned CreateTopics / IncrementalAlterConfigs (in chunks of KM_RPC_TOPICS_CHUNK
+ * topics, each after the previous one's answer), then answer. */
 static void km_topics_execute(km_rpc_req_t *req, int32_t timeout_ms)
 {
     km_topics_st_t *st = req->st;
-    size_t ncreate = 0, nalter = 0;
-    int32_t rc;
 
-    for (size_t i = 0; i < st->n; i++) {
-        ncreate += st->items[i].act == KM_ACT_CREATE;
-        nalter += st->items[i].act == KM_ACT_ALTER;
-    }
     st->pending = 1;
-    if (ncreate > 0) {
-        kp_CreateTopicsRequest_t ct;
-        kp_CreateTopicsRequest_init(&ct);
-        ct.TimeoutMs = timeout_ms > 0 ? timeout_ms : KM_RPC_OP_TIMEOUT_MS;
-        ct.Topics.v = kp_arena_calloc(&req->ar, ncreate, sizeof(*ct.Topics.v));
-        ct.Topics.cnt = 0;
-        for (size_t i = 0; ct.Topics.v != NULL && i < st->n; i++) {
-            km_item_t *it = &st->items[i];
-            kp_CreateTopicsRequest_CreatableTopic_t *t;
-            if (it->act != KM_ACT_CREATE)
-                continue;
-            t = &ct.Topics.v[ct.Topics.cnt++];
-            kp_CreateTopicsRequest_CreatableTopic_init(t);
-            t->Name = km_rpc_str(req, it->name);
-            t->NumPartitions = it->parts;
-            t->ReplicationFactor = -1;
-            t->Assignments.cnt = 0;
-            t->Configs.cnt = 0;
-            t->MirrorInfo_null = false;
-            t->MirrorInfo.MirrorName = km_rpc_str(req, st->mirror);
-            memcpy(t->MirrorInfo.TopicId.b, it->id.bytes, 16);
-        }
-        rc = ct.Topics.v == NULL
-                 ? KBX_ERR_NOMEM
-                 : km_rpc_local_request(req, 19, 8, &ct, &kp_CreateTopicsRequest_desc,
-                                        km_topics_on_create, 8);
-        if (rc == KBX_OK)
-            st->pending++;
-        else
-            for (size_t i = 0; i < st->n; i++)
-                if (st->items[i].act == KM_ACT_CREATE)
-                    km_item_err(req, &st->items[i], KP_ERR_UNKNOWN_SERVER_ERROR,
-                                "CreateTopics could not be sent: %s", km_topics_host_errstr(rc));
-    }
-    if (nalter > 0) {
-        kp_IncrementalAlterConfigsRequest_t iac;
-        kp_IncrementalAlterConfigsRequest_init(&iac);
-        iac.Resources.v = kp_arena_calloc(&req->ar, nalter, sizeof(*iac.Resources.v));
-        iac.Resources.cnt = 0;
-        for (size_t i = 0; iac.Resources.v != NULL && i < st->n; i++) {
-            km_item_t *it = &st->items[i];
-            kp_IncrementalAlterConfigsRequest_AlterConfigsResource_t *r;
-            kp_IncrementalAlterConfigsRequest_AlterableConfig_t *c;
-            if (it->act != KM_ACT_ALTER)
-                continue;
-            c = kp_arena_calloc(&req->ar, 1, sizeof(*c));
-            if (c == NULL) {
-                iac.Resources.v = NULL;
-                break;
-            }
-            r = &iac.Resources.v[iac.Resources.cnt++];
-            r->ResourceType = 2; /* TOPIC */
-            r->ResourceName = km_rpc_str(req, it->name);
-            c->Name = km_rpc_str(req, KM_CATALOG_MIRROR_NAME_KEY);
-            c->ConfigOperation = 0; /* SET */
-            c->Value = km_rpc_str(req, it->value);
-            r->Configs.cnt = 1;
-            r->Configs.v = c;
-        }
-        rc = iac.Resources.v == NULL
-                 ? KBX_ERR_NOMEM
-                 : km_rpc_local_request(req, 44, 1, &iac, &kp_IncrementalAlterConfigsRequest_desc,
-                                        km_topics_on_alter, 0);
-        if (rc == KBX_OK)
-            st->pending++;
-        else
-            for (size_t i = 0; i < st->n; i++)
-                if (st->items[i].act == KM_ACT_ALTER)
-                    km_item_err(req, &st->items[i], KP_ERR_UNKNOWN_SERVER_ERROR,
-                                "IncrementalAlterConfigs could not be sent: %s",
-                                km_topics_host_errstr(rc));
-    }
+    st->create_next = st->alter_next = 0;
+    st->timeout_ms = timeout_ms > 0 ? timeout_ms : KM_RPC_OP_TIMEOUT_MS;
+    for (size_t i = 0; i < st->n; i++)
+        st->items[i].sent = false;
+    km_topics_send_create(req);
+    km_topics_send_alter(req);
     km_topics_step_done(req);
 }
 

@@ -1103,6 +1103,12 @@ static void t_sessions(void)
     CU_ASSERT_EQUAL(r->Responses.cnt, 1);
     CU_ASSERT_EQUAL(r->Responses.v[0].Partitions.cnt, 2);
     CU_ASSERT_EQUAL(kbat_count_records(fr_part(r, 0, 0)->Records, NULL, NULL), 5);
+    {
+        size_t ns = 0, np = 0; /* what the kbroker_fetch_session* gauges show */
+        kb_fsess_stats(B.svc->fsess, &ns, &np);
+        CU_ASSERT_EQUAL(ns, 1);
+        CU_ASSERT_EQUAL(np, 2);
+    }
     /* epoch 1: the fetcher moved p0 to 5; nothing new anywhere -> an empty response */
     fp[0].offset = 5;
     r = fetch(12, fp, 1, 0, 1, 1 << 20, 0, sid, 1);
@@ -1143,6 +1149,12 @@ static void t_sessions(void)
         CU_ASSERT_EQUAL(resp.ErrorCode, 0);
         CU_ASSERT_EQUAL(resp.Responses.cnt, 0);
     }
+    {
+        size_t ns = 0, np = 0;
+        kb_fsess_stats(B.svc->fsess, &ns, &np);
+        CU_ASSERT_EQUAL(ns, 1);
+        CU_ASSERT_EQUAL(np, 1); /* p1 forgotten */
+    }
     /* p0 gets data: reported from the session's fetch offset 5 */
     CU_ASSERT_EQUAL(produce_n("s", 0, 1, KP_CODEC_NONE, &base), 0);
     r = fetch(12, fp, 0, 0, 1, 1 << 20, 0, sid, 4);
@@ -1153,6 +1165,12 @@ static void t_sessions(void)
     r = fetch(12, fp, 2, 0, 1, 1 << 20, 0, sid, -1);
     CU_ASSERT_EQUAL(r->SessionId, 0);
     CU_ASSERT_EQUAL(kb_fsess_count(B.svc->fsess), 0);
+    {
+        size_t ns = 1, np = 1;
+        kb_fsess_stats(B.svc->fsess, &ns, &np);
+        CU_ASSERT_EQUAL(ns, 0);
+        CU_ASSERT_EQUAL(np, 0);
+    }
     /* v13 sessions by id */
     r = fetch(13, fp, 2, 0, 1, 1 << 20, 0, 0, 0);
     CU_ASSERT(r->SessionId > 0);

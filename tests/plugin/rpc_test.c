@@ -19,6 +19,9 @@
 
 static const uint8_t RT_MID[16] = {0xaa, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 static const kbx_uuid_t RT_ID1 = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
+/* The fake source also lists this many one-partition topics bulk-00.. (StartMirrorTopics of
+ * more topics than one CreateTopics carries). */
+#define RT_BULK 45
 
 typedef struct rt_env {
     fakehost_t *fh;
@@ -481,23 +484,34 @@ static void rt_src_serve(rt_src_t *src, int fd)
             r.ApiKeys.v = v;
             rt_src_reply(fd, corr, false, &kp_ApiVersionsResponse_desc, &r, ver);
         } else if (key == 3) {
+            /* orders (2 partitions) and RT_BULK topics bulk-00.. (1 partition each) */
             kp_MetadataResponse_t r;
-            kp_MetadataResponse_MetadataResponseTopic_t t;
+            kp_MetadataResponse_MetadataResponseTopic_t t[1 + RT_BULK];
             kp_MetadataResponse_MetadataResponsePartition_t p[2];
+            char names[RT_BULK][16];
             atomic_fetch_add(&src->metadata_seen, 1);
             kp_MetadataResponse_init(&r);
-            memset(&t, 0, sizeof(t));
+            memset(t, 0, sizeof(t));
             memset(p, 0, sizeof(p));
-            t.Name = rt_s("orders");
-            memcpy(t.TopicId.b, RT_ID1.bytes, 16);
-            t.Partitions.cnt = 2;
-            t.Partitions.v = p;
-            t.TopicAuthorizedOperations = INT32_MIN;
+            t[0].Name = rt_s("orders");
+            memcpy(t[0].TopicId.b, RT_ID1.bytes, 16);
+            t[0].Partitions.cnt = 2;
+            t[0].Partitions.v = p;
+            t[0].TopicAuthorizedOperations = INT32_MIN;
             p[1].PartitionIndex = 1;
+            for (int i = 0; i < RT_BULK; i++) {
+                snprintf(names[i], sizeof(names[i]), "bulk-%02d", i);
+                t[1 + i].Name = rt_s(names[i]);
+                t[1 + i].TopicId.b[0] = 0xb0;
+                t[1 + i].TopicId.b[15] = (uint8_t)(i + 1);
+                t[1 + i].Partitions.cnt = 1;
+                t[1 + i].Partitions.v = p;
+                t[1 + i].TopicAuthorizedOperations = INT32_MIN;
+            }
             r.ClusterId = rt_s("fake-source");
             r.Brokers.cnt = 0;
-            r.Topics.cnt = 1;
-            r.Topics.v = &t;
+            r.Topics.cnt = 1 + RT_BULK;
+            r.Topics.v = t;
             rt_src_reply(fd, corr, ver >= 9, &kp_MetadataResponse_desc, &r, ver);
         } else {
             return;
@@ -550,6 +564,7 @@ static void rt_src_stop(rt_src_t *src)
  * CreateTopics through local_request. */
 static int rt_broker_missing_key = -1;
 static int rt_creates;
+static int rt_create_topics, rt_create_max; /* topics in all CreateTopics, most in one */
 
 static int32_t rt_broker_answer(void *arg, int32_t broker_id, int16_t api_key, int16_t api_version,
                                 const uint8_t *body, size_t len, uint8_t **resp, size_t *resp_len)
@@ -591,6 +606,9 @@ static int32_t rt_broker_answer(void *arg, int32_t broker_id, int16_t api_key, i
         kp_writer_free(&wr);
         kp_arena_free(&ar);
         rt_creates++;
+        rt_create_topics += rq.Topics.cnt;
+        if (rq.Topics.cnt > rt_create_max)
+            rt_create_max = rq.Topics.cnt;
         return KBX_OK;
     }
     if (api_key != 18)
@@ -681,6 +699,37 @@ static void rt_test_create_ok(void)
         CU_ASSERT_EQUAL(memcmp(resp.Topics.v[0].TopicName.ptr, "orders", 6), 0);
         CU_ASSERT_EQUAL(resp.Topics.v[0].ErrorCode, 0);
         CU_ASSERT_TRUE(fakehost_log_contains(e.fh, "answering before this broker's metadata"));
+        kp_arena_free(&ar);
+    }
+    /* 45 topics: created by consecutive CreateTopics of at most 20 topics (KM_RPC_TOPICS_CHUNK),
+     * each sent after the previous answer; every topic answered. */
+    {
+        kp_StartMirrorTopicsRequest_t rq;
+        kp_StartMirrorTopicsResponse_t resp;
+        kp_str_t inc[1] = {rt_s("bulk-.*")};
+        fakehost_call_t *call;
+        int creates = rt_creates, ok = 0;
+        kp_arena_init(&ar, 0);
+        kp_StartMirrorTopicsRequest_init(&rq);
+        rq.MirrorName = rt_s("m1");
+        rq.Topics.cnt = 0;
+        rq.IncludePatterns.cnt = 1;
+        rq.IncludePatterns.v = inc;
+        rq.ExcludePatterns.cnt = 0;
+        rq.TimeoutMs = 5000;
+        rt_create_topics = rt_create_max = 0;
+        call = rt_send(&e, 95, &kp_StartMirrorTopicsRequest_desc, &rq);
+        fakehost_run_until_idle(e.fh);
+        CU_ASSERT_EQUAL(rt_creates, creates + 3);
+        CU_ASSERT_EQUAL(rt_create_topics, RT_BULK);
+        CU_ASSERT_EQUAL(rt_create_max, 20);
+        fakehost_advance_ms(e.fh, 5100);
+        rt_answer(&e, call, &kp_StartMirrorTopicsResponse_desc, &resp, &ar);
+        CU_ASSERT_EQUAL(resp.ErrorCode, 0);
+        CU_ASSERT_EQUAL(resp.Topics.cnt, RT_BULK);
+        for (int32_t i = 0; i < resp.Topics.cnt; i++)
+            ok += resp.Topics.v[i].ErrorCode == 0;
+        CU_ASSERT_EQUAL(ok, RT_BULK);
         kp_arena_free(&ar);
     }
     /* The client goes away while the broker check waits: the answer is never sent. */
