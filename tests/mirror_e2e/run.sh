@@ -10,6 +10,8 @@
 #                             cluster.id, so the cluster check cannot fire; the run must FAIL)
 #          [--inject fb-full] (scenario failback: the destination's mirror is deleted before the
 #                             failback, so the whole log is copied back; the byte checks must FAIL)
+#          [--inject no-session]  (scenario scale: the destination's fetchers send every Fetch
+#                             without a session, KMIRROR_TEST_FETCH_NO_SESSION; it must FAIL)
 #
 # One source cluster (3 kbroker brokers with kmirror.so, for the failback, node 1 also the
 # controller) and one destination cluster (3 kbroker brokers with kmirror.so + a controller-only
@@ -68,6 +70,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 BUILD=$(cd "$BUILD" && pwd -P) || exit 2
+# inherited by the nodes cluster.sh starts (only the destination loads the plugin)
+[ "$INJECT" = no-session ] && export KMIRROR_TEST_FETCH_NO_SESSION=1
 CL=$REPO/tests/cluster/cluster.sh
 KM=$BUILD/bin/kafka-mirrors
 CMP=$BUILD/bin/kc_replicacmp
@@ -75,6 +79,9 @@ SO=$BUILD/lib/kmirror.so
 PEER=$REPO/tests/peers/peer-tools.sh
 SRC=mirror-e2e-src DST=mirror-e2e-dst
 T0=$SECONDS
+# Every node keeps a descriptor per open segment file and connection: raise the soft limit to
+# the hard one (scenario scale needs thousands; it checks the result).
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 FAILS=0
 
 setup_error() { echo "SETUP ERROR: $*"; exit 2; }
