@@ -64,6 +64,7 @@ static void km_fetch_mgr_unref(km_fetch_mgr_t *fm)
 
     if (atomic_fetch_sub(&fm->refs, 1) != 1)
         return;
+    pthread_mutex_destroy(&fm->stats_lock);
     pthread_mutex_destroy(&fm->lock);
     fm->magic = 0;
     km_free(cm, fm);
@@ -265,9 +266,9 @@ void km_fetch_partition_status(km_fetch_mgr_t *fm, const km_fetch_part_t *fpart,
 
 void km_fetch_counters(km_fetch_mgr_t *fm, km_fetch_counters_t *out)
 {
-    pthread_mutex_lock(&fm->lock);
+    pthread_mutex_lock(&fm->stats_lock);
     *out = fm->counters;
-    pthread_mutex_unlock(&fm->lock);
+    pthread_mutex_unlock(&fm->stats_lock);
 }
 
 km_fetch_part_t *km_fetch_partition_find(km_fetch_mgr_t *fm, const kbx_uuid_t *topic_id,
@@ -730,6 +731,12 @@ km_fetch_mgr_t *km_fetch_mgr_create(km_plugin_t *cm, const km_fetch_opts_t *opts
     }
     if (pthread_mutex_init(&fm->lock, NULL) != 0) {
         snprintf(errstr, errstr_size, "fetcher manager: cannot create a mutex");
+        km_free(cm, fm);
+        return NULL;
+    }
+    if (pthread_mutex_init(&fm->stats_lock, NULL) != 0) {
+        snprintf(errstr, errstr_size, "fetcher manager: cannot create a mutex");
+        pthread_mutex_destroy(&fm->lock);
         km_free(cm, fm);
         return NULL;
     }

@@ -5,7 +5,8 @@
  * every partition's control fields (ctl, owner, inbox link) and status, and the mirrors' fetch
  * settings. The fetch state of a partition (position, epochs, session membership) belongs to
  * the fetcher thread that owns it and is touched without the lock; ownership moves between
- * threads only under the lock (through the receiving thread's inbox).
+ * threads only under the lock (through the receiving thread's inbox). The manager's counters
+ * have a leaf lock of their own (fm->stats_lock), the only lock the Fetch encode callback takes.
  */
 #ifndef KM_FETCH_INT_H
 #define KM_FETCH_INT_H
@@ -152,6 +153,7 @@ struct km_fetcher {
      * and epoch of the last Fetch sent (0 and 0 for a full one); recorded under fm->lock */
     kbx_metric_t *m_sess_id;
     kbx_metric_t *m_sess_epoch;
+    uint64_t test_fetches; /* Fetch requests built (KMIRROR_TEST_FETCH_NO_SESSION only) */
 
     /* under fm->lock */
     km_fetch_part_t *inbox;
@@ -195,6 +197,11 @@ struct km_fetch_mgr {
     km_fetch_part_t *parts;
     km_fetcher_t *fetchers;
     bool stopping; /* destroy began: no new thread */
+    /* The counters have their own leaf lock: the Fetch request is encoded by a callback that
+     * kc_ runs with the client's lock held, and taking fm->lock there deadlocked against the
+     * lookup thread, which holds fm->lock while it sets a fetcher's broker address
+     * (kc_client_node_set takes that client's lock; seen with 2,000 partitions). */
+    pthread_mutex_t stats_lock;
     km_fetch_counters_t counters;
 };
 

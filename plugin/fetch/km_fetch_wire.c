@@ -227,9 +227,9 @@ static void km_fw_session_reset(km_fetcher_t *t)
         p->in_session = false;
     km_fw_forget_clear(cm, t->forget, t->nforget);
     t->nforget = 0;
-    pthread_mutex_lock(&t->fm->lock);
+    pthread_mutex_lock(&t->fm->stats_lock);
     t->fm->counters.session_resets++;
-    pthread_mutex_unlock(&t->fm->lock);
+    pthread_mutex_unlock(&t->fm->stats_lock);
 }
 
 void km_fetch_wire_reset(km_fetcher_t *t)
@@ -703,9 +703,9 @@ static void km_fw_send_metadata(km_fetcher_t *t)
     if (id < 0)
         goto fail;
     t->md_busy = true;
-    pthread_mutex_lock(&t->fm->lock);
+    pthread_mutex_lock(&t->fm->stats_lock);
     t->fm->counters.metadata_requests++;
-    pthread_mutex_unlock(&t->fm->lock);
+    pthread_mutex_unlock(&t->fm->stats_lock);
     return;
 fail:
     kp_arena_free(&md->ar);
@@ -884,9 +884,9 @@ static void km_fw_send_list_offsets(km_fetcher_t *t, km_fetch_part_t *fpart, int
         goto fail;
     }
     fpart->rpc_busy = true;
-    pthread_mutex_lock(&t->fm->lock);
+    pthread_mutex_lock(&t->fm->stats_lock);
     t->fm->counters.list_offsets_requests++;
-    pthread_mutex_unlock(&t->fm->lock);
+    pthread_mutex_unlock(&t->fm->stats_lock);
     return;
 fail:
     fpart->oor_step = 0;
@@ -983,42 +983,44 @@ static void km_fw_send_epoch(km_fetcher_t *t, km_fetch_part_t *fpart)
         return;
     }
     fpart->rpc_busy = true;
-    pthread_mutex_lock(&t->fm->lock);
+    pthread_mutex_lock(&t->fm->stats_lock);
     t->fm->counters.epoch_requests++;
-    pthread_mutex_unlock(&t->fm->lock);
+    pthread_mutex_unlock(&t->fm->stats_lock);
 }
 
 /* ---- Fetch ------------------------------------------------------------------------------------
  */
 
-/* Test only: KMIRROR_TEST_FETCH_NO_SESSION set (to anything) makes every Fetch a full one
- * without a session (SessionId 0, SessionEpoch -1), so tests/mirror_e2e scenario scale can
- * show that its session checks fail without incremental sessions (run.sh --inject
+/* Test only: KMIRROR_TEST_FETCH_NO_SESSION=N makes every N-th Fetch of a fetcher a full one
+ * without a session (SessionId 0, SessionEpoch -1; the next one starts a new session), so
+ * tests/mirror_e2e scenario scale can show that its session checks fail (run.sh --inject
  * no-session). Read once; never set in production. */
-static bool km_fw_test_no_session(void)
+static bool km_fw_test_no_session(km_fetcher_t *t)
 {
     static atomic_int v = -1;
     int x = atomic_load(&v);
 
     if (x < 0) {
-        x = getenv("KMIRROR_TEST_FETCH_NO_SESSION") != NULL;
+        const char *e = getenv("KMIRROR_TEST_FETCH_NO_SESSION");
+        long n = e != NULL ? strtol(e, NULL, 10) : 0;
+        x = n > 0 && n < INT32_MAX ? (int)n : 0;
         atomic_store(&v, x);
     }
-    return x != 0;
+    return x > 0 && ++t->test_fetches % (uint64_t)x == 0;
 }
 
 static int km_fw_fetch_encode(kp_writer_t *wr, int16_t ver, void *opaque)
 {
     km_fetcher_t *t = opaque;
     km_plugin_t *cm = t->fm->cm;
-    bool ids = ver >= 13, full, nosess = km_fw_test_no_session();
+    bool ids = ver >= 13, full, nosess = km_fw_test_no_session(t);
     size_t n = 0, ntop = 0, nparts = 0;
     kp_FetchRequest_FetchTopic_t *tv;
     kp_FetchRequest_FetchPartition_t *pv;
     kp_FetchRequest_ForgottenTopic_t *fv = NULL;
 
     t->fetch_ver = ver;
-    if (ver < 7 || (t->sess_epoch > 0 && ids != t->sess_ids) || (nosess && t->sess_epoch != 0))
+    if (ver < 7 || (t->sess_epoch > 0 && ids != t->sess_ids) || nosess)
         km_fw_session_reset(t);
     full = t->sess_epoch <= 0;
     if (full) {
@@ -1113,7 +1115,8 @@ static int km_fw_fetch_encode(kp_writer_t *wr, int16_t ver, void *opaque)
     t->rq.ForgottenTopicsData.cnt = (int32_t)t->nforget;
     t->rq.RackId = kp_str("");
     t->sess_ids = ids;
-    pthread_mutex_lock(&t->fm->lock);
+    /* stats_lock, never fm->lock: this runs under the kc_ client's lock (km_fetch_int.h) */
+    pthread_mutex_lock(&t->fm->stats_lock);
     t->fm->counters.fetches++;
     if (full)
         t->fm->counters.full_fetches++;
@@ -1127,7 +1130,7 @@ static int km_fw_fetch_encode(kp_writer_t *wr, int16_t ver, void *opaque)
         cm->ref.api->metric_record(cm->ref.host, t->m_sess_id, (double)t->rq.SessionId);
     if (t->m_sess_epoch != NULL)
         cm->ref.api->metric_record(cm->ref.host, t->m_sess_epoch, (double)t->rq.SessionEpoch);
-    pthread_mutex_unlock(&t->fm->lock);
+    pthread_mutex_unlock(&t->fm->stats_lock);
     /* The forgotten names must live until this request is encoded; keep them one round. */
     km_fw_forget_clear(cm, t->forget_sent, t->nforget_sent);
     km_free(cm, t->forget_sent);

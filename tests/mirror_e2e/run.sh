@@ -10,8 +10,8 @@
 #                             cluster.id, so the cluster check cannot fire; the run must FAIL)
 #          [--inject fb-full] (scenario failback: the destination's mirror is deleted before the
 #                             failback, so the whole log is copied back; the byte checks must FAIL)
-#          [--inject no-session]  (scenario scale: the destination's fetchers send every Fetch
-#                             without a session, KMIRROR_TEST_FETCH_NO_SESSION; it must FAIL)
+#          [--inject no-session]  (scenario scale: the destination's fetchers send every 10th
+#                             Fetch without a session, KMIRROR_TEST_FETCH_NO_SESSION; must FAIL)
 #
 # One source cluster (3 kbroker brokers with kmirror.so, for the failback, node 1 also the
 # controller) and one destination cluster (3 kbroker brokers with kmirror.so + a controller-only
@@ -71,7 +71,7 @@ while [ $# -gt 0 ]; do
 done
 BUILD=$(cd "$BUILD" && pwd -P) || exit 2
 # inherited by the nodes cluster.sh starts (only the destination loads the plugin)
-[ "$INJECT" = no-session ] && export KMIRROR_TEST_FETCH_NO_SESSION=1
+[ "$INJECT" = no-session ] && export KMIRROR_TEST_FETCH_NO_SESSION=10
 CL=$REPO/tests/cluster/cluster.sh
 KM=$BUILD/bin/kafka-mirrors
 CMP=$BUILD/bin/kc_replicacmp

@@ -142,7 +142,7 @@ def check_steady(before_f, after_f, srcn, dstn, mirror, npart, bound):
       epochs went up by exactly that many);
     * the mirror's fetchers (kmirror metrics on the destination): the same session id in both
       scrapes and a higher session epoch;
-    * the average incremental Fetch request between the scrapes is under BOUND bytes, and BOUND
+    * the average Fetch request between the scrapes (every kind) is under BOUND bytes, and BOUND
       is under 5 % of the smallest possible full request of the smallest session (a full Fetch
       v13+ lists every partition with at least Partition, CurrentLeaderEpoch, FetchOffset,
       LastFetchedEpoch, LogStartOffset, PartitionMaxBytes and a tag byte: 33 bytes)."""
@@ -172,9 +172,10 @@ def check_steady(before_f, after_f, srcn, dstn, mirror, npart, bound):
         cnt = {k: (one(sb, "kbroker_fetch_requests_total", kind=k),
                    one(sa, "kbroker_fetch_requests_total", kind=k))
                for k in ("full", "incremental", "sessionless", "session_error")}
-        byt = one(sa, "kbroker_fetch_request_bytes_total", kind="incremental"), \
-            one(sb, "kbroker_fetch_request_bytes_total", kind="incremental")
-        if None in [x for v in cnt.values() for x in v] or None in byt:
+        kinds = ("full", "incremental", "sessionless")
+        byt = [(one(sb, "kbroker_fetch_request_bytes_total", kind=k),
+                one(sa, "kbroker_fetch_request_bytes_total", kind=k)) for k in kinds]
+        if None in [x for v in cnt.values() for x in v] or None in [x for v in byt for x in v]:
             check(False, "source broker %d: fetch session metrics missing: %s" % (i + 1, cnt))
             continue
         check(cnt["full"][1] == cnt["full"][0] and cnt["sessionless"][1] == cnt["sessionless"][0],
@@ -184,12 +185,13 @@ def check_steady(before_f, after_f, srcn, dstn, mirror, npart, bound):
               "source broker %d: no session errors in steady state (%d then %d)" % (
                   i + 1, cnt["session_error"][0], cnt["session_error"][1]))
         n = cnt["incremental"][1] - cnt["incremental"][0]
-        if not check(n >= 10, "source broker %d: %d incremental Fetch requests accepted, each with "
-                     "its session's next epoch" % (i + 1, n)):
-            continue
-        avg = (byt[0] - byt[1]) / n
-        check(avg < bound, "source broker %d: incremental Fetch requests of %.1f bytes on average "
-              "(bound %d; %d partitions in its %d sessions)" % (i + 1, avg, bound, parts, sess))
+        check(n >= 10, "source broker %d: %d incremental Fetch requests accepted, each with its "
+              "session's next epoch" % (i + 1, n))
+        nall = sum(cnt[k][1] - cnt[k][0] for k in kinds)
+        avg = sum(a_ - b_ for b_, a_ in byt) / nall if nall > 0 else float("inf")
+        check(avg < bound, "source broker %d: %d Fetch requests of %.1f bytes on average "
+              "(bound %d; %d partitions in its %s sessions)" % (i + 1, nall, avg, bound, parts,
+                                                               sess))
     check(cached == npart, "the source brokers' sessions hold %d partitions, want %d" % (
         cached, npart))
     if smallest is not None:
