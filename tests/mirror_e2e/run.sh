@@ -12,6 +12,8 @@
 #                             failback, so the whole log is copied back; the byte checks must FAIL)
 #          [--inject no-session]  (scenario scale: the destination's fetchers send every 10th
 #                             Fetch without a session, KMIRROR_TEST_FETCH_NO_SESSION; must FAIL)
+#          [--inject pid-state] (producer-ids: a mirrored producer id gets sequences 0-5 on the
+#                             destination first, so its writes are duplicates; must FAIL)
 #
 # One source cluster (3 kbroker brokers with kmirror.so, for the failback, node 1 also the
 # controller) and one destination cluster (3 kbroker brokers with kmirror.so + a controller-only
@@ -32,6 +34,9 @@
 #   read-only-noplugin (own topic ho-ro, mirror mho) a destination broker restarted without the
 #              plugin leads a mirror partition: Produce and DeleteRecords answer 147, nothing
 #              appended; restored with the plugin, it mirrors again.
+#   producer-ids (own topic ho-pid, mirror mho) after failover and a leader move (kill -9, then
+#              ElectLeaders), producers with mirrored ids write from sequence 0: every acknowledged
+#              record stored (--inject pid-state: must fail).
 #   failover-load  failover under load (its own topic fo-load, mirror mfo): no destination write
 #              accepted before STOPPED, read_committed = the mirrored prefix once + the new writes,
 #              LSO = HW, one MIRROR_PID_RESET after the LME (--inject fo-lme: must fail).

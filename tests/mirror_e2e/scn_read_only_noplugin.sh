@@ -31,11 +31,15 @@ ho_in_isr() {
   echo "leader replicas isr: $info"
   [[ ",$(echo "$info" | cut -d' ' -f3)," == *",$3,"* ]]
 }
+# ho_addr NODE -- destination broker NODE's address (node i is the i-th of $D)
+ho_addr() { echo "$D" | cut -d, -f"$1"; }
 # ho_leads TOPIC PART NODE -- ElectLeaders PREFERRED (NODE is the preferred replica), then NODE
-# leads the destination partition
+# leads the destination partition in the Metadata of the first broker and of NODE itself (each
+# broker applies the change from the metadata log in its own time)
 ho_leads() {
   "${ME2E[@]}" elect-preferred "$D" "$1" "$2" || return 1
-  [ "$("${ME2E[@]}" part-info "$D" "$1" "$2" | cut -d' ' -f1)" = "$3" ]
+  [ "$("${ME2E[@]}" part-info "$D" "$1" "$2" | cut -d' ' -f1)" = "$3" ] &&
+    [ "$("${ME2E[@]}" part-info "$(ho_addr "$3")" "$1" "$2" | cut -d' ' -f1)" = "$3" ]
 }
 # ho_restart NODE on|off -- kill destination broker NODE and start it again with (on) or without
 # (off) its plugin.paths line (the properties file is kept aside and put back for on); sets
@@ -72,7 +76,7 @@ scenario_read_only_noplugin() {
   if until_ok 60 "broker $p0 back in the ISR of ho-ro-0" ho_in_isr ho-ro 0 "$p0" &&
     until_ok 60 "broker $p0 (no plugin) leads ho-ro-0 (ElectLeaders PREFERRED)" ho_leads ho-ro 0 "$p0"; then
     step "read-only-noplugin: raw Produce and DeleteRecords to ho-ro-0 on broker $p0 (no plugin)"
-    "$PY" "$HERE/read-only-noplugin.py" "$D" ho-ro 0 "$p0" >"$WORK/ho-ro.out" 2>&1 ||
+    "$PY" "$HERE/read-only-noplugin.py" "$(ho_addr "$p0")" ho-ro 0 "$p0" >"$WORK/ho-ro.out" 2>&1 ||
       fail "read-only-noplugin wire checks (below)"
     cat "$WORK/ho-ro.out"
     until_ok 30 "ho-ro-0: the 3 destination replicas still equal the 3 source replicas (nothing appended)" \

@@ -217,9 +217,63 @@ static void test_mirror_pid_reset(void)
     free(dir);
 }
 
+/* Copy leader @p from's log from @p off to its end into follower @p to as replication does
+ * (kb_log_append_raw of the fetched bytes). */
+static void sto_replicate(kb_log_t *from, kb_log_t *to, int64_t off)
+{
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    kb_log_read_t meta;
+    kb_append_info_t info;
+    CU_ASSERT_EQUAL_FATAL(
+        kb_log_read_copy(from, off, 1 << 20, KB_ISOLATION_LEO, 1, &buf, &n, &meta), 0);
+    CU_ASSERT_FATAL(n > 0);
+    CU_ASSERT_EQUAL(kb_log_append_raw(to, buf, n, &info), 0);
+    CU_ASSERT_EQUAL(kb_log_leo(to), kb_log_leo(from));
+    free(buf);
+}
+
+/* The rule a new leader rebuilds by (issue 5, "Producer ids" after a leader move): a follower
+ * that copied the MIRROR_PID_RESET holds none of the mirrored producers, so a local producer
+ * reusing a mirrored pid at sequence 0 is appended (not taken for a duplicate, not out of
+ * order); a truncation below the reset brings the mirrored producers back (the log again ends
+ * before the reset) and fetching the reset again clears them; so does recovery of the copy. */
+static void test_mirror_pid_reset_follower(void)
+{
+    char *ldir = sto_tmpdir(), *fdir = sto_tmpdir();
+    kb_log_config_t cfg;
+    kb_log_t *leader, *follower;
+    int64_t reset_off;
+    kb_producer_info_t pi;
+    sto_cfg(&cfg, 1 << 20, 256);
+    leader = sto_open(ldir, &cfg, 0, -1);
+    follower = sto_open(fdir, &cfg, 0, -1);
+    sto_mirror_prefix(leader, &reset_off);
+    sto_replicate(leader, follower, 0);
+    /* the follower becomes the leader */
+    sto_check_after_reset(follower, reset_off);
+    /* diverged below the reset: the mirrored producers are back, then gone with the reset */
+    CU_ASSERT_EQUAL(kb_log_truncate_to(follower, 5), 0);
+    CU_ASSERT_EQUAL(kb_log_producer_get(follower, 1, &pi), 0);
+    CU_ASSERT_EQUAL(kb_log_last_pid_reset(follower), -1);
+    sto_replicate(leader, follower, 5);
+    sto_check_after_reset(follower, reset_off);
+    /* killed (no clean shutdown, recovery point before the reset) and recovered */
+    kb_log_close(follower, 0);
+    follower = sto_open(fdir, &cfg, 0, 0);
+    sto_check_after_reset(follower, reset_off);
+    kb_log_close(follower, 0);
+    kb_log_close(leader, 1);
+    sto_rmrf(ldir);
+    sto_rmrf(fdir);
+    free(ldir);
+    free(fdir);
+}
+
 void sto_register_txn_tests(void)
 {
     CU_pSuite s = CU_add_suite("txn", NULL, NULL);
     CU_add_test(s, "transactions, LSO, aborted list", test_txn_lso_and_aborted);
     CU_add_test(s, "MIRROR_PID_RESET", test_mirror_pid_reset);
+    CU_add_test(s, "MIRROR_PID_RESET on a follower", test_mirror_pid_reset_follower);
 }
