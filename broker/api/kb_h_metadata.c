@@ -120,6 +120,10 @@ static int16_t kb_metadata_autocreate(kb_apisvc_t *svc, const char *name)
         ec = kb_meta_ensure_internal_topic(svc->meta, name, NULL);
         return ec == KP_ERR_COORDINATOR_NOT_AVAILABLE ? KP_ERR_LEADER_NOT_AVAILABLE : ec;
     }
+    /* A broker-only node has the controller create it (as Kafka's brokers do); the client
+     * gets Kafka's answer for a topic being created and asks again. */
+    if (kb_meta_create_remote(svc->meta, name))
+        return KP_ERR_LEADER_NOT_AVAILABLE;
     ec = kb_meta_create_topic(svc->meta, &spec, false, NULL, msg, sizeof(msg));
     if (ec == KP_ERR_TOPIC_ALREADY_EXISTS)
         ec = 0; /* created by someone else meanwhile */

@@ -3058,6 +3058,17 @@ void kb_meta_set_internal_creator(kb_meta_t *meta, kb_meta_internal_creator_fn *
     pthread_mutex_unlock(&meta->change_mu);
 }
 
+bool kb_meta_create_remote(kb_meta_t *meta, const char *name)
+{
+    bool remote;
+    pthread_mutex_lock(&meta->change_mu);
+    remote = meta->remote >= 0;
+    if (remote && meta->icreate && !kb_meta_find(meta, name))
+        meta->icreate(meta->icreate_opaque, name);
+    pthread_mutex_unlock(&meta->change_mu);
+    return remote;
+}
+
 int16_t kb_meta_ensure_internal_topic(kb_meta_t *meta, const char *name, kb_topic_info_t *out)
 {
     kb_meta_internal_spec_t is;

@@ -283,6 +283,14 @@ int16_t kb_meta_internal_spec(const kb_config_t *cfg, const char *name, int32_t 
 typedef void(kb_meta_internal_creator_fn)(void *opaque, const char *name);
 void kb_meta_set_internal_creator(kb_meta_t *meta, kb_meta_internal_creator_fn *fn, void *opaque);
 
+/**
+ * An auto-creation of topic @p name (Metadata, auto.create.topics.enable) on a broker-only node:
+ * the creator above is asked (the controller creates it with num.partitions and
+ * default.replication.factor) and true returned; the topic reaches this node with the
+ * controller's metadata. false on a node that creates topics itself (kb_meta_create_topic).
+ */
+bool kb_meta_create_remote(kb_meta_t *meta, const char *name);
+
 /** Write a snapshot of the image now (`<offset>-<epoch>.checkpoint` beside the metadata log;
  *  also done every 20 MiB of metadata and at close). 0 or KB_E_IO. */
 int kb_meta_checkpoint(kb_meta_t *meta);

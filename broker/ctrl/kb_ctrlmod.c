@@ -37,6 +37,10 @@
 
 #define KB_CTRL_MAGIC   0x6b637472u /* "kctr" */
 #define KB_CTRL_TICK_MS 100
+/* Topics a broker-only node asks the controller to create at once (internal and auto-created
+ * ones), and the longest topic name plus its NUL. */
+#define KB_CTRL_ICR_SLOTS 16
+#define KB_CTRL_ICR_NAME  250
 
 typedef struct kb_ctrl_s {
     uint32_t magic;
@@ -74,9 +78,12 @@ typedef struct kb_ctrl_s {
     kp_BrokerRegistrationRequest_t rq_reg;
     kp_BrokerRegistrationRequest_Listener_t rq_lst[KB_CTRL_MAX_ENDPOINTS];
     kp_BrokerHeartbeatRequest_t rq_hb;
-    /* internal topics asked of the controller (under mu; [0] offsets, [1] transactions) */
-    bool icr_busy[2];
-    int64_t icr_last_ms[2];
+    /* topics asked of the controller (internal ones, auto-created ones; under mu) */
+    struct kb_ctrl_icr_slot_s {
+        char name[KB_CTRL_ICR_NAME];
+        bool busy;
+        int64_t last_ms;
+    } icr[KB_CTRL_ICR_SLOTS];
 
     /* controller: metadata-log fetches waiting for records (under mu) */
     struct kb_ctrl_mfetch_s *parked;
@@ -1227,10 +1234,11 @@ static int kb_ctrl_pid_source(void *opaque, int64_t *start, int32_t *len)
 #define KB_CTRL_ICR_VER      7 /* CreateTopics version of the request */
 #define KB_CTRL_ICR_RESP_HDR 1 /* its response header version (flexible) */
 
-/* One CreateTopics for an internal topic, sent to the controller in an Envelope. */
+/* One CreateTopics for a topic this node has the controller create, sent in an Envelope. */
 typedef struct kb_ctrl_icr_s {
     kb_ctrl_t *ctl;
-    int which;
+    int slot; /* in ctl->icr */
+    char name[KB_CTRL_ICR_NAME];
     kp_EnvelopeRequest_t env;
     uint8_t principal[64];
     uint8_t addr[4];
@@ -1242,7 +1250,7 @@ static void kb_ctrl_icr_done(kc_client_t *kc, int err, int16_t ver, const uint8_
 {
     kb_ctrl_icr_t *ic = opaque;
     kb_ctrl_t *ctl = ic->ctl;
-    const char *name = ic->which ? KB_TOPIC_TRANSACTION_STATE : KB_TOPIC_CONSUMER_OFFSETS;
+    const char *name = ic->name;
     (void)kc;
     if (err == KC_E_OK) {
         kp_EnvelopeResponse_t er;
@@ -1278,19 +1286,47 @@ static void kb_ctrl_icr_done(kc_client_t *kc, int err, int16_t ver, const uint8_
                     ctl->cfg->voter_id, name, kc_err_str(err));
     }
     pthread_mutex_lock(&ctl->mu);
-    ctl->icr_busy[ic->which] = false;
+    ctl->icr[ic->slot].busy = false;
     pthread_mutex_unlock(&ctl->mu);
     free(ic->frame);
     free(ic);
 }
 
+/* The slot for asking the controller to create @p name: its own one (-1 while a request for it
+ * is in flight or the last one left less than a second ago), else the free one used longest
+ * ago (-1 when all are in flight: the caller's client asks again). Marks it busy. @locks mu */
+static int kb_ctrl_icr_take(kb_ctrl_t *ctl, const char *name, int64_t now)
+{
+    int best = -1;
+    for (int i = 0; i < KB_CTRL_ICR_SLOTS; i++) {
+        struct kb_ctrl_icr_slot_s *sl = &ctl->icr[i];
+        if (sl->last_ms && !strcmp(sl->name, name)) {
+            if (sl->busy || now - sl->last_ms < 1000)
+                return -1;
+            best = i;
+            break;
+        }
+        if (!sl->busy && (best < 0 || sl->last_ms < ctl->icr[best].last_ms))
+            best = i;
+    }
+    if (best >= 0) {
+        snprintf(ctl->icr[best].name, sizeof(ctl->icr[best].name), "%s", name);
+        ctl->icr[best].busy = true;
+        ctl->icr[best].last_ms = now ? now : 1;
+    }
+    return best;
+}
+
 /* kb_meta_internal_creator_fn: Kafka's brokers have the controller create the coordinators'
  * topics with a CreateTopics carrying their own settings (offsets.topic.* /
- * transaction.state.log.*). Here it travels in an Envelope as the broker's own principal
- * (KB_PRINCIPAL_INTERNAL: internal topic names are refused to clients); the replication factor
- * is not capped, so the controller refuses it (INVALID_REPLICATION_FACTOR, retried) until
- * enough brokers are usable. Fire and forget (the change lock is held): one request per topic
- * in flight, at most one a second; the answer is only logged. */
+ * transaction.state.log.*), and auto-created topics (Metadata, auto.create.topics.enable) with
+ * num.partitions and default.replication.factor. Here it travels in an Envelope as the broker's
+ * own principal (KB_PRINCIPAL_INTERNAL: internal topic names are refused to clients; Metadata
+ * authorizes nothing in kbroker, so an auto-creation is not narrowed by it either); the
+ * replication factor is not capped, so the controller refuses it (INVALID_REPLICATION_FACTOR,
+ * retried) until enough brokers are usable. Fire and forget (the change lock is held): one
+ * request per topic in flight, at most one a second, at most KB_CTRL_ICR_SLOTS topics at once;
+ * the answer is only logged. */
 static void kb_ctrl_internal_creator(void *opaque, const char *name)
 {
     kb_ctrl_t *ctl = opaque;
@@ -1302,20 +1338,26 @@ static void kb_ctrl_internal_creator(void *opaque, const char *name)
     kp_DefaultPrincipalData_t pd;
     kp_writer_t wr, pw;
     kb_ctrl_icr_t *ic;
-    int which = !strcmp(name, KB_TOPIC_TRANSACTION_STATE);
+    int slot;
     int64_t now = kb_time_mono_ns() / 1000000;
     bool ok;
 
-    if (kb_meta_internal_spec(ctl->cfg, name, 0, &is) != 0)
+    if (strlen(name) >= KB_CTRL_ICR_NAME)
         return;
-    pthread_mutex_lock(&ctl->mu);
-    if (ctl->icr_busy[which] || (ctl->icr_last_ms[which] && now - ctl->icr_last_ms[which] < 1000)) {
-        pthread_mutex_unlock(&ctl->mu);
-        return;
+    if (kb_meta_topic_is_internal_name(name)) {
+        if (kb_meta_internal_spec(ctl->cfg, name, 0, &is) != 0)
+            return;
+    } else {
+        memset(&is, 0, sizeof(is));
+        is.spec.name = name;
+        is.spec.partitions = ctl->cfg->num_partitions;
+        is.spec.replication_factor = ctl->cfg->default_replication_factor;
     }
-    ctl->icr_busy[which] = true;
-    ctl->icr_last_ms[which] = now ? now : 1;
+    pthread_mutex_lock(&ctl->mu);
+    slot = kb_ctrl_icr_take(ctl, name, now);
     pthread_mutex_unlock(&ctl->mu);
+    if (slot < 0)
+        return;
 
     ic = calloc(1, sizeof(*ic));
     kp_CreateTopicsRequest_init(&rq);
@@ -1354,7 +1396,8 @@ static void kb_ctrl_internal_creator(void *opaque, const char *name)
         memcpy(ic->frame, wr.buf, wr.len);
         memcpy(ic->principal, pw.buf, pw.len);
         ic->ctl = ctl;
-        ic->which = which;
+        ic->slot = slot;
+        snprintf(ic->name, sizeof(ic->name), "%s", name);
         kp_EnvelopeRequest_init(&ic->env);
         ic->env.RequestData.ptr = ic->frame;
         ic->env.RequestData.len = (int32_t)wr.len;
@@ -1375,7 +1418,7 @@ static void kb_ctrl_internal_creator(void *opaque, const char *name)
     if (!ok) {
         free(ic);
         pthread_mutex_lock(&ctl->mu);
-        ctl->icr_busy[which] = false;
+        ctl->icr[slot].busy = false;
         pthread_mutex_unlock(&ctl->mu);
     }
 }

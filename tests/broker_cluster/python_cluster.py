@@ -4,7 +4,8 @@ three brokers; a topic created through node 3 (replication factor 3) shows the s
 leaders, replicas and ISR on every node; a config change through node 2 is seen on all nodes;
 manual replica assignments (CreateTopics through node 2, CreatePartitions through node 3) show
 as given on every node with the first replica leading, and bad ones are refused as Kafka 4.x
-refuses them.
+refuses them; a producer's send to an unknown topic through broker-only node 2 auto-creates it
+(the controller creates it) and is acknowledged.
 Polls with deadlines, never sleeps as synchronisation.
 
 usage: python_cluster.py HOST:PORT(node 1) HOST:PORT(node 2) HOST:PORT(node 3)"""
@@ -189,6 +190,30 @@ for opts, code, text in [
                                                          code, text))
 check(all(len(a.describe_topics(["py-asg"])[0]["partitions"]) == 5 for a in admins),
       "refused create_partitions added nothing")
+
+# ---- auto-creation through a broker-only node ---------------------------------------------------
+# A producer's Metadata request for an unknown topic through node 2 (broker-only): the node has
+# the controller create it (it answered NOT_CONTROLLER before) and the send is acknowledged.
+try:
+    from kafka import KafkaProducer
+    prod = KafkaProducer(bootstrap_servers=NODES[1], client_id="kbcl-py-auto", max_block_ms=30000,
+                         request_timeout_ms=20000)
+    md = prod.send("py-auto", b"auto-created").get(timeout=30)
+    prod.close()
+    check(md.topic == "py-auto" and md.offset == 0, "send to py-auto through node 2: %s" % (md,))
+except Exception as e:  # kafka-python raises on a timeout or a topic error
+    check(False, "send to an auto-created topic through broker-only node 2: %s" % e)
+
+
+def auto_view(a):
+    t = a.describe_topics(["py-auto"])[0]
+    return (t["error_code"], len(t["partitions"])) if t["error_code"] == 0 else None
+
+
+views = [poll(lambda: auto_view(a), "py-auto listed by node %d" % (i + 1))
+         for i, a in enumerate(admins)]
+check(all(v == (0, 1) for v in views),
+      "py-auto: one partition (num.partitions) on every node: %s" % views)
 
 for a in admins:
     a.close()
