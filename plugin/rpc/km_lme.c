@@ -831,6 +831,7 @@ km_err_t km_lme_lookup(km_lme_t *l, const char *mirror, const char *topic,
         l->capq = cap;
     }
     q = &l->q[l->nq];
+    q->why = NULL; /* km_lme_q_clear frees it */
     q->mirror = km_strdup(l->cm, mirror);
     q->topic = km_strdup(l->cm, topic);
     if (q->mirror == NULL || q->topic == NULL) {
@@ -843,7 +844,6 @@ km_err_t km_lme_lookup(km_lme_t *l, const char *mirror, const char *topic,
     q->kind = KM_LME_RETRY;
     q->epoch = q->peer_epoch = -1;
     q->offset = -1;
-    q->why = NULL;
     l->nq++;
     km_lme_flush_post(l);
     return KM_OK;
