@@ -16,11 +16,12 @@ bundles librdkafka, and kafka-python).
         OffsetForLeaderEpoch v4 as a consumer (replica -1, current leader epoch -1) to each
         partition's leader, for every epoch 0..MAX_EPOCH: lines "P E -> EPOCH END_OFFSET ERROR"
         (the epoch cache as clients see it: the largest epoch <= E and where it ends)
-  rdk-consume BOOTSTRAP TOPIC GROUP SECONDS SESSIONS
+  rdk-consume BOOTSTRAP TOPIC GROUP SECONDS SESSIONS [MIN_RECORDS]
         librdkafka consumer (confluent-kafka) of group GROUP: SESSIONS consumers one after the
         other, each subscribed for SECONDS/SESSIONS and until it has read a record, the last one
-        also until its positions reach the log end offsets (all within 90 s, else it fails, as
-        peer-tools consume-group does); every batch of records consumed is committed
+        also until MIN_RECORDS were read in all and its positions reach the log end offsets (all
+        within 90 s, else it fails, as peer-tools consume-group does); every batch of records
+        consumed is committed
         synchronously (offset + leader epoch of the last record, as librdkafka stores them); a
         session resumes at the group's committed offsets. Per partition the offsets must keep
         rising (none read twice). Prints one line per session and a last line
@@ -136,7 +137,7 @@ def epoch_ends(bootstrap, topic, max_epoch):
     return 0
 
 
-def rdk_consume(bootstrap, topic, group, seconds, sessions):
+def rdk_consume(bootstrap, topic, group, seconds, sessions, min_records=0):
     from confluent_kafka import Consumer, KafkaException, TopicPartition
     sessions = int(sessions)
     per = float(seconds) / max(1, sessions)
@@ -167,7 +168,8 @@ def rdk_consume(bootstrap, topic, group, seconds, sessions):
                 if now >= deadline:
                     errors.append("session %d: not done within 90 s (%d records)" % (s, n))
                     break
-                if now >= end and n > 0 and (s < sessions or at_end(c)):
+                if now >= end and n > 0 and (s < sessions or (
+                        total + n >= int(min_records) and at_end(c))):
                     break
                 msgs = c.consume(num_messages=500, timeout=0.2)
                 got = False
@@ -269,7 +271,7 @@ def main():
         return raise_epoch(*a)
     if cmd == "epoch-ends" and len(a) == 3:
         return epoch_ends(*a)
-    if cmd == "rdk-consume" and len(a) == 5:
+    if cmd == "rdk-consume" and len(a) in (5, 6):
         return rdk_consume(*a)
     if cmd == "scrape" and len(a) >= 2:
         return scrape(a[0], a[1:])

@@ -150,15 +150,19 @@ scenario_epochs() {
   ep_epy raise-epoch "127.0.0.1:$((SRC_PORT + 1))" "$EP_T" "$EP_PARTS" "$want" >"$WORK/ep-raise.txt" 2>&1 ||
     { cat "$WORK/ep-raise.txt"; fail "epochs: raise the source leader epoch to $want"; return; }
   echo "source leader epoch raised to >= $want (destination at $dle)"
+  # what the source will hold when the writer is done: the consumers' last sessions go on until
+  # they have read that much (the last writes may still be on their way through the mirror)
+  n=$(("$(awk '{ s += $2 } END { print s }' <("${ME2E[@]}" ends "$S" "$EP_T"))" + (EP_WINDOW - 5) * 10 * EP_PARTS))
+  echo "the consumers go on until they have read $n records"
   # writes through most of the window (10 records a partition about every second: pacing, not
   # synchronisation), so both sessions of each consumer read mirrored data; the consumers must
   # still reach the end before the window closes
   (for i in $(seq 1 $((EP_WINDOW - 5))); do ep_produce 10 "w$i" || exit 1; sleep 1; done) >"$WORK/ep-writer.log" 2>&1 &
   bg=$!
   "$PEER" consume-group --bootstrap "$D" --topic "$EP_T" --group ep-java --sessions 2 \
-    --duration-ms $((EP_WINDOW * 1000)) >"$WORK/ep-java.log" 2>&1 &
+    --duration-ms $((EP_WINDOW * 1000)) --min-records "$n" >"$WORK/ep-java.log" 2>&1 &
   pid=$!
-  ep_epy rdk-consume "$D" "$EP_T" ep-rdk "$EP_WINDOW" 2 >"$WORK/ep-rdk.log" 2>&1
+  ep_epy rdk-consume "$D" "$EP_T" ep-rdk "$EP_WINDOW" 2 "$n" >"$WORK/ep-rdk.log" 2>&1
   rc=$?
   wait "$pid" || { fail "epochs: Java consume-group failed:"; sed 's/^/  /' "$WORK/ep-java.log" | tail -8; }
   [ "$rc" = 0 ] || { fail "epochs: librdkafka consumer failed:"; sed 's/^/  /' "$WORK/ep-rdk.log" | tail -8; }
@@ -246,9 +250,9 @@ scenario_epochs() {
   step "epochs: both groups resume on the (now writable) destination from their commits: exactly the $((20 * EP_PARTS)) new records"
   "${ME2E[@]}" ends "$D" "$EP_T" >"$WORK/ep-ends2.txt"
   "$PEER" consume-group --bootstrap "$D" --topic "$EP_T" --group ep-java --sessions 1 \
-    --duration-ms 3000 >"$WORK/ep-java2.log" 2>&1 &
+    --duration-ms 3000 --min-records $((20 * EP_PARTS)) >"$WORK/ep-java2.log" 2>&1 &
   pid=$!
-  ep_epy rdk-consume "$D" "$EP_T" ep-rdk 3 1 >"$WORK/ep-rdk2.log" 2>&1
+  ep_epy rdk-consume "$D" "$EP_T" ep-rdk 3 1 $((20 * EP_PARTS)) >"$WORK/ep-rdk2.log" 2>&1
   rc=$?
   wait "$pid" || { fail "epochs: Java consume-group after the failover failed:"; sed 's/^/  /' "$WORK/ep-java2.log" | tail -8; }
   [ "$rc" = 0 ] || { fail "epochs: librdkafka consumer after the failover failed:"; sed 's/^/  /' "$WORK/ep-rdk2.log" | tail -8; }

@@ -59,7 +59,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * consume-verify     --bootstrap B --topic T --count N [--seed S] [--size BYTES]
  *                    [--expect-sha256 HEX] [--timeout-ms T]
  * consume-group      --bootstrap B --topic T --group G --duration-ms D [--sessions K]
- *                    [--timeout-ms T]
+ *                    [--min-records R] [--timeout-ms T]
  * </pre>
  *
  * Record i (0-based) goes to partition i % P. Its key is "key-i", its value SIZE bytes from a
@@ -77,7 +77,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * and exits. Its records are not in the sha256.
  * consume-group: K consumers of group G (subscribe, classic protocol), one after the other, each
  * for D/K ms and until it has read a record (a slow group join must not leave a session empty);
- * the last one also until its positions reach the log end offsets; all of it within T ms
+ * the last one also until it has read R records in all (default 0: records still being mirrored
+ * may not have reached the log end yet) and its positions reach the log end offsets; all of it
+ * within T ms
  * (default 90000; exit 1 when not). Every poll that returned records is committed synchronously
  * (the positions, with the leader epoch of the last record, as KafkaConsumer commits them). A
  * session resumes at the group's committed offsets (earliest without). Per partition every
@@ -550,6 +552,7 @@ public final class Main {
     int maxEpoch = -1;
     String committed = "";
     long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(o.num("timeout-ms", 90_000));
+    long minRecords = o.num("min-records", 0);
     for (int s = 1; s <= sessions; s++) {
       long n = 0;
       int sessMax = -1;
@@ -562,7 +565,7 @@ public final class Main {
             errors.add("session " + s + ": not done within --timeout-ms (" + n + " records)");
             break;
           }
-          if (now >= end && n > 0 && (s < sessions || atEnd(c))) break;
+          if (now >= end && n > 0 && (s < sessions || (total + n >= minRecords && atEnd(c)))) break;
           ConsumerRecords<byte[], byte[]> rs = c.poll(Duration.ofMillis(200));
           if (rs.isEmpty()) continue;
           for (ConsumerRecord<byte[], byte[]> r : rs) {
