@@ -322,7 +322,7 @@ typedef struct km_lme_batch {
     kp_DescribeMirrorsRequest_t rq;
     kp_DescribeMirrorsRequest_LastMirrorEpochLookup_t *looks;
     int32_t *parts;
-    /* The second round trip (design M27): Metadata for the topics answered with an LME, whose
+    /* The second round trip (design M43): Metadata for the topics answered with an LME, whose
      * partition leader epochs tell how far the peer's epochs went. */
     kp_MetadataRequest_t mrq;
     kp_MetadataRequest_MetadataRequestTopic_t *mtopics;

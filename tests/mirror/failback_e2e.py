@@ -10,7 +10,8 @@ kmirror.so, kafka-python clients, the kafka-mirrors CLI.
   5. a second topic, stopped on B, is started on A: A asks B for the LME, drops its tail,
      copies only B's delta; both logs end identical, batch by batch (kc_replicacmp:
      base offset, epoch, producer, CRC, bytes), and the bytes fetched -- as counted by A's
-     mirror client (kmirror_fetch_bytes_total) and by B (kbroker_network_sent_bytes_total) --
+     mirror client (kmirror_fetch_received_bytes_total: the Fetch responses as received; and
+     kmirror_fetch_bytes_total, appended) and by B (kbroker_network_sent_bytes_total) --
      stay within 1.05 x the delta plus the stated protocol overhead.
 """
 import atexit
@@ -223,11 +224,13 @@ if end_offset(A, "loop") != loop_end:
 # 5. failback of orders: only B's delta crosses
 b_sent0 = metric("b", r"^kbroker_network_sent_bytes_total(\{| )")
 a_fetch0 = metric("a", r'^kmirror_fetch_bytes_total\{.*mirror="m2"')
+a_recv0 = metric("a", r'^kmirror_fetch_received_bytes_total\{.*mirror="m2"')
 t0 = time.time()
 kmc(A, "--start", "--mirror", "m2", "--topic", "orders")
 wait_for("orders failed back to A", lambda: end_offset(A, "orders") == b_end, 60)
 took = time.time() - t0
 a_fetched = metric("a", r'^kmirror_fetch_bytes_total\{.*mirror="m2"') - a_fetch0
+a_recv = metric("a", r'^kmirror_fetch_received_bytes_total\{.*mirror="m2"') - a_recv0
 b_sent = metric("b", r"^kbroker_network_sent_bytes_total(\{| )") - b_sent0
 pa = os.path.join(W, "a", "orders-0")
 pb = os.path.join(W, "b", "orders-0")
@@ -239,13 +242,15 @@ delta = segment_bytes(pb, hist["orders"])
 if delta <= 0:
     fail("no delta on B")
 limit = 1.05 * delta + OVERHEAD
-print("delta %d bytes; fetched by A's mirror client %d, sent by B %d (limit %d) in %.1f s"
-      % (delta, a_fetched, b_sent, limit, took), flush=True)
+print("delta %d bytes; A's mirror client received %d (appended %d), B sent %d (limit %d) in "
+      "%.1f s" % (delta, a_recv, a_fetched, b_sent, limit, took), flush=True)
 if a_fetched < delta:
-    fail("A's mirror client counted %d bytes, less than the delta %d" % (a_fetched, delta))
-if a_fetched > limit or b_sent > limit:
-    fail("more than the delta crossed: A fetched %d, B sent %d, limit %d"
-         % (a_fetched, b_sent, limit))
+    fail("A's mirror client appended %d bytes, less than the delta %d" % (a_fetched, delta))
+if a_recv < a_fetched:
+    fail("A's mirror client received %d bytes, less than it appended (%d)" % (a_recv, a_fetched))
+if a_recv > limit or b_sent > limit:
+    fail("more than the delta crossed: A received %d, B sent %d, limit %d"
+         % (a_recv, b_sent, limit))
 with open(os.path.join(W, "a.log"), errors="replace") as f:
     alog = f.read()
 if "topic orders: mirror.support.unclean.leader.election true" not in alog:
