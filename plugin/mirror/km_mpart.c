@@ -126,7 +126,7 @@ typedef struct km_mpart {
     char transient[KM_MPART_ERROR_MAX];
     int32_t transient_count;
     /* STOPPED */
-    bool from_stopping;
+    bool from_stopping; /* STOPPED persisted here (not loaded): the last two crash points */
     int64_t hw_target;
     /* FAILED */
     int64_t retry_at_ms;
@@ -1106,11 +1106,8 @@ static void km_mpart_run_stopped(km_mpart_t *mp)
 
     switch (mp->step) {
     case KM_MP_START:
-        if (mp->from_stopping) {
-            mp->from_stopping = false;
-            if (km_mpart_crash(mp, "stopping.persisted"))
-                return;
-        }
+        if (mp->from_stopping && km_mpart_crash(mp, "stopping.persisted"))
+            return;
         if (km_mpart_offsets(mp, &o) != KBX_OK) {
             km_mpart_retry_later(mp);
             return;
@@ -1128,8 +1125,11 @@ static void km_mpart_run_stopped(km_mpart_t *mp)
             mp->wake_at_ms = km_mpart_now_ms(mp->mgr) + KM_MPART_HW_POLL_MS;
             return;
         }
-        if (km_mpart_crash(mp, "stopping.hw_passed"))
+        /* Only where this failover persisted STOPPED: a STOPPED partition led again (a new
+         * leader, a restart) passes the wait without it. */
+        if (mp->from_stopping && km_mpart_crash(mp, "stopping.hw_passed"))
             return;
+        mp->from_stopping = false;
         if (km_mpart_api(mp)->partition_set_write_mode(km_mpart_host(mp), mp->part,
                                                        KBX_WRITE_WRITABLE) != KBX_OK) {
             km_mpart_retry_later(mp);

@@ -13,7 +13,8 @@
 #   bootstrap                    127.0.0.1:P,127.0.0.1:P+10,127.0.0.1:P+20
 #   kill I | restart I [--wait] | pause I | resume I | pid I
 #                                per node: SIGKILL (waits until gone) / start again keeping its
-#                                data / SIGSTOP / SIGCONT / its pid
+#                                data (with the caller's environment, e.g. a test-only variable
+#                                such as KMIRROR_TEST_CRASH_POINT) / SIGSTOP / SIGCONT / its pid
 #   datadir I                    the node's log.dirs
 #   partdir I TOPIC PART         the node's directory of that partition
 #   create-topic TOPIC PARTS [k=v]...       RF 3, configs; waits for leaders and full ISRs
@@ -41,7 +42,7 @@ export KPEER_HOME=${KPEER_HOME:-$REPO/.kpeer}
 
 die() { echo "cluster.sh: $*" >&2; exit 2; }
 log() { echo "cluster.sh: $*" >&2; }
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
+usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
 now_ms() { date +%s%3N; }
 port_in_use() { [ -n "$(ss -Hltn "( sport = :$1 )" 2>/dev/null)" ]; }
 

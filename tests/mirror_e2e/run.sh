@@ -45,6 +45,10 @@
 #              and librdkafka consumer groups read and commit for a fixed window with a bounded
 #              number of Metadata / OffsetForLeaderEpoch requests (destination brokers' /metrics,
 #              metrics.listener on an ephemeral port); after failover new batches carry a higher epoch.
+#   crash-stopping  its own topics cs-0..cs-6 and mirror mcs: for each STOPPING crash point in turn
+#              the partition's leader restarts armed (KMIRROR_TEST_CRASH_POINT), dies in --stop,
+#              restarts; STOPPED with the LME from before, one ABORT + one MIRROR_PID_RESET after
+#              it, nothing open, LSO = HW, writable, replicas byte-identical.
 #   source-faults (own topics sf-*, mirrors msf/msf2, a 1-broker source of its own) source
 #              brokers stopped/killed: MIRRORING with the error shown, recovered by themselves;
 #              source topic deleted / re-created, source cluster replaced: FAILED with a
