@@ -1002,11 +1002,33 @@ static int32_t km_mpart_abort_open_txns(km_mpart_t *mp)
     return rc < 0 ? rc : KBX_OK;
 }
 
+/* Step 5's batch: the MIRROR_PID_RESET at the current leader epoch. */
+static int32_t km_mpart_append_reset(km_mpart_t *mp)
+{
+    kbx_control_batch_t c;
+    int32_t rc;
+
+    memset(&c, 0, sizeof(c));
+    c.struct_size = sizeof(c);
+    c.control_type = KBX_CONTROL_MIRROR_PID_RESET;
+    c.producer_id = -1;
+    c.producer_epoch = -1;
+    c.coordinator_epoch = 0;
+    c.leader_epoch = mp->leader_epoch;
+    c.timestamp_ms = -1;
+    rc = km_mpart_api(mp)->log_append_control(km_mpart_host(mp), mp->part, &c, NULL);
+    if (rc != KBX_OK)
+        km_log_warn(mp->mgr->cm,
+                    "%s-%d of mirror %s: MIRROR_PID_RESET append failed (kbx %d), "
+                    "retrying",
+                    mp->topic, (int)mp->id.partition, mp->mirror, (int)rc);
+    return rc;
+}
+
 static void km_mpart_run_stopping(km_mpart_t *mp)
 {
     const kbx_api_t *api = km_mpart_api(mp);
     kbx_log_offsets_t o;
-    kbx_control_batch_t c;
     km_mpart_rec_t w;
     int32_t rc;
 
@@ -1067,20 +1089,7 @@ static void km_mpart_run_stopping(km_mpart_t *mp)
         /* Exactly one reset per failover: one at or above the LME offset is ours (nothing
          * else appends to the partition now). A 1.0 host does not report it. */
         if (!KBX_API_HAS(api, log_open_txns) || o.last_pid_reset_offset < mp->rec.lme_offset) {
-            memset(&c, 0, sizeof(c));
-            c.struct_size = sizeof(c);
-            c.control_type = KBX_CONTROL_MIRROR_PID_RESET;
-            c.producer_id = -1;
-            c.producer_epoch = -1;
-            c.coordinator_epoch = 0;
-            c.leader_epoch = mp->leader_epoch;
-            c.timestamp_ms = -1;
-            rc = api->log_append_control(km_mpart_host(mp), mp->part, &c, NULL);
-            if (rc != KBX_OK) {
-                km_log_warn(mp->mgr->cm,
-                            "%s-%d of mirror %s: MIRROR_PID_RESET append failed "
-                            "(kbx %d), retrying",
-                            mp->topic, (int)mp->id.partition, mp->mirror, (int)rc);
+            if (km_mpart_append_reset(mp) != KBX_OK) {
                 km_mpart_retry_later(mp);
                 return;
             }
@@ -1100,6 +1109,34 @@ static void km_mpart_run_stopping(km_mpart_t *mp)
 
 /* ---- STOPPED ------------------------------------------------------------------------------- */
 
+/* STOPPED loaded here (a new leader, a restart), not persisted here. STOPPED is persisted
+ * before the high watermark passes the failover's ABORT markers and reset, so a leader that
+ * dies right after it may leave a new leader whose log never got them. Append what is missing
+ * as steps 4 and 5 do (kbx 1.1 tells: the reset is the last of them). False: retry later;
+ * o is refreshed when something was appended. */
+static bool km_mpart_repair(km_mpart_t *mp, kbx_log_offsets_t *o)
+{
+    if (!KBX_API_HAS(km_mpart_api(mp), log_open_txns) || mp->rec.lme_offset < 0 ||
+        o->last_pid_reset_offset >= mp->rec.lme_offset)
+        return true;
+    if (o->leader_epoch <= mp->rec.lme_epoch) {
+        km_log_warn(mp->mgr->cm,
+                    "%s-%d of mirror %s: STOPPED without its MIRROR_PID_RESET at leader epoch "
+                    "%d, not above the LME epoch %d: left as it is",
+                    mp->topic, (int)mp->id.partition, mp->mirror, (int)o->leader_epoch,
+                    (int)mp->rec.lme_epoch);
+        return true;
+    }
+    km_log_warn(mp->mgr->cm,
+                "%s-%d of mirror %s: STOPPED, but the log lacks the failover's MIRROR_PID_RESET "
+                "(the leader that persisted STOPPED died before it was replicated): appending "
+                "the ABORT markers and the reset again",
+                mp->topic, (int)mp->id.partition, mp->mirror);
+    if (km_mpart_abort_open_txns(mp) != KBX_OK || km_mpart_append_reset(mp) != KBX_OK)
+        return false;
+    return km_mpart_offsets(mp, o) == KBX_OK;
+}
+
 static void km_mpart_run_stopped(km_mpart_t *mp)
 {
     kbx_log_offsets_t o;
@@ -1108,7 +1145,8 @@ static void km_mpart_run_stopped(km_mpart_t *mp)
     case KM_MP_START:
         if (mp->from_stopping && km_mpart_crash(mp, "stopping.persisted"))
             return;
-        if (km_mpart_offsets(mp, &o) != KBX_OK) {
+        if (km_mpart_offsets(mp, &o) != KBX_OK ||
+            (!mp->from_stopping && !km_mpart_repair(mp, &o))) {
             km_mpart_retry_later(mp);
             return;
         }

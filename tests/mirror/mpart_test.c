@@ -1018,6 +1018,44 @@ static void mp_test_stopping_crash(void)
     }
 }
 
+/* A new leader finds STOPPED persisted, but its replica never got the failover's ABORT and
+ * reset (the leader that persisted STOPPED died before its followers fetched them): it appends
+ * them before it makes the partition writable, once; a log that has them is left alone. */
+static void mp_test_stopped_repair(void)
+{
+    int resets, aborts;
+    kbx_log_offsets_t o;
+
+    mp_stop_setup(); /* open transaction at 30, LEO 35, leader epoch 5 */
+    tw.store.state = KM_MPART_STOPPED;
+    tw.store.previous_state = KM_MPART_STOPPING;
+    tw.store.lme_epoch = 5;
+    tw.store.lme_offset = 35;
+    fakehost_partition_set_leader(tw.fh, &tw.tid, 0, 7, true);
+    tw_lead(KM_MPART_WANT_STOPPED);
+    o = tw_offsets();
+    tw_count_control(&resets, &aborts);
+    CU_ASSERT_EQUAL(resets, 1);
+    CU_ASSERT_EQUAL(aborts, 1);
+    CU_ASSERT_EQUAL(tw_open_txns(), 0);
+    CU_ASSERT_EQUAL(o.last_pid_reset_offset, 36);
+    CU_ASSERT_EQUAL(o.log_end_offset, 37);
+    CU_ASSERT_EQUAL(tw_state(), KM_MPART_STOPPED);
+    CU_ASSERT_STRING_EQUAL(tw_desc().step, "stopped");
+    CU_ASSERT_EQUAL(fakehost_partition_write_mode(tw.fh, &tw.tid, 0), KBX_WRITE_WRITABLE);
+    CU_ASSERT_EQUAL(tw.nhist, 0); /* nothing persisted: STOPPED stays */
+    /* led again: the markers are there now, nothing is appended */
+    tw_mgr_free();
+    fakehost_partition_set_leader(tw.fh, &tw.tid, 0, 8, true);
+    tw_mgr_new(NULL);
+    tw_lead(KM_MPART_WANT_STOPPED);
+    tw_count_control(&resets, &aborts);
+    CU_ASSERT_EQUAL(resets, 1);
+    CU_ASSERT_EQUAL(aborts, 1);
+    CU_ASSERT_EQUAL(tw_offsets().log_end_offset, 37);
+    tw_end();
+}
+
 /* STOPPING is allowed from every listed state and completes with the source unreachable. */
 static void mp_test_stopping_from_states(void)
 {
@@ -1179,6 +1217,7 @@ int main(void)
         {"FAILED backoff", mp_test_failed_backoff},
         {"STOPPING", mp_test_stopping},
         {"STOPPING crash after each step", mp_test_stopping_crash},
+        {"STOPPED repaired by a new leader whose log lacks the markers", mp_test_stopped_repair},
         {"STOPPING from every state, source down", mp_test_stopping_from_states},
         {"leadership lost mid-step", mp_test_leadership_lost},
         {"state write failure", mp_test_write_failure},
