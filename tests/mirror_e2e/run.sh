@@ -58,6 +58,10 @@
 #   failback   (its own topic and mirrors) history mirrored, a tail on the source never mirrored,
 #              failover, new writes on the destination, a mirror on the source cluster pointing
 #              back: the tail truncated, 6 replicas identical, only the delta's bytes fetched.
+#   leader-moves (own topics lm-*, mirror mlm) kill -9 of a mirror partition's destination leader
+#              and of its __mirror_state shard's leader (together, one broker leading both, each
+#              alone) while kcat and a transactional Java producer write: mirroring resumes on
+#              the new leaders, no plugin truncation, no state transition, identity checks.
 # Exit 0 pass, 1 fail (each failure printed as FAIL: ...), 2 setup error. Logs and cluster data:
 # $KPEER_HOME/mirror-e2e-{src,dst}/ (kept with --keep or after a failure, else removed).
 set -uo pipefail
