@@ -19,6 +19,9 @@
                                with a destination log end above MIN_END (mirroring resumed on the
                                new leader: new source records arrived there)
 
+  brokers-up DST               every broker of DST answers Metadata and lists all of DST's brokers
+                               (none fenced)
+
 Exit 0 ok, 1 not (yet), 2 usage.
 """
 import struct
@@ -163,6 +166,22 @@ def cmd_resumed(addr, km, mirror, topic, partition, gone, min_end):
     return 0
 
 
+def cmd_brokers_up(dst):
+    addrs = dst.split(",")
+    rc = 0
+    for a in addrs:
+        try:
+            nodes, _ = me2e.metadata(a, ["lm-0"])
+        except (OSError, ValueError, AssertionError) as e:
+            print("%s: no Metadata answer: %s" % (a, e))
+            rc = 1
+            continue
+        if len(nodes) != len(addrs):
+            print("%s lists brokers %s, want %d" % (a, sorted(nodes), len(addrs)))
+            rc = 1
+    return rc
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -170,6 +189,8 @@ def main():
     cmd, a = sys.argv[1], sys.argv[2:]
     if cmd == "places":
         sys.exit(cmd_places(*a))
+    if cmd == "brokers-up":
+        sys.exit(cmd_brokers_up(*a))
     if cmd == "isr-full":
         sys.exit(cmd_isr_full(*a))
     if cmd == "resumed":
