@@ -15,6 +15,7 @@
 #include "kb_err.h"
 #include "kb_apilog.h"
 #include "kb_time.h"
+#include "kp_batch.h"
 #include "kp_errcode.h"
 
 #define KB_PARTMGR_MAX_DIRS 64
@@ -1250,8 +1251,25 @@ int kb_part_follower_append(kb_part_t *part, const uint8_t *buf, size_t len, int
         pthread_rwlock_unlock(&part->role_rw);
         return KB_E_STATE;
     }
-    if (len > 0)
-        rc = kb_log_append_raw(part->log, buf, len, info);
+    if (len > 0) {
+        kp_batch_hdr_t h;
+        int64_t leo = kb_log_leo(part->log);
+        /* The leader's log start inside a batch (DeleteRecords to a mid-batch offset): an
+         * empty log restarted at that start gets the whole batch, which begins below it.
+         * Kafka's follower restarts the log at the batch's base offset and then takes the
+         * leader's log start below (design M71). */
+        if (leo == kb_log_start_offset(part->log) && kp_batch_hdr_decode(buf, len, &h) == 0 &&
+            h.baseOffset >= 0 && h.baseOffset < leo && kp_batch_hdr_last_offset(&h) >= leo) {
+            rc = kb_log_truncate_fully(part->log, h.baseOffset);
+            if (rc == 0)
+                kb_log_info("api",
+                            "%s-%" PRId32 ": the leader's log start %" PRId64
+                            " is inside the batch at %" PRId64 "; restarted the log there",
+                            part->topic, part->index, leo, h.baseOffset);
+        }
+        if (rc == 0)
+            rc = kb_log_append_raw(part->log, buf, len, info);
+    }
     if (rc == 0 && leader_hw >= 0) {
         int64_t leo = kb_log_leo(part->log);
         kb_log_set_hw(part->log, leader_hw < leo ? leader_hw : leo);

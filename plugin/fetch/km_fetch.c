@@ -1080,6 +1080,7 @@ km_err_t km_fetch_partition_add(km_fetch_mgr_t *fm, const km_fetch_part_spec_t *
     fpart->src_epoch = -1;
     fpart->src_leader = -1;
     fpart->hw = -1;
+    fpart->start_pending = -1;
     fpart->st.error_code = -1;
     fpart->st.source_leader = -1;
     fpart->st.source_leader_epoch = -1;

@@ -246,6 +246,9 @@ typedef struct km_fetch_plan {
     int32_t stop_epoch;  /**< STOP_EPOCH: the batch's epoch */
     int64_t stop_offset; /**< base offset of the batch that stopped the walk, -1 unknown */
     const char *stop_reason; /**< static text for STOP_CORRUPT / STOP_FORMAT */
+    /** base offset of the first batch in range, -1 none; below fetch_offset when that batch
+     *  holds fetch_offset (the source's log start inside a batch) */
+    int64_t first_offset;
 } km_fetch_plan_t;
 
 #define KM_FETCH_STOP_NONE    0 /**< the whole chunk (except a trailing partial batch) is used */

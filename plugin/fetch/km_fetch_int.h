@@ -117,6 +117,8 @@ struct km_fetch_part {
     bool rpc_busy;      /* a ListOffsets / OffsetsForLeaderEpoch is in flight */
     int32_t oor_step;   /* 0 none, 1 earliest asked, 2 latest asked */
     int64_t oor_earliest;
+    int64_t start_pending; /* >= 0: the local log start to raise to once the HW allows (the
+                              source's, after a restart at the base of the batch holding it) */
     bool in_session;
     int64_t sent_offset;
     int32_t sent_epoch;

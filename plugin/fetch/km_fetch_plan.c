@@ -21,6 +21,7 @@ void km_fetch_plan_chunk(const uint8_t *buf, size_t len, int64_t fetch_offset, i
     plan->next_offset = fetch_offset;
     plan->last_epoch = -1;
     plan->stop_offset = -1;
+    plan->first_offset = -1;
     if (buf == NULL)
         len = 0;
     while (pos < len) {
@@ -74,6 +75,7 @@ void km_fetch_plan_chunk(const uint8_t *buf, size_t len, int64_t fetch_offset, i
         if (!started) {
             started = true;
             plan->start = pos;
+            plan->first_offset = b.hdr.baseOffset;
         }
         plan->batches++;
         plan->records += b.hdr.recordCount;

@@ -339,6 +339,75 @@ static void km_fw_hold(km_fetcher_t *t, km_fetch_part_t *fpart, int32_t type, in
 /* ---- appending --------------------------------------------------------------------------------
  */
 
+/* A log start moved below its target (km_fw_restart_at_batch) goes up once the HW allows it:
+ * after each append (KBX_ERR_OFFSET: not yet, the next append tries again). */
+static void km_fw_raise_start(km_fetcher_t *t, km_fetch_part_t *fpart)
+{
+    km_plugin_t *cm = t->fm->cm;
+    int32_t rc;
+
+    if (fpart->start_pending < 0)
+        return;
+    rc = cm->ref.api->log_set_start(cm->ref.host, fpart->dst, fpart->start_pending);
+    if (rc == KBX_ERR_OFFSET)
+        return;
+    if (rc != KBX_OK)
+        km_log_warn(cm,
+                    "%s-%d: cannot raise the log start to the source's %" PRId64 " (host error %d)",
+                    fpart->topic, (int)fpart->partition, fpart->start_pending, (int)rc);
+    fpart->start_pending = -1;
+}
+
+/*
+ * The first fetched batch starts below the fetch offset: the source's log start lies inside it
+ * (DeleteRecords to a mid-batch offset). Only a local log that is empty at the fetch offset
+ * (just restarted at the source log start after OFFSET_OUT_OF_RANGE) can take it: restart it
+ * empty at the batch's base offset, as a Kafka follower does when its leader's log start is
+ * inside a batch, and raise the log start back to the source's after the append
+ * (km_fw_raise_start), so both the bytes and the log start offset equal the source's. A
+ * non-empty local log ends at a batch boundary, so the source answered from another batch
+ * layout: FATAL as any offsets out of order. KBX_OK: append.
+ */
+static int32_t km_fw_restart_at_batch(km_fetcher_t *t, km_fetch_part_t *fpart, int64_t base)
+{
+    km_plugin_t *cm = t->fm->cm;
+    const kbx_api_t *api = cm->ref.api;
+    kbx_log_offsets_t lo = {.struct_size = sizeof(lo)};
+    int32_t rc = api->log_offsets(cm->ref.host, fpart->dst, &lo);
+
+    if (rc == KBX_OK &&
+        (lo.log_start_offset != lo.log_end_offset || lo.log_end_offset != fpart->fetch_offset)) {
+        km_fw_hold(t, fpart, KM_FETCH_EV_FATAL, -1, -1, -1,
+                   "%s-%d: the source answered offset %" PRId64 " with a batch at %" PRId64
+                   " below the local log end (offsets out of order)",
+                   fpart->topic, (int)fpart->partition, fpart->fetch_offset, base);
+        return KBX_ERR_OFFSET;
+    }
+    if (rc == KBX_OK)
+        rc = api->log_set_start(cm->ref.host, fpart->dst, base);
+    if (rc == KBX_ERR_FENCED || rc == KBX_ERR_NOT_LEADER || rc == KBX_ERR_NOT_FOUND) {
+        km_fw_hold(t, fpart, KM_FETCH_EV_FENCED, -1, -1, -1,
+                   "%s-%d: fenced while moving the empty log to %" PRId64, fpart->topic,
+                   (int)fpart->partition, base);
+        return rc;
+    }
+    if (rc != KBX_OK) {
+        km_fw_transient(t, fpart, -1, false,
+                        "cannot restart the empty log at the batch base %" PRId64
+                        " (host error %d)",
+                        base, (int)rc);
+        return rc;
+    }
+    km_log_info(cm,
+                "%s-%d: the source log start %" PRId64 " is inside the batch at %" PRId64
+                "; local log restarted at the batch",
+                fpart->topic, (int)fpart->partition, fpart->fetch_offset, base);
+    if (fpart->start_pending < fpart->fetch_offset)
+        fpart->start_pending = fpart->fetch_offset;
+    fpart->fetch_offset = base;
+    return KBX_OK;
+}
+
 /* Append what a partition's fetched records allow; the data path's core. */
 static void km_fw_records(km_fetcher_t *t, km_fetch_part_t *fpart, const uint8_t *buf, size_t len)
 {
@@ -349,6 +418,9 @@ static void km_fw_records(km_fetcher_t *t, km_fetch_part_t *fpart, const uint8_t
     int32_t rc;
 
     km_fetch_plan_chunk(buf, len, fpart->fetch_offset, fpart->dst_epoch, &plan);
+    if (plan.end > plan.start && plan.first_offset < fpart->fetch_offset &&
+        km_fw_restart_at_batch(t, fpart, plan.first_offset) != KBX_OK)
+        return;
     if (plan.end > plan.start) {
         int64_t at = fpart->fetch_offset;
         rc = api->log_append(cm->ref.host, fpart->dst, buf + plan.start, plan.end - plan.start,
@@ -385,6 +457,7 @@ static void km_fw_records(km_fetcher_t *t, km_fetch_part_t *fpart, const uint8_t
         fpart->fetch_offset =
             res.log_end_offset > plan.next_offset ? res.log_end_offset : plan.next_offset;
         fpart->lfe = plan.last_epoch;
+        km_fw_raise_start(t, fpart);
         fpart->retries = 0;
         fpart->backoff_ms = 0;
         km_fetch_status_update(t->fm, fpart, KM_FETCH_ERR_NONE, -1, NULL,

@@ -980,6 +980,27 @@ static void t_follower_append(void)
         CU_ASSERT(same_segment(lp, fp));
         CU_ASSERT(same_epochs(lp, fp));
     }
+    /* the leader's log start inside a batch (DeleteRecords to 7, inside the gzip batch 5..8); a
+     * follower restarted empty at 7 (out of range) gets that whole batch: it restarts at 5 and
+     * takes the leader's log start 7 */
+    {
+        rfetch_t r;
+        CU_ASSERT_EQUAL_FATAL(kb_log_set_start_offset(lp->log, 7), 0);
+        CU_ASSERT_EQUAL_FATAL(kb_part_truncate_fully(fp, 7), 0);
+        r = replica_fetch(&a, 12, 2, "f", 7, kb_part_epoch(lp), -1);
+        CU_ASSERT_EQUAL_FATAL(r.err, 0);
+        CU_ASSERT_EQUAL(r.log_start, 7);
+        CU_ASSERT_EQUAL(kb_part_follower_append(fp, r.records.ptr, (size_t)r.records.len, r.hw,
+                                                r.log_start, NULL),
+                        0);
+        CU_ASSERT_EQUAL(kb_log_start_offset(fp->log), 7);
+        CU_ASSERT_EQUAL(kb_log_leo(fp->log), 15);
+        /* a non-empty follower still refuses a batch below its end */
+        CU_ASSERT_NOT_EQUAL(kb_part_follower_append(fp, r.records.ptr, (size_t)r.records.len, r.hw,
+                                                    r.log_start, NULL),
+                            0);
+        CU_ASSERT_EQUAL(kb_log_leo(fp->log), 15);
+    }
     kb_part_release(lp);
     kb_part_release(fp);
     node_down(&b);

@@ -919,6 +919,53 @@ static void test_out_of_range_below_start(void)
     tc_teardown();
 }
 
+/* The source log start inside a batch (DeleteRecords to a mid-batch offset): the local log
+ * restarts at the batch's base, the bytes are the source's and the log start is the source's. */
+static void test_out_of_range_start_inside_batch(void)
+{
+    kbx_log_offsets_t lo = {.struct_size = sizeof(lo)};
+    const uint8_t *dst;
+    uint8_t *b1, *b2;
+    size_t len, l1, l2;
+
+    tc_setup(10);
+    SRC.log_start = 15;
+    src_add_batch(10, 3, 10);
+    src_add_batch(20, 3, 5);
+    tc_add(0, -1, 10);
+    WANT_LEO = 25;
+    CU_ASSERT_FATAL(tc_wait(c_leo));
+    dst = fakehost_partition_log(T.fh, &DST_ID, 0, &len, &lo);
+    CU_ASSERT_EQUAL(lo.log_start_offset, 15);
+    CU_ASSERT_EQUAL(lo.log_end_offset, 25);
+    pthread_mutex_lock(&SRC.mu);
+    CU_ASSERT(len == SRC.log_len && memcmp(dst, SRC.log, len) == 0);
+    pthread_mutex_unlock(&SRC.mu);
+    CU_ASSERT_PTR_NULL(tc_find(KM_FETCH_EV_FATAL));
+    CU_ASSERT_PTR_NULL(tc_find(KM_FETCH_EV_DIVERGED));
+
+    /* while mirroring: the source start moves past our end, into the batch at 30 */
+    CU_ASSERT_FATAL(fakehost_batch_build(25, 3, -1, -1, false, 5, &b1, &l1) == 0);
+    CU_ASSERT_FATAL(fakehost_batch_build(30, 3, -1, -1, false, 10, &b2, &l2) == 0);
+    pthread_mutex_lock(&SRC.mu);
+    SRC.log = realloc(SRC.log, SRC.log_len + l1 + l2);
+    memcpy(SRC.log + SRC.log_len, b1, l1);
+    memcpy(SRC.log + SRC.log_len + l1, b2, l2);
+    SRC.log_len += l1 + l2;
+    SRC.log_start = 33;
+    pthread_mutex_unlock(&SRC.mu);
+    WANT_LEO = 40;
+    CU_ASSERT_FATAL(tc_wait(c_leo));
+    dst = fakehost_partition_log(T.fh, &DST_ID, 0, &len, &lo);
+    CU_ASSERT_EQUAL(lo.log_start_offset, 33);
+    CU_ASSERT_EQUAL(lo.log_end_offset, 40);
+    CU_ASSERT(len == l2 && memcmp(dst, b2, l2) == 0);
+    CU_ASSERT_PTR_NULL(tc_find(KM_FETCH_EV_FATAL));
+    free(b1);
+    free(b2);
+    tc_teardown();
+}
+
 static void test_out_of_range_above_end(void)
 {
     const km_fetch_event_t *ev;
@@ -1214,6 +1261,7 @@ int main(void)
         {"corrupt_batch_fatal", test_corrupt_batch_fatal},
         {"magic1_refused", test_magic1_refused},
         {"out_of_range_below_start", test_out_of_range_below_start},
+        {"out_of_range_start_inside_batch", test_out_of_range_start_inside_batch},
         {"out_of_range_above_end", test_out_of_range_above_end},
         {"diverging_epoch", test_diverging_epoch},
         {"ofle_below_v12", test_ofle_below_v12},
