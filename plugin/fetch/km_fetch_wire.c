@@ -340,7 +340,8 @@ static void km_fw_hold(km_fetcher_t *t, km_fetch_part_t *fpart, int32_t type, in
  */
 
 /* A log start moved below its target (km_fw_restart_at_batch) goes up once the HW allows it:
- * after each append (KBX_ERR_OFFSET: not yet, the next append tries again). */
+ * after each append and at each step of the thread (KBX_ERR_OFFSET: the HW is below it yet; the
+ * destination's followers have not fetched the batch). */
 static void km_fw_raise_start(km_fetcher_t *t, km_fetch_part_t *fpart)
 {
     km_plugin_t *cm = t->fm->cm;
@@ -1446,6 +1447,8 @@ int32_t km_fetch_wire_work(km_fetcher_t *t, int32_t poll_ms)
         for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next) {
             if (p->state == KM_FETCH_ST_FETCHING && p->need_ofle && !p->rpc_busy)
                 km_fw_send_epoch(t, p);
+            if (p->state == KM_FETCH_ST_FETCHING && p->start_pending >= 0)
+                km_fw_raise_start(t, p); /* an idle partition's HW reaches it too */
             if (km_fw_fetchable(p))
                 want_fetch = true;
         }

@@ -10,6 +10,8 @@
 #                             cluster.id, so the cluster check cannot fire; the run must FAIL)
 #          [--inject fb-full] (scenario failback: the destination's mirror is deleted before the
 #                             failback, so the whole log is copied back; the byte checks must FAIL)
+#          [--inject ls-start] (scenario source-log-start: the source's log start moves after the
+#                             first catch-up; the earliest and read-back checks must FAIL)
 #          [--inject no-session]  (scenario scale: the destination's fetchers send every 10th
 #                             Fetch without a session, KMIRROR_TEST_FETCH_NO_SESSION; must FAIL)
 #          [--inject pid-state] (producer-ids: a mirrored producer id gets sequences 0-5 on the
@@ -31,6 +33,10 @@
 #   pause-resume (needs identity's mirror) a paused topic stays read-only and does not move while
 #              a running one catches up; --delete refused while running; --list shows the
 #              source's cluster id; resume catches up, replicas byte-identical to the source.
+#   source-log-start (own topic ls-00, mirror mls) DeleteRecords to mid-batch offsets on the
+#              source before the start and on a paused topic beyond the destination's end:
+#              MIRRORING, replicas identical from the batch holding the log start, ListOffsets
+#              earliest equal on both sides, kafka-python read-back equal.
 #   read-only-noplugin (own topic ho-ro, mirror mho) a destination broker restarted without the
 #              plugin leads a mirror partition: Produce and DeleteRecords answer 147, nothing
 #              appended; restored with the plugin, it mirrors again.

@@ -662,6 +662,14 @@ static bool c_leo(void)
 {
     return tc_dst_leo() >= WANT_LEO;
 }
+static int64_t WANT_START;
+static bool c_start(void)
+{
+    kbx_log_offsets_t lo = {.struct_size = sizeof(lo)};
+    size_t len;
+    fakehost_partition_log(T.fh, &DST_ID, 0, &len, &lo);
+    return lo.log_start_offset >= WANT_START;
+}
 static bool c_ev(void)
 {
     return tc_find(WANT_EV) != NULL;
@@ -932,9 +940,17 @@ static void test_out_of_range_start_inside_batch(void)
     SRC.log_start = 15;
     src_add_batch(10, 3, 10);
     src_add_batch(20, 3, 5);
+    /* the destination's HW below the source's log start (followers not caught up): the log
+     * start stays at the batch base until the HW passes it */
+    CU_ASSERT_EQUAL(fakehost_partition_set_hw(T.fh, &DST_ID, 0, 12), 0);
     tc_add(0, -1, 10);
     WANT_LEO = 25;
     CU_ASSERT_FATAL(tc_wait(c_leo));
+    fakehost_partition_log(T.fh, &DST_ID, 0, &len, &lo);
+    CU_ASSERT_EQUAL(lo.log_start_offset, 10);
+    CU_ASSERT_EQUAL(fakehost_partition_set_hw(T.fh, &DST_ID, 0, -1), 0);
+    WANT_START = 15;
+    CU_ASSERT_FATAL(tc_wait(c_start));
     dst = fakehost_partition_log(T.fh, &DST_ID, 0, &len, &lo);
     CU_ASSERT_EQUAL(lo.log_start_offset, 15);
     CU_ASSERT_EQUAL(lo.log_end_offset, 25);
