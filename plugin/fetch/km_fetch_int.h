@@ -185,7 +185,7 @@ struct km_fetcher {
     /* fetch settings copied at each request */
     char cluster_id[KM_FW_CID_MAX];
     int32_t fetch_wait_max_ms, fetch_backoff_ms, fetch_min_bytes, fetch_response_max_bytes,
-        fetch_max_bytes, request_timeout_ms;
+        fetch_max_bytes, request_timeout_ms, retry_backoff_ms;
 };
 
 struct km_fetch_mgr {

@@ -617,7 +617,7 @@ static void km_fw_on_metadata(kc_client_t *kc, int err, int16_t ver, const uint8
         return;
     t->md_busy = false;
     if (err != KC_E_OK) {
-        t->md_backoff_until_ns = km_fw_now_ns(t) + (int64_t)t->mirror->retry_backoff_ms * 1000000;
+        t->md_backoff_until_ns = km_fw_now_ns(t) + (int64_t)t->retry_backoff_ms * 1000000;
         km_fw_md_lookup_failed(t, kc_err_str(err));
         return;
     }
@@ -1415,6 +1415,7 @@ int32_t km_fetch_wire_work(km_fetcher_t *t, int32_t poll_ms)
     t->fetch_response_max_bytes = t->mirror->fetch_response_max_bytes;
     t->fetch_max_bytes = t->mirror->fetch_max_bytes;
     t->request_timeout_ms = t->mirror->request_timeout_ms;
+    t->retry_backoff_ms = t->mirror->retry_backoff_ms;
     memcpy(t->cluster_id, t->mirror->cluster_id, sizeof(t->cluster_id));
     pthread_mutex_unlock(&fm->lock);
 
