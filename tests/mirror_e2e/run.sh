@@ -163,6 +163,11 @@ until_ok() {
 step "start the source cluster ($SRC: 3 kbroker brokers) and the destination ($DST: 3 brokers with kmirror.so + controller node)"
 "$CL" stop --name "$SRC" >/dev/null 2>&1
 "$CL" stop --name "$DST" >/dev/null 2>&1
+# Both cluster starts run the Java readiness probe; a stale peer-tools jar would be rebuilt by
+# both at once and end corrupt ("Invalid or corrupt jarfile", seen after a rebase touched its
+# sources): build it once first.
+"$REPO/tests/peers/mvn-build.sh" "$REPO/tests/java/peer-tools" peer-tools.jar >/dev/null ||
+  setup_error "the peer-tools jar does not build (tests/peers/mvn-build.sh)"
 # free_base P -- P, or the next P+200k whose cluster ports (P, P+1, P+10, P+11, P+20, P+21,
 # P+31) nobody listens on (the machine is shared with other suites)
 free_base() {
