@@ -132,6 +132,44 @@ static void km_fetch_registry_unlink(km_fetch_mgr_t *fm, km_fetch_part_t *fpart)
     }
 }
 
+static void km_fetcher_free(km_fetch_mgr_t *fm, km_fetcher_t *t);
+
+/*
+ * Stop and free the source broker threads that no registered partition belongs to (the last
+ * one was removed, or moved to another broker's thread) and that have nothing in their inbox.
+ * Coordinator loop, after a removal completed. Under fm->lock a hand-over cannot pick an
+ * unlinked thread (km_fetcher_get looks in fm->fetchers), so nothing reaches it afterwards; the
+ * mirror's lookup thread (broker -1) stays until the mirror goes.
+ */
+static void km_fetch_reap(km_fetch_mgr_t *fm)
+{
+    km_fetcher_t *dead = NULL, **tp;
+
+    pthread_mutex_lock(&fm->lock);
+    for (km_fetcher_t *t = fm->fetchers; t != NULL; t = t->next)
+        t->reap_keep = t->broker < 0 || t->inbox != NULL;
+    for (km_fetch_part_t *p = fm->parts; p != NULL; p = p->reg_next)
+        if (p->owner != NULL)
+            p->owner->reap_keep = true;
+    for (tp = &fm->fetchers; *tp != NULL;) {
+        km_fetcher_t *t = *tp;
+        if (t->reap_keep || fm->stopping) {
+            tp = &t->next;
+            continue;
+        }
+        *tp = t->next;
+        t->next = dead;
+        dead = t;
+    }
+    pthread_mutex_unlock(&fm->lock);
+    while (dead != NULL) {
+        km_fetcher_t *t = dead;
+        dead = t->next;
+        km_log_info(fm->cm, "%s: no partitions left, stopped", t->name);
+        km_fetcher_free(fm, t);
+    }
+}
+
 static void km_fetch_post_run(km_plugin_t *cm, void *arg)
 {
     km_fetch_post_t *p = arg;
@@ -142,6 +180,7 @@ static void km_fetch_post_run(km_plugin_t *cm, void *arg)
             pthread_mutex_lock(&fm->lock);
             km_fetch_registry_unlink(fm, p->fpart);
             pthread_mutex_unlock(&fm->lock);
+            km_fetch_reap(fm);
             if (p->done != NULL)
                 p->done(cm, p->done_arg);
         } else {

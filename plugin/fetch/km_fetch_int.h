@@ -159,6 +159,7 @@ struct km_fetcher {
 
     /* under fm->lock */
     km_fetch_part_t *inbox;
+    bool reap_keep; /* km_fetch_reap: a registered partition names this thread its owner */
 
     /* owned by the thread */
     km_fetch_part_t *parts;

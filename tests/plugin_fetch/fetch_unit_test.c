@@ -687,6 +687,10 @@ static bool c_idle_at_12(void)
     pthread_mutex_unlock(&SRC.mu);
     return idle;
 }
+static bool c_two_threads(void)
+{
+    return km_fetch_thread_count(T.fm) == 2;
+}
 static bool c_removed(void)
 {
     return T.removed > 0;
@@ -848,11 +852,21 @@ static void test_mirror_bytes_and_session(void)
     pthread_mutex_unlock(&SRC.mu);
     free(expect);
 
-    /* pause: forgotten in the session; remove: completion on the coordinator loop */
+    /* pause: forgotten in the session; remove: completion on the coordinator loop; the
+     * source broker's thread lost its last partition: stopped (the lookup thread stays) */
+    CU_ASSERT_EQUAL(km_fetch_thread_count(T.fm), 2);
     CU_ASSERT_EQUAL(km_fetch_partition_pause(T.fm, T.fp), KM_OK);
     CU_ASSERT_EQUAL(km_fetch_partition_remove(T.fm, T.fp, tc_on_removed, &T), KM_OK);
     CU_ASSERT_EQUAL(km_fetch_partition_remove(T.fm, T.fp, tc_on_removed, &T), KM_ERR_INVALID);
     CU_ASSERT(tc_wait(c_removed));
+    CU_ASSERT_EQUAL(km_fetch_thread_count(T.fm), 1);
+    /* a partition added again gets a new thread for its source broker */
+    tc_add(-1, -1, 10);
+    CU_ASSERT(tc_wait(c_two_threads));
+    T.removed = 0;
+    CU_ASSERT_EQUAL(km_fetch_partition_remove(T.fm, T.fp, tc_on_removed, &T), KM_OK);
+    CU_ASSERT(tc_wait(c_removed));
+    CU_ASSERT_EQUAL(km_fetch_thread_count(T.fm), 1);
     CU_ASSERT_EQUAL(km_fetch_mirror_remove(T.fm, "m1"), KM_OK);
     CU_ASSERT_EQUAL(km_fetch_thread_count(T.fm), 0);
     tc_teardown();
