@@ -343,6 +343,20 @@ static kb_api_result_t kb_ctrl_h_heartbeat(void *opaque, kb_req_t *req, kb_resp_
         /* Controlled shutdown: leadership and ISR membership move away first; the broker may
          * go once it leads nothing. */
         resp.ShouldShutDown = hb.shutting_down && kb_ctrl_elect_all(ctl, rq.BrokerId) == 0;
+        /* Told to go: fenced now (as Kafka's controller does), so the next incarnation may
+         * register at once instead of waiting for this one's session to expire. */
+        if (resp.ShouldShutDown && !hb.fenced) {
+            kb_ctrl_hb_t fh;
+            if (kb_ctrl_reg_heartbeat(ctl->reg, rq.BrokerId, rq.BrokerEpoch,
+                                      rq.CurrentMetadataOffset, true, true, kb_time_wall_ms(),
+                                      &fh) == 0 &&
+                fh.fenced_now) {
+                kb_log_info("ctrl", "broker %" PRId32 " fenced: controlled shutdown complete",
+                            rq.BrokerId);
+                kb_ctrl_commit_change(ctl, rq.BrokerId, 1, false);
+                resp.IsFenced = true;
+            }
+        }
         if (hb.unfenced_now) {
             kb_log_info("ctrl", "broker %" PRId32 " unfenced", rq.BrokerId);
             kb_ctrl_commit_change(ctl, rq.BrokerId, -1, false);

@@ -553,7 +553,17 @@ int main(int argc, char **argv)
                   !topic_uses(&tv, 2),
               "controlled shutdown moved leadership and ISR membership off broker 2");
     }
+    {
+        /* fenced when told to go (as Kafka's controller does), not a session timeout later:
+         * the controller's view shows it at once, and its next incarnation registers at once */
+        kbcl_view_t v;
+        CHECK(kbcl_describe(1, &v) == 0 && kbcl_state_of(&v, 2) == 0,
+              "broker 2 fenced as soon as its controlled shutdown completed (state %d)",
+              kbcl_describe(1, &v) == 0 ? kbcl_state_of(&v, 2) : -2);
+    }
     CHECK(kbcl_wait_states(1, 1, 0, 1) >= 0, "broker 2 fenced after its shutdown");
+    CHECK(kbcl_start(2) == 0, "restart node 2");
+    CHECK(kbcl_wait_states(1, 1, 1, 1) >= 0, "broker 2 registered and unfenced again");
 
 out:
     return kbcl_finish(0);

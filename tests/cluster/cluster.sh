@@ -14,7 +14,9 @@
 #   kill I | restart I [--wait] | pause I | resume I | pid I
 #                                per node: SIGKILL (waits until gone) / start again keeping its
 #                                data (with the caller's environment, e.g. a test-only variable
-#                                such as KMIRROR_TEST_CRASH_POINT) / SIGSTOP / SIGCONT / its pid
+#                                such as KMIRROR_TEST_CRASH_POINT; --wait: until the cluster is
+#                                ready and, kbroker, this node registered and unfenced again) /
+#                                SIGSTOP / SIGCONT / its pid
 #   datadir I                    the node's log.dirs
 #   partdir I TOPIC PART         the node's directory of that partition
 #   create-topic TOPIC PARTS [k=v]...       RF 3, configs; waits for leaders and full ISRs
@@ -253,11 +255,29 @@ be_kbroker_kill() {
   log "node $1 (pid $pid) killed"
 }
 be_kbroker_restart() {
-  local pid
+  local pid n0 end
   if pid=$(kb_pid_of "$1"); then die "node $1 of '$NAME' is still running (pid $pid)"; fi
+  n0=$(kb_unfenced_count "$1")
   kb_launch "$1"
   log "node $1 restarted (pid $(cat "$CDIR/node$1.pid"))"
-  if [ "${2:-}" = --wait ]; then kb_wait_ready || return 1; fi
+  [ "${2:-}" = --wait ] || return 0
+  kb_wait_ready || return 1
+  # DescribeCluster still lists the previous incarnation until its session expires, so the
+  # readiness probe can pass before this one registered: also wait until the node's log says
+  # the controller unfenced it again (broker nodes only; a controller-only node has no session).
+  grep -q '^process.roles=.*broker' "$CDIR/node$1.properties" || return 0
+  end=$(($(now_ms) + TIMEOUT * 1000))
+  until [ "$(kb_unfenced_count "$1")" -gt "$n0" ]; do
+    kill -0 "$(cat "$CDIR/node$1.pid")" 2>/dev/null || { log "node $1 exited after its restart"; return 1; }
+    [ "$(now_ms)" -lt "$end" ] || { log "node $1 not registered and unfenced within ${TIMEOUT}s"; return 1; }
+    sleep 0.1 # poll interval of a deadline-bounded wait
+  done
+}
+# kb_unfenced_count NODE -- how often the node's log says the controller unfenced it
+kb_unfenced_count() {
+  local c
+  c=$(grep -c 'unfenced by controller' "$CDIR/node$1.log" 2>/dev/null)
+  echo "${c:-0}"
 }
 be_kbroker_signal() {
   local pid
