@@ -91,7 +91,34 @@ scenario_source_dead() {
   "$CL" status --name "$SRC" >"$w/src-status" 2>&1 && fail "the source still runs: $(cat "$w/src-status")"
   source_dead_stop fo-dead
 
-  step "source-dead: restart the source cluster (its data kept)"
+  step "source-dead: --delete mfo2 (every partition STOPPED) is accepted with the source still dead"
+  if "$KM" --bootstrap-server "$D" --delete --mirror mfo2 >"$w/delete.out" 2>&1; then
+    echo "ok: --delete mfo2 accepted: $(head -1 "$w/delete.out")"
+  else
+    fail "--delete mfo2 with every partition STOPPED: $(cat "$w/delete.out")"
+  fi
+  until_ok 30 "no destination broker lists mfo2 any more" mirror_unlisted_everywhere mfo2
+
+  step "source-dead: restart the source cluster (its data kept); mfo2 re-created with the same name starts clean"
   for n in 1 2 3; do "$CL" restart "$n" --name "$SRC" >>"$w/restart.log" 2>&1 || fail "restart source node $n"; done
   until_ok 120 "every source node runs again" "$CL" status --name "$SRC"
+  "$KM" --bootstrap-server "$D" --create --mirror mfo2 --mirror-config "$w/mfo2.properties" ||
+    { fail "kafka-mirrors --create mfo2 again"; return; }
+  until_ok 30 "every destination broker lists the new mirror mfo2" mirror_listed_everywhere mfo2 || return
+  # clean: none of the deleted mirror's topics or partition states comes back with the name
+  "$KM" --bootstrap-server "$D" --list >"$w/list.out" 2>&1
+  if grep -qE '^mfo2 +0 ' "$w/list.out" && "${ME2E[@]}" fanout "$KM" "$D" mfo2 0 >"$w/fanout.out" 2>&1; then
+    echo "ok: the re-created mfo2 has no topics and no partitions on any broker"
+  else
+    fail "the re-created mfo2 is not clean: $(grep '^mfo2 ' "$w/list.out"); $(cat "$w/fanout.out")"
+  fi
+  "$KM" --bootstrap-server "$D" --delete --mirror mfo2 >>"$w/delete.out" 2>&1 || fail "--delete the empty mfo2"
+}
+
+# mirror_unlisted_everywhere MIRROR -- no destination broker's --list shows it
+mirror_unlisted_everywhere() {
+  local b
+  for b in ${D//,/ }; do
+    ! "$KM" --bootstrap-server "$b" --list | grep -q "^$1 " || { echo "$b still lists $1"; return 1; }
+  done
 }
