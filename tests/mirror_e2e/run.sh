@@ -202,6 +202,31 @@ S=$("$CL" bootstrap --name "$SRC")
 D=$("$CL" bootstrap --name "$DST")
 echo "source $S, destination $D"
 
+# mirror_listed MIRROR [CLUSTER] -- every broker of CLUSTER (a bootstrap list; default the
+# destination) lists MIRROR. A definition reaches the other brokers through the metadata log: a
+# --start through a broker that has not applied it yet answers UNKNOWN_CLUSTER_MIRROR.
+mirror_listed() {
+  local b
+  for b in $(tr , ' ' <<<"${2:-$D}"); do
+    "$KM" --bootstrap-server "$b" --list | grep -q "^$1 " || { echo "$b does not list $1 yet"; return 1; }
+  done
+}
+# mirror_unlisted MIRROR [CLUSTER] -- no broker of CLUSTER (default the destination) lists MIRROR
+mirror_unlisted() {
+  local b
+  for b in $(tr , ' ' <<<"${2:-$D}"); do
+    ! "$KM" --bootstrap-server "$b" --list | grep -q "^$1 " || { echo "$b still lists $1"; return 1; }
+  done
+}
+# mirror_create MIRROR CONFIG_FILE [CLUSTER] -- kafka-mirrors --create through CLUSTER (default
+# the destination), then wait (30 s) until every broker of it lists the mirror; 1 after fail()
+mirror_create() {
+  local c=${3:-$D}
+  "$KM" --bootstrap-server "$c" --create --mirror "$1" --mirror-config "$2" ||
+    { fail "kafka-mirrors --create --mirror $1 (through $c)"; return 1; }
+  until_ok 30 "every broker of $c lists mirror $1" mirror_listed "$1" "$c"
+}
+
 # cmp_partition TOPIC PART -- kc_replicacmp --same-end over the 3 source and 3 destination
 # replicas; every replica must start at offset 0 (the whole log is compared).
 cmp_partition() {

@@ -25,15 +25,7 @@ scenario_crash_stopping() {
 
   step "crash-stopping: mirror mcs mirrors cs-.* (the open transactions included)"
   printf 'bootstrap.servers=%s\n' "$S" >"$WORK/mcs.properties"
-  "$KM" --bootstrap-server "$D" --create --mirror mcs --mirror-config "$WORK/mcs.properties" ||
-    { fail "kafka-mirrors --create mcs"; return; }
-  cs_listed() {
-    local b
-    for b in ${D//,/ }; do
-      "$KM" --bootstrap-server "$b" --list | grep -q '^mcs ' || { echo "$b does not list mcs yet"; return 1; }
-    done
-  }
-  until_ok 30 "every destination broker lists mirror mcs" cs_listed || return
+  mirror_create mcs "$WORK/mcs.properties" || return
   "$KM" --bootstrap-server "$D" --start --mirror mcs --topic 'cs-.*' --wait --timeout-ms 90000 \
     >"$WORK/cs-start.out" 2>&1 || { cat "$WORK/cs-start.out"; fail "kafka-mirrors --start mcs"; return; }
 

@@ -113,15 +113,7 @@ scenario_epochs() {
 
   step "epochs: mirror mep of $EP_T, caught up; the destination leader epoch >= every mirrored batch's epoch"
   printf 'bootstrap.servers=%s\n' "$S" >"$WORK/mep.properties"
-  "$KM" --bootstrap-server "$D" --create --mirror mep --mirror-config "$WORK/mep.properties" ||
-    { fail "epochs: kafka-mirrors --create mep"; return; }
-  ep_listed() {
-    local b
-    for b in ${D//,/ }; do
-      "$KM" --bootstrap-server "$b" --list | grep -q '^mep ' || { echo "$b does not list mep yet"; return 1; }
-    done
-  }
-  until_ok 30 "every destination broker lists mirror mep" ep_listed || return
+  mirror_create mep "$WORK/mep.properties" || return
   "$KM" --bootstrap-server "$D" --start --mirror mep --topic 'ep-.*' --wait --timeout-ms 90000 \
     >"$WORK/ep-start.out" 2>&1 || { cat "$WORK/ep-start.out"; fail "epochs: kafka-mirrors --start mep"; return; }
   until_ok 120 "$EP_T caught up" "${ME2E[@]}" caught-up "$KM" "$D" "$S" mep "$EP_PARTS" || return

@@ -41,13 +41,6 @@ fb_dst_replicas_equal() {
     "$CMP" --same-end "${dirs[@]}" || return 1
   done
 }
-# fb_listed CLUSTER_BOOTSTRAP MIRROR -- every broker of the cluster lists the mirror
-fb_listed() {
-  local b
-  for b in ${1//,/ }; do
-    "$KM" --bootstrap-server "$b" --list | grep -q "^$2 " || { echo "$b does not list $2 yet"; return 1; }
-  done
-}
 
 scenario_failback() {
   local t0 p n_hist hist_bytes app0 rcv0 dst0 rep0 appended received dst1 rep1 sent delta limit
@@ -67,9 +60,7 @@ scenario_failback() {
 
   step "failback: mirror mfb on the destination (source: the source cluster) copies the history"
   printf 'bootstrap.servers=%s\n' "$S" >"$WORK/mfb.properties"
-  "$KM" --bootstrap-server "$D" --create --mirror mfb --mirror-config "$WORK/mfb.properties" ||
-    { fail "kafka-mirrors --create mfb"; return; }
-  until_ok 30 "every destination broker lists mirror mfb" fb_listed "$D" mfb || return
+  mirror_create mfb "$WORK/mfb.properties" || return
   "$KM" --bootstrap-server "$D" --start --mirror mfb --topic "$FB_TOPIC" --wait --timeout-ms 60000 \
     >"$WORK/fb-start.out" 2>&1 || { cat "$WORK/fb-start.out"; fail "kafka-mirrors --start mfb"; return; }
   until_ok 180 "$FB_TOPIC caught up on the destination" "${ME2E[@]}" caught-up "$KM" "$D" "$S" mfb "$FB_PARTS" || return
@@ -108,9 +99,7 @@ scenario_failback() {
 
   step "failback: mirror mfb-back on the source cluster (source: the destination) starts $FB_TOPIC"
   printf 'bootstrap.servers=%s\n' "$D" >"$WORK/mfb-back.properties"
-  "$KM" --bootstrap-server "$S" --create --mirror mfb-back --mirror-config "$WORK/mfb-back.properties" ||
-    { fail "kafka-mirrors --create mfb-back (on the source cluster)"; return; }
-  until_ok 30 "every source broker lists mirror mfb-back" fb_listed "$S" mfb-back || return
+  mirror_create mfb-back "$WORK/mfb-back.properties" "$S" || return
   # Counters before the failback: the source's mirror client (kmirror.so on nodes 1-3 of the
   # source cluster: appended and received bytes of mfb-back) and the destination brokers'
   # Fetch responses (nodes 1-3; node 4 is the controller), all and those to follower replicas

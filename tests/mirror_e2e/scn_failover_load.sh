@@ -9,14 +9,6 @@
 # kafka-mirrors --stop --wait while all of them run; then failover-load.py checks the writer's
 # answers, read_committed on both sides and the destination's segment files.
 
-# mirror_listed_everywhere MIRROR -- every destination broker's --list shows it (a definition
-# reaches the other brokers through the metadata log)
-mirror_listed_everywhere() {
-  local b
-  for b in ${D//,/ }; do
-    "$KM" --bootstrap-server "$b" --list | grep -q "^$1 " || { echo "$b does not list $1 yet"; return 1; }
-  done
-}
 
 scenario_failover_load() {
   local t=fo-load w=$WORK/fo-load fl=("$PY" "$HERE/failover-load.py") kpid jpid wpid rc i p t0
@@ -29,9 +21,7 @@ scenario_failover_load() {
   step "failover-load: topic $t (2 partitions, RF 3) on the source, mirror mfo started"
   "${ME2E[@]}" create-topics "$S" 2 3 "$t" || { fail "create $t"; return; }
   printf 'bootstrap.servers=%s\n' "$S" >"$w/mfo.properties"
-  "$KM" --bootstrap-server "$D" --create --mirror mfo --mirror-config "$w/mfo.properties" ||
-    { fail "kafka-mirrors --create mfo"; return; }
-  until_ok 30 "every destination broker lists mirror mfo" mirror_listed_everywhere mfo || return
+  mirror_create mfo "$w/mfo.properties" || return
 
   # kcat (librdkafka, idempotent) writes the source continuously until stop-src exists (the
   # sleep paces the writer, it synchronises nothing)

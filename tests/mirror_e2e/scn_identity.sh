@@ -37,17 +37,7 @@ scenario_identity() {
 
   step "identity: kafka-mirrors --create m1 and --start --topic 'id-.*' while the Java producers write"
   printf 'bootstrap.servers=%s\n' "$S" >"$WORK/m1.properties"
-  "$KM" --bootstrap-server "$D" --create --mirror m1 --mirror-config "$WORK/m1.properties" ||
-    { fail "kafka-mirrors --create"; return; }
-  # The definition reaches the other brokers through the metadata log: a --start through a
-  # broker that has not applied it yet answers UNKNOWN_CLUSTER_MIRROR (seen once).
-  listed_everywhere() {
-    local b
-    for b in ${D//,/ }; do
-      "$KM" --bootstrap-server "$b" --list | grep -q '^m1 ' || { echo "$b does not list m1 yet"; return 1; }
-    done
-  }
-  until_ok 30 "every destination broker lists mirror m1" listed_everywhere || return
+  mirror_create m1 "$WORK/m1.properties" || return
   "$KM" --bootstrap-server "$D" --start --mirror m1 --topic 'id-.*' --wait --timeout-ms 90000 \
     >"$WORK/start.out" 2>&1
   rc=$?

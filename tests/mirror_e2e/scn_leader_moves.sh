@@ -114,14 +114,7 @@ scenario_leader_moves() {
 
   step "leader-moves: kafka-mirrors --create mlm, --start --topic 'lm-.*' while they write"
   printf 'bootstrap.servers=%s\n' "$S" >"$WORK/mlm.properties"
-  "$KM" --bootstrap-server "$D" --create --mirror mlm --mirror-config "$WORK/mlm.properties" ||
-    { fail "kafka-mirrors --create mlm"; touch "$WORK/lm-stop"; wait "$pk" "$pj"; return; }
-  lm_listed() {
-    for b in ${D//,/ }; do
-      "$KM" --bootstrap-server "$b" --list | grep -q '^mlm ' || { echo "$b does not list mlm yet"; return 1; }
-    done
-  }
-  until_ok 30 "every destination broker lists mirror mlm" lm_listed &&
+  mirror_create mlm "$WORK/mlm.properties" &&
     "$KM" --bootstrap-server "$D" --start --mirror mlm --topic 'lm-.*' --wait --timeout-ms 90000 \
       >"$WORK/lm-start.out" 2>&1
   rc=$?

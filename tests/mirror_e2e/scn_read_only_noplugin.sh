@@ -4,22 +4,14 @@
 # until_ok, cmp_partition). Own topic ho-ro and mirror mho (created if missing); needs no other
 # scenario. The ho_* helpers are shared with scn_producer_ids.sh.
 
-# ho_listed_everywhere -- every destination broker lists mirror mho
-ho_listed_everywhere() {
-  local b
-  for b in ${D//,/ }; do
-    "$KM" --bootstrap-server "$b" --list | grep -q '^mho ' || { echo "$b does not list mho yet"; return 1; }
-  done
-}
 # ho_mirror_start TOPIC NPARTS -- mirror mho (created on first use) started on TOPIC, caught up
 ho_mirror_start() {
   local t=$1 n=$2
   if ! "$KM" --bootstrap-server "$D" --list 2>/dev/null | grep -q '^mho '; then
     printf 'bootstrap.servers=%s\n' "$S" >"$WORK/mho.properties"
-    "$KM" --bootstrap-server "$D" --create --mirror mho --mirror-config "$WORK/mho.properties" ||
-      { fail "kafka-mirrors --create --mirror mho"; return 1; }
+    mirror_create mho "$WORK/mho.properties" || return 1
   fi
-  until_ok 30 "every destination broker lists mirror mho" ho_listed_everywhere || return 1
+  until_ok 30 "every destination broker lists mirror mho" mirror_listed mho || return 1
   "$KM" --bootstrap-server "$D" --start --mirror mho --topic "$t" --wait --timeout-ms 60000 \
     >"$WORK/ho-start-$t.out" 2>&1 || { cat "$WORK/ho-start-$t.out"; fail "kafka-mirrors --start --mirror mho --topic $t"; return 1; }
   until_ok 60 "$t mirrored by mho and caught up" "${ME2E[@]}" caught-up "$KM" "$D" "$S" mho "$n" "$t"

@@ -40,15 +40,7 @@ scenario_scale() {
 
   step "scale: kafka-mirrors --create msc and --start --topic 'sc-.*' ($n partitions)"
   printf 'bootstrap.servers=%s\n' "$S" >"$WORK/msc.properties"
-  "$KM" --bootstrap-server "$D" --create --mirror msc --mirror-config "$WORK/msc.properties" ||
-    { fail "kafka-mirrors --create msc"; return; }
-  listed_msc() {
-    local b
-    for b in ${D//,/ }; do
-      "$KM" --bootstrap-server "$b" --list | grep -q '^msc ' || { echo "$b does not list msc yet"; return 1; }
-    done
-  }
-  until_ok 30 "every destination broker lists mirror msc" listed_msc || return
+  mirror_create msc "$WORK/msc.properties" || return
   "$KM" --bootstrap-server "$D" --start --mirror msc --topic 'sc-.*' --timeout-ms 120000 \
     >"$WORK/scale-start.out" 2>&1
   rc=$?

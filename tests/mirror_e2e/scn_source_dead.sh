@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # scn_source_dead.sh -- scenario source-dead of tests/mirror_e2e/run.sh (sourced by it; uses its
 # helpers and variables: S, D, CL, KM, PY, ME2E, WORK, SRC, fail, step, until_ok; and
-# mirror_listed_everywhere of scn_failover_load.sh). Its own topics fo-hung, fo-dead and mirror
+# mirror_create, mirror_unlisted). Its own topics fo-hung, fo-dead and mirror
 # mfo2.
 #
 # Failover with the source dead (docs/testing-mirror.md "Scenario source-dead"): every source node
@@ -74,9 +74,7 @@ scenario_source_dead() {
       { fail "kcat produce $t"; return; }
   done
   printf 'bootstrap.servers=%s\n' "$S" >"$w/mfo2.properties"
-  "$KM" --bootstrap-server "$D" --create --mirror mfo2 --mirror-config "$w/mfo2.properties" ||
-    { fail "kafka-mirrors --create mfo2"; return; }
-  until_ok 30 "every destination broker lists mirror mfo2" mirror_listed_everywhere mfo2 || return
+  mirror_create mfo2 "$w/mfo2.properties" || return
   "$KM" --bootstrap-server "$D" --start --mirror mfo2 --topic 'fo-(hung|dead)' --wait --timeout-ms 60000 \
     >"$w/start.out" 2>&1 || { cat "$w/start.out"; fail "kafka-mirrors --start mfo2 --wait"; return; }
   until_ok 60 "4 partitions of mfo2 caught up" "${ME2E[@]}" caught-up "$KM" "$D" "$S" mfo2 4 || return
@@ -97,14 +95,12 @@ scenario_source_dead() {
   else
     fail "--delete mfo2 with every partition STOPPED: $(cat "$w/delete.out")"
   fi
-  until_ok 30 "no destination broker lists mfo2 any more" mirror_unlisted_everywhere mfo2
+  until_ok 30 "no destination broker lists mfo2 any more" mirror_unlisted mfo2
 
   step "source-dead: restart the source cluster (its data kept); mfo2 re-created with the same name starts clean"
   for n in 1 2 3; do "$CL" restart "$n" --name "$SRC" >>"$w/restart.log" 2>&1 || fail "restart source node $n"; done
   until_ok 120 "every source node runs again" "$CL" status --name "$SRC"
-  "$KM" --bootstrap-server "$D" --create --mirror mfo2 --mirror-config "$w/mfo2.properties" ||
-    { fail "kafka-mirrors --create mfo2 again"; return; }
-  until_ok 30 "every destination broker lists the new mirror mfo2" mirror_listed_everywhere mfo2 || return
+  mirror_create mfo2 "$w/mfo2.properties" || return
   # clean: none of the deleted mirror's topics or partition states comes back with the name
   "$KM" --bootstrap-server "$D" --list >"$w/list.out" 2>&1
   if grep -qE '^mfo2 +0 ' "$w/list.out" && "${ME2E[@]}" fanout "$KM" "$D" mfo2 0 >"$w/fanout.out" 2>&1; then
@@ -115,10 +111,3 @@ scenario_source_dead() {
   "$KM" --bootstrap-server "$D" --delete --mirror mfo2 >>"$w/delete.out" 2>&1 || fail "--delete the empty mfo2"
 }
 
-# mirror_unlisted_everywhere MIRROR -- no destination broker's --list shows it
-mirror_unlisted_everywhere() {
-  local b
-  for b in ${D//,/ }; do
-    ! "$KM" --bootstrap-server "$b" --list | grep -q "^$1 " || { echo "$b still lists $1"; return 1; }
-  done
-}

@@ -25,14 +25,6 @@ sf_writers_stop() {
   SF_WRITERS=()
   echo "  writers: $(cat "$WORK"/sf-writer-*.log 2>/dev/null | grep acknowledged | tr '\n' ' ')"
 }
-# sf_listed MIRROR -- every destination broker lists MIRROR (a definition reaches the others
-# through the metadata log)
-sf_listed() {
-  local b
-  for b in ${D//,/ }; do
-    "$KM" --bootstrap-server "$b" --list | grep -q "^$1 " || { echo "$b does not list $1 yet"; return 1; }
-  done
-}
 # sf_operator_retries MIRROR TOPIC-PART -- how often the destination brokers logged an operator
 # retry of the partition (km_mpart: "... FAILED -> MIRRORING (operator, ...)")
 sf_operator_retries() {
@@ -96,9 +88,7 @@ sf_main() {
   # Short timeouts so that an unreachable broker shows within seconds.
   printf 'bootstrap.servers=%s\nrequest.timeout.ms=3000\nsocket.connection.setup.timeout.ms=2000\nfetch.backoff.ms=200\n' \
     "$S" >"$WORK/msf.properties"
-  "$KM" --bootstrap-server "$D" --create --mirror msf --mirror-config "$WORK/msf.properties" ||
-    { fail "kafka-mirrors --create msf"; return; }
-  until_ok 30 "every destination broker lists mirror msf" sf_listed msf || return
+  mirror_create msf "$WORK/msf.properties" || return
   "$KM" --bootstrap-server "$D" --start --mirror msf --topic 'sf-.*' --wait --timeout-ms 60000 \
     >"$WORK/sf-start.out" 2>&1 || { cat "$WORK/sf-start.out"; fail "kafka-mirrors --start msf --wait"; return; }
   until_ok 60 "msf's 6 partitions MIRRORING, no error" sf_expect msf sf-a-0=MIRRORING! sf-a-1=MIRRORING! \
@@ -180,9 +170,7 @@ sf_main() {
     fail "produce sf-x on A"
   printf 'bootstrap.servers=127.0.0.1:%s\nrequest.timeout.ms=3000\nsocket.connection.setup.timeout.ms=2000\nfetch.backoff.ms=200\n' \
     "$SFQ" >"$WORK/msf2.properties"
-  "$KM" --bootstrap-server "$D" --create --mirror msf2 --mirror-config "$WORK/msf2.properties" ||
-    { fail "kafka-mirrors --create msf2"; return; }
-  until_ok 30 "every destination broker lists mirror msf2" sf_listed msf2 || return
+  mirror_create msf2 "$WORK/msf2.properties" || return
   "$KM" --bootstrap-server "$D" --start --mirror msf2 --topic sf-x --wait --timeout-ms 60000 \
     >"$WORK/sf-start3.out" 2>&1 || { cat "$WORK/sf-start3.out"; fail "--start msf2 sf-x"; return; }
   until_ok 60 "msf2 caught up with A" "${ME2E[@]}" caught-up "$KM" "$D" "127.0.0.1:$SFQ" msf2 2 || return

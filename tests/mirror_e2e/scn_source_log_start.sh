@@ -35,15 +35,7 @@ scenario_source_log_start() {
 
   step "source-log-start: mirror mls, --start $LS_TOPIC (the destination starts out of range at 0)"
   printf 'bootstrap.servers=%s\n' "$S" >"$WORK/mls.properties"
-  "$KM" --bootstrap-server "$D" --create --mirror mls --mirror-config "$WORK/mls.properties" ||
-    { fail "kafka-mirrors --create mls"; return; }
-  ls_listed() {
-    local b
-    for b in ${D//,/ }; do
-      "$KM" --bootstrap-server "$b" --list | grep -q '^mls ' || { echo "$b does not list mls yet"; return 1; }
-    done
-  }
-  until_ok 30 "every destination broker lists mirror mls" ls_listed || return
+  mirror_create mls "$WORK/mls.properties" || return
   "$KM" --bootstrap-server "$D" --start --mirror mls --topic "$LS_TOPIC" --wait --timeout-ms 60000 \
     >"$WORK/ls-start.out" 2>&1 || { cat "$WORK/ls-start.out"; fail "kafka-mirrors --start mls"; return; }
   until_ok 60 "$LS_TOPIC caught up (MIRRORING, lag 0)" "${ME2E[@]}" caught-up "$KM" "$D" "$S" mls 2 "$LS_TOPIC" || return
