@@ -29,9 +29,7 @@ tests/mirror_e2e (docs/testing-mirror.md). Runs with the clients venv (kafka-pyt
 
 Exit 0 pass, 1 fail (every failure printed as FAIL: ...), 2 setup error.
 """
-import glob
 import os
-import struct
 import sys
 import time
 
@@ -39,9 +37,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import me2e  # noqa: E402
 from me2e import check, done  # noqa: E402
 
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
-CONTROL_MIRROR_PID_RESET = 7  # docs/provisional.md
 
 
 def seed(src, topics):
@@ -71,58 +66,8 @@ def seed(src, topics):
     os._exit(0)  # no close(): the last transaction stays open
 
 
-def batches(pdir):
-    """The partition's batches in offset order: dicts with base, last, epoch, pid, pepoch,
-    txn, control (the control type or None)."""
-    out = []
-    for seg in sorted(glob.glob(os.path.join(pdir, "*.log"))):
-        with open(seg, "rb") as f:
-            data = f.read()
-        pos = 0
-        while pos + 61 <= len(data):
-            base, blen, epoch, magic, _crc, attrs, lod = struct.unpack_from(">qiibIhi", data, pos)
-            if magic != 2 or blen < 49 or pos + 12 + blen > len(data):
-                break  # a torn tail (a follower may be writing)
-            pid, pepoch = struct.unpack_from(">qh", data, pos + 43)
-            ctl = None
-            if attrs & 0x20:
-                # the first record: length, attributes, timestamp delta, offset delta, key
-                rp = pos + 61
-                vals = []
-                for _ in range(4):
-                    v, shift = 0, 0
-                    while True:
-                        b = data[rp]
-                        rp += 1
-                        v |= (b & 0x7F) << shift
-                        shift += 7
-                        if not b & 0x80:
-                            break
-                    vals.append((v >> 1) ^ -(v & 1))
-                    if len(vals) == 1:
-                        rp += 1  # attributes (int8) after the length
-                if vals[3] >= 4:
-                    ctl = struct.unpack_from(">h", data, rp + 2)[0]
-            out.append({"base": base, "last": base + lod, "epoch": epoch, "pid": pid,
-                        "pepoch": pepoch, "txn": bool(attrs & 0x10), "control": ctl})
-            pos += 12 + blen
-    return out
-
-
-def open_txns(bs):
-    """{producer id: first offset} of the transactions no COMMIT/ABORT marker ends."""
-    open_ = {}
-    for b in bs:
-        if b["control"] is None:
-            if b["txn"] and b["pid"] not in open_:
-                open_[b["pid"]] = b["base"]
-        elif b["control"] in (CONTROL_ABORT, CONTROL_COMMIT):
-            open_.pop(b["pid"], None)
-    return open_
-
-
 def cmd_lme(pdir):
-    bs = batches(pdir)
+    bs = me2e.scan_log(pdir)
     if not bs:
         print("no batches in %s" % pdir)
         return 1
@@ -131,7 +76,7 @@ def cmd_lme(pdir):
 
 
 def cmd_open_pid(pdir):
-    o = open_txns(batches(pdir))
+    o = me2e.open_txns(me2e.scan_log(pdir))
     if len(o) != 1:
         print("want one open transaction in %s, found %s" % (pdir, o))
         return 1
@@ -239,18 +184,18 @@ def cmd_check_stopped(km, dst, topic, epoch, offset, pdir, open_pid):
     check((row[0]["lastMirroredEpoch"], row[0]["lastMirroredOffset"]) == (epoch, offset),
           "%s-0 recorded LME (%s, %s), the log's before the stop (%d, %d)" % (
               topic, row[0]["lastMirroredEpoch"], row[0]["lastMirroredOffset"], epoch, offset))
-    bs = batches(pdir)
+    bs = me2e.scan_log(pdir)
     tail = [b for b in bs if b["base"] >= offset]
     kinds = [(b["control"], b["pid"]) for b in tail]
-    want = [(CONTROL_ABORT, open_pid), (CONTROL_MIRROR_PID_RESET, -1)]
+    want = [(me2e.CONTROL_ABORT, open_pid), (me2e.CONTROL_PID_RESET, -1)]
     check(kinds == want, "%s-0 after offset %d: the ABORT of producer %d, then one "
           "MIRROR_PID_RESET, nothing else (found (control type, producer id): %s)" % (
               topic, offset, open_pid, kinds))
     check(all(b["epoch"] > epoch for b in tail),
           "%s-0: the failover's batches carry leader epochs above the LME epoch %d (%s)" % (
               topic, epoch, [b["epoch"] for b in tail]))
-    check(not open_txns(bs), "%s-0: no transaction open in the log (open: %s)" % (
-        topic, open_txns(bs)))
+    check(not me2e.open_txns(bs), "%s-0: no transaction open in the log (open: %s)" % (
+        topic, me2e.open_txns(bs)))
     end = bs[-1]["last"] + 1 if bs else -1
     hw = me2e.end_offsets(dst, [topic])[(topic, 0)]
     lso = me2e.end_offsets(dst, [topic], committed=True)[(topic, 0)]

@@ -80,20 +80,8 @@ def cmd_metrics(nodelog_glob, regexes):
 
 
 def batch_bytes(partdir, start):
-    total = 0
-    for seg in sorted(f for f in os.listdir(partdir) if f.endswith(".log")):
-        with open(os.path.join(partdir, seg), "rb") as f:
-            data = f.read()
-        pos = 0
-        while pos + 12 <= len(data):
-            base = int.from_bytes(data[pos:pos + 8], "big")
-            length = int.from_bytes(data[pos + 8:pos + 12], "big")
-            if length <= 0 or pos + 12 + length > len(data):
-                break
-            if base >= start:
-                total += 12 + length
-            pos += 12 + length
-    return total
+    """Bytes on disk of the partition's batches at or after offset start."""
+    return sum(bt["size"] for bt in me2e.scan_log(partdir) if bt["base"] >= start)
 
 
 def cmd_batch_bytes(ends_file, dirs):

@@ -16,7 +16,6 @@ tests/mirror_e2e (docs/testing-mirror.md). Runs with the clients venv; uses me2e
 Exit 0 pass, 1 fail (every failure printed as FAIL: ...), 2 setup error.
 """
 import os
-import struct
 import sys
 import time
 
@@ -29,7 +28,6 @@ READ_ONLY_TOPIC = me2e.READ_ONLY_TOPIC
 # acks=-1 write that timed out waiting for the ISR (REQUEST_TIMED_OUT), -1 no answer.
 RETRIABLE = {19: "NOT_ENOUGH_REPLICAS", 6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT",
              -1: "no answer"}
-CONTROL_ABORT, CONTROL_COMMIT, CONTROL_PID_RESET = 0, 1, 7
 
 
 def cmd_writer(dst, topic, out, stopfile):
@@ -59,65 +57,6 @@ def cmd_writer(dst, topic, out, stopfile):
                     break
             time.sleep(0.02)  # pacing of the continuous writer (not a synchronisation)
     return 0
-
-
-def read_varint(b, pos):
-    shift = n = 0
-    while True:
-        if pos >= len(b) or shift > 63:
-            raise ValueError("bad varint")
-        c = b[pos]
-        pos += 1
-        n |= (c & 0x7F) << shift
-        if not c & 0x80:
-            return (n >> 1) ^ -(n & 1), pos
-        shift += 7
-
-
-def scan_log(partdir):
-    """Every batch of the partition's segment files, in offset order: dicts with base, last,
-    pid, pepoch, txn, control (the control type, or None), leader_epoch."""
-    out = []
-    for name in sorted(x for x in os.listdir(partdir) if x.endswith(".log")):
-        with open(os.path.join(partdir, name), "rb") as f:
-            b = f.read()
-        pos = 0
-        while pos + 61 <= len(b):
-            base, blen, lepoch, magic = struct.unpack_from(">qiib", b, pos)
-            if magic != 2 or blen < 49 or pos + 12 + blen > len(b):
-                break  # a torn tail: not a whole batch
-            attrs, lod = struct.unpack_from(">hi", b, pos + 21)
-            pid, pepoch = struct.unpack_from(">qh", b, pos + 43)
-            ctl = None
-            if attrs & 0x20:  # control batch: the type is in its first record's key
-                r = pos + 61
-                _len, r = read_varint(b, r)
-                r += 1  # record attributes
-                _ts, r = read_varint(b, r)
-                _od, r = read_varint(b, r)
-                klen, r = read_varint(b, r)
-                if klen >= 4:
-                    ctl = struct.unpack_from(">h", b, r + 2)[0]
-            out.append({"base": base, "last": base + lod, "pid": pid, "pepoch": pepoch,
-                        "txn": bool(attrs & 0x10), "control": ctl, "leader_epoch": lepoch})
-            pos += 12 + blen
-    return out
-
-
-def open_txns_at(batches, offset):
-    """The producer ids with a transaction open at offset: a transactional data batch below it
-    with no marker of that producer between the batch and offset."""
-    open_ = {}
-    for bt in batches:
-        if bt["base"] >= offset:
-            break
-        if not bt["txn"]:
-            continue
-        if bt["control"] is None:
-            open_.setdefault(bt["pid"], bt["base"])
-        elif bt["control"] in (CONTROL_ABORT, CONTROL_COMMIT):
-            open_.pop(bt["pid"], None)
-    return open_
 
 
 def cmd_check(km, dst, src, mirror, topic, writer_out, open_first, open_last, partdirs,
@@ -159,8 +98,8 @@ def cmd_check(km, dst, src, mirror, topic, writer_out, open_first, open_last, pa
     with open(partdirs) as f:
         dirs = [(int(line.split()[0]), line.split()[1]) for line in f if line.strip()]
     for p, d in dirs:
-        bs = scan_log(d)
-        resets = [bt for bt in bs if bt["control"] == CONTROL_PID_RESET]
+        bs = me2e.scan_log(d)
+        resets = [bt for bt in bs if bt["control"] == me2e.CONTROL_PID_RESET]
         after = [bt["base"] for bt in resets if bt["base"] >= lme[p]]
         check(len(resets) == 1 and len(after) == 1 and after[0] < hw[(topic, p)],
               "%s: one MIRROR_PID_RESET control batch, at or after the LME offset %d and below "
@@ -171,11 +110,11 @@ def cmd_check(km, dst, src, mirror, topic, writer_out, open_first, open_last, pa
         reset_at.setdefault(p, after[0])
         check(reset_at[p] == after[0], "%s: the reset at the same offset as on the other "
               "replicas (%d, %d)" % (d, after[0], reset_at[p]))
-        opened = open_txns_at(bs, lme[p])
+        opened = me2e.open_txns(bs, lme[p])
         check(len(opened) >= 1, "%s: a transaction was open at the LME %d (the Java producer's "
               "open one was mirrored): producers %s" % (d, lme[p], sorted(opened)))
         for pid, first in sorted(opened.items()):
-            aborts = [bt["base"] for bt in bs if bt["control"] == CONTROL_ABORT and
+            aborts = [bt["base"] for bt in bs if bt["control"] == me2e.CONTROL_ABORT and
                       bt["pid"] == pid and lme[p] <= bt["base"] < after[0]]
             check(len(aborts) == 1, "%s: producer %d's transaction open since %d aborted "
                   "between the LME and the reset (ABORT markers at %s)" % (d, pid, first, aborts))

@@ -42,6 +42,73 @@ from kmwire import TAGS, carr, crc32c, cstr, uvarint  # noqa: E402
 FAILS = []
 
 
+# Control batch types (the key of a control record): Kafka's ABORT and COMMIT, and the mirror's
+# MIRROR_PID_RESET (docs/provisional.md).
+CONTROL_ABORT, CONTROL_COMMIT, CONTROL_PID_RESET = 0, 1, 7
+
+
+def read_varint(b, pos):
+    """A zigzag varint at pos of b: (value, next position); ValueError if it runs off b."""
+    shift = n = 0
+    while True:
+        if pos >= len(b) or shift > 63:
+            raise ValueError("bad varint")
+        c = b[pos]
+        pos += 1
+        n |= (c & 0x7F) << shift
+        if not c & 0x80:
+            return (n >> 1) ^ -(n & 1), pos
+        shift += 7
+
+
+def scan_log(partdir):
+    """Every record batch of a partition directory's segment files, in offset order: dicts with
+    base, last, epoch (partition leader epoch), pid, pepoch, txn, control (the control type, or
+    None) and size (bytes on disk, the 12-byte offset/length prefix included). Stops at a torn
+    tail (a follower may be writing), never reads past a length."""
+    out = []
+    for name in sorted(x for x in os.listdir(partdir) if x.endswith(".log")):
+        with open(os.path.join(partdir, name), "rb") as f:
+            b = f.read()
+        pos = 0
+        while pos + 61 <= len(b):
+            base, blen, epoch, magic = struct.unpack_from(">qiib", b, pos)
+            if magic != 2 or blen < 49 or pos + 12 + blen > len(b):
+                break  # a torn tail: not a whole batch
+            attrs, lod = struct.unpack_from(">hi", b, pos + 21)
+            pid, pepoch = struct.unpack_from(">qh", b, pos + 43)
+            ctl = None
+            if attrs & 0x20:  # control batch: the type is in its first record's key
+                r = pos + 61
+                _len, r = read_varint(b, r)
+                r += 1  # record attributes
+                _ts, r = read_varint(b, r)
+                _od, r = read_varint(b, r)
+                klen, r = read_varint(b, r)
+                if klen >= 4 and r + 4 <= pos + 12 + blen:
+                    ctl = struct.unpack_from(">h", b, r + 2)[0]
+            out.append({"base": base, "last": base + lod, "epoch": epoch, "pid": pid,
+                        "pepoch": pepoch, "txn": bool(attrs & 0x10), "control": ctl,
+                        "size": 12 + blen})
+            pos += 12 + blen
+    return out
+
+
+def open_txns(batches, below=None):
+    """{producer id: first offset} of the transactions open at offset below (default: at the end
+    of batches): a transactional data batch with no COMMIT/ABORT of its producer after it."""
+    open_ = {}
+    for bt in batches:
+        if below is not None and bt["base"] >= below:
+            break
+        if bt["control"] is None:
+            if bt["txn"]:
+                open_.setdefault(bt["pid"], bt["base"])
+        elif bt["control"] in (CONTROL_ABORT, CONTROL_COMMIT):
+            open_.pop(bt["pid"], None)
+    return open_
+
+
 def check(cond, what):
     print(("ok   " if cond else "FAIL: ") + what, flush=True)
     if not cond:
