@@ -49,6 +49,11 @@ struct kb_logmgr_s {
     pthread_t *cleaners;
     int ncleaners;
     uint64_t delete_seq;
+    /* Logs that a maintenance pass (cleaner threads, tick) is working on, one entry per holder,
+     * under lock; kb_logmgr_delete() waits on busy_cv until its log is no longer here. */
+    kb_log_t **busy;
+    size_t nbusy, busy_cap;
+    pthread_cond_t busy_cv;
 };
 
 void kb_logmgr_opts_init(kb_logmgr_opts_t *o)
@@ -270,6 +275,7 @@ kb_logmgr_t *kb_logmgr_open(const kb_logmgr_opts_t *o, char *errstr, size_t errs
     pthread_mutex_init(&mgr->lock, NULL);
     pthread_mutex_init(&mgr->clean_lock, NULL);
     pthread_cond_init(&mgr->clean_cond, NULL);
+    pthread_cond_init(&mgr->busy_cv, NULL);
     for (d = 0; d < o->ndirs; d++) {
         mgr->dirs[d] = strdup(o->log_dirs[d]);
         mkdir(o->log_dirs[d], 0755);
@@ -456,6 +462,8 @@ void kb_logmgr_close(kb_logmgr_t *mgr)
     pthread_mutex_destroy(&mgr->lock);
     pthread_mutex_destroy(&mgr->clean_lock);
     pthread_cond_destroy(&mgr->clean_cond);
+    pthread_cond_destroy(&mgr->busy_cv);
+    free(mgr->busy);
     free(mgr);
 }
 
@@ -521,6 +529,19 @@ kb_log_t *kb_logmgr_create(kb_logmgr_t *mgr, const char *topic, int32_t partitio
     return log;
 }
 
+/* The maintenance passes (cleaner threads, tick) work on logs outside the table lock, on a
+ * snapshot of the table. A partition deleted meanwhile (CreateTopics unstaging, a topic deletion)
+ * must not be closed under them: each pass holds a log while it works on it, taking it only if it
+ * is still in the table, and kb_logmgr_delete() waits until nobody holds it. Callers hold lock. */
+static int kb_logmgr_is_busy(const kb_logmgr_t *mgr, const kb_log_t *log)
+{
+    size_t i;
+    for (i = 0; i < mgr->nbusy; i++)
+        if (mgr->busy[i] == log)
+            return 1;
+    return 0;
+}
+
 int kb_logmgr_delete(kb_logmgr_t *mgr, const char *topic, int32_t partition)
 {
     kb_part_t *p;
@@ -540,6 +561,9 @@ int kb_logmgr_delete(kb_logmgr_t *mgr, const char *topic, int32_t partition)
              kb_logmgr_now(mgr));
     mgr->parts[idx] = mgr->parts[mgr->nparts - 1];
     mgr->nparts--;
+    /* No maintenance pass can take it any more; wait for the ones that have it. */
+    while (kb_logmgr_is_busy(mgr, log))
+        pthread_cond_wait(&mgr->busy_cv, &mgr->lock);
     pthread_mutex_unlock(&mgr->lock);
     kb_log_close(log, 0);
     if (rename(from, to))
@@ -579,9 +603,7 @@ int kb_logmgr_list(kb_logmgr_t *mgr, kb_logmgr_part_t **out, size_t *cnt)
     return 0;
 }
 
-/* Logs are used outside the table lock; deletion of a log while maintenance runs on it is the
- * broker's to serialise (see the header). */
-static kb_log_t **kb_logmgr_snapshot(kb_logmgr_t *mgr, size_t *n)
+static kb_log_t **kb_logmgr_snapshot(kb_logmgr_t *mgr, size_t *n, uint64_t *seq)
 {
     kb_log_t **v;
     size_t i;
@@ -590,19 +612,65 @@ static kb_log_t **kb_logmgr_snapshot(kb_logmgr_t *mgr, size_t *n)
     *n = 0;
     for (i = 0; v && i < mgr->nparts; i++)
         v[(*n)++] = mgr->parts[i].log;
+    *seq = mgr->delete_seq;
     pthread_mutex_unlock(&mgr->lock);
     return v;
+}
+
+/* Takes log for a maintenance pass: 0 when it has been deleted since the snapshot at seq (or
+ * there is no memory to note it), and the pass skips it. */
+static int kb_logmgr_hold(kb_logmgr_t *mgr, kb_log_t *log, uint64_t seq)
+{
+    size_t i;
+    int present = 0;
+    pthread_mutex_lock(&mgr->lock);
+    if (mgr->delete_seq == seq)
+        present = 1;
+    for (i = 0; !present && i < mgr->nparts; i++)
+        present = mgr->parts[i].log == log;
+    if (present && mgr->nbusy == mgr->busy_cap) {
+        size_t cap = mgr->busy_cap ? mgr->busy_cap * 2 : 8;
+        kb_log_t **b = realloc(mgr->busy, cap * sizeof(*b));
+        if (b) {
+            mgr->busy = b;
+            mgr->busy_cap = cap;
+        } else {
+            present = 0;
+        }
+    }
+    if (present)
+        mgr->busy[mgr->nbusy++] = log;
+    pthread_mutex_unlock(&mgr->lock);
+    return present;
+}
+
+static void kb_logmgr_unhold(kb_logmgr_t *mgr, kb_log_t *log)
+{
+    size_t i;
+    pthread_mutex_lock(&mgr->lock);
+    for (i = 0; i < mgr->nbusy; i++) {
+        if (mgr->busy[i] == log) {
+            mgr->busy[i] = mgr->busy[--mgr->nbusy];
+            break;
+        }
+    }
+    pthread_cond_broadcast(&mgr->busy_cv);
+    pthread_mutex_unlock(&mgr->lock);
 }
 
 int kb_logmgr_clean_once(kb_logmgr_t *mgr, int64_t now_ms)
 {
     size_t n, i;
+    uint64_t seq;
     int cleaned = 0;
-    kb_log_t **v = kb_logmgr_snapshot(mgr, &n);
+    kb_log_t **v = kb_logmgr_snapshot(mgr, &n, &seq);
     for (i = 0; v && i < n; i++) {
         kb_clean_stats_t st;
+        if (!kb_logmgr_hold(mgr, v[i], seq))
+            continue;
         if (kb_log_clean(v[i], &mgr->opts.cleaner, now_ms, 0, &st) == 0 && st.segments_out)
             cleaned++;
+        kb_logmgr_unhold(mgr, v[i]);
     }
     free(v);
     return cleaned;
@@ -611,10 +679,14 @@ int kb_logmgr_clean_once(kb_logmgr_t *mgr, int64_t now_ms)
 int kb_logmgr_tick(kb_logmgr_t *mgr, int64_t now_ms)
 {
     size_t n, i;
-    kb_log_t **v = kb_logmgr_snapshot(mgr, &n);
+    uint64_t seq;
+    kb_log_t **v = kb_logmgr_snapshot(mgr, &n, &seq);
     for (i = 0; v && i < n; i++) {
+        if (!kb_logmgr_hold(mgr, v[i], seq))
+            continue;
         kb_log_retention_run(v[i], now_ms, NULL);
         kb_log_flush_if_due(v[i], now_ms);
+        kb_logmgr_unhold(mgr, v[i]);
     }
     free(v);
     if (!mgr->ncleaners && mgr->opts.cleaner.enable)

@@ -8,7 +8,9 @@
  * Thread safety: the manager's partition table has its own mutex; every function may be called
  * from any thread. A kb_log_t returned by get/create stays valid until kb_logmgr_delete() or
  * kb_logmgr_close() for it returns; the broker serialises deletion with its own users of the
- * log (Kafka's partition lifecycle does the same).
+ * log (Kafka's partition lifecycle does the same). The manager's own maintenance (cleaner threads,
+ * kb_logmgr_tick) holds each log while it works on it: kb_logmgr_delete() waits for that pass to
+ * put the log down, and later passes skip it.
  */
 #ifndef KB_LOGMGR_H
 #define KB_LOGMGR_H

@@ -71,6 +71,10 @@ for n in d1 d2 d3; do
   if grep -q 'left after fini' "$W/$n.log"; then echo "FAIL: kmirror left handles on $n"; rc=1; fi
 done
 if [ "$rc" -ne 0 ]; then
-  for n in d1 d2 d3; do echo "--- $n"; grep -v '^$' "$W/$n.log" | grep -i 'kmirror\|error\|warn' | tail -n 25; done
+  for n in d1 d2 d3; do
+    echo "--- $n"; grep -v '^$' "$W/$n.log" | grep -i 'kmirror\|error\|warn' | tail -n 25
+    # a sanitizer report, whole: the filter above would keep only its first line
+    sed -n '/ERROR: \(Address\|Undefined\|Leak\)Sanitizer/,/^SUMMARY:/p' "$W/$n.log"
+  done
 fi
 exit "$rc"
