@@ -11,6 +11,7 @@
 #include "core/km_plugin_types.h"
 #include "rpc/km_rpc.h"
 #include "state/km_state.h"
+#include "sync/km_sync.h"
 #include "util/km_log.h"
 #include "util/km_mem.h"
 
@@ -208,6 +209,9 @@ int32_t km_plugin_init(const kbx_api_t *api, kbx_host_t *host, void **plugin_ctx
     err = km_mirror_start(cm, errbuf, errbuf_size);
     if (err != KM_OK)
         goto stop_state;
+    err = km_sync_start(cm, errbuf, errbuf_size);
+    if (err != KM_OK)
+        goto stop_mirror;
     err = km_plugin_listen(cm, errbuf, errbuf_size);
     if (err != KM_OK)
         goto stop_mirror;
@@ -229,6 +233,7 @@ int32_t km_plugin_init(const kbx_api_t *api, kbx_host_t *host, void **plugin_ctx
 unlisten:
     km_plugin_unlisten(cm);
 stop_mirror:
+    km_sync_stop(cm);
     km_mirror_stop(cm);
 stop_state:
     km_state_stop(cm);
@@ -237,6 +242,7 @@ stop_coord:
     km_mirror_destroy(cm);
     km_state_destroy(cm);
     km_coord_destroy(&cm->coord);
+    km_sync_destroy(cm);
     km_catalog_destroy(&cm->catalog);
 free_conf:
     km_config_free(cm, &km_config_broker_scope, &cm->conf);
@@ -260,6 +266,9 @@ void km_plugin_fini(void *plugin_ctx)
     /* 1. stop accepting new work: the RPC handlers go; the source admin client stops and the
      *    host operations the handlers started call back (the loop answers their requests). */
     km_rpc_stop(&cm->rpc);
+    /*    the metadata sync: its tick stops, its runs in flight see themselves cancelled and
+     *    waiting final syncs (StopMirrorTopics) complete. */
+    km_sync_stop(cm);
     /*    the partition state machines' tick stops. */
     km_mirror_stop(cm);
     /*    the state coordinator likewise: its handlers go, waiting work fails, its host
@@ -273,6 +282,7 @@ void km_plugin_fini(void *plugin_ctx)
     km_mirror_destroy(cm);
     km_state_destroy(cm);
     km_coord_destroy(&cm->coord);
+    km_sync_destroy(cm);
     km_rpc_destroy(&cm->rpc);
     km_catalog_destroy(&cm->catalog);
     km_log_info(cm, "kmirror stopped");

@@ -23,6 +23,7 @@ struct km_plugin {
     km_rpc_t rpc;            /**< admin RPC handlers and the source admin client */
     km_state_t state;        /**< MirrorCoordinator: __mirror_state shards (state/) */
     km_mirror_t mirror;      /**< partition state machines and the fetcher (mirror/) */
+    struct km_sync *sync;    /**< metadata sync scheduler (sync/), NULL before start */
     kbx_listener_t *md_listener;
     kbx_listener_t *lead_listener;
 };

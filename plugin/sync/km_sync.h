@@ -112,6 +112,10 @@ km_err_t km_sync_start(km_plugin_t *cm, char *errstr, size_t errstr_size);
 /** Stop it: cancel the timer, cancel the runs in flight (they finish on the loop, which must
  *  still run). @thread host main (fini), before the loop stops */
 void km_sync_stop(km_plugin_t *cm);
+/** Free the scheduler after the loop stopped. A run whose kind never called
+ *  km_sync_run_done (its continuation was dropped by the closed queue) is freed here: a kind's
+ *  drop path frees its own context and must not touch the run. @thread host main (fini) */
+void km_sync_destroy(km_plugin_t *cm);
 
 /** Run every kind of mirror at the next tick (after StartMirrorTopics). @thread coord */
 void km_sync_kick(km_plugin_t *cm, const char *mirror);
@@ -130,5 +134,21 @@ km_err_t km_sync_final(km_plugin_t *cm, const char *mirror, const char *const *t
 
 /** The kind's name for logs, metrics and describe: "topics", "configs", "groups", "acls". */
 const char *km_sync_kind_name(km_sync_kind_t kind);
+
+/** What `kafka-mirrors --describe` shows of one kind (km_sync_status). */
+typedef struct km_sync_status {
+    bool enabled;            /**< its interval is above 0 */
+    uint64_t runs;           /**< runs finished on this broker */
+    uint64_t errors;         /**< failed items reported on this broker */
+    char last_error[256];    /**< "item: message" of the last failed item ("" if none) */
+    int64_t last_error_ms;   /**< wall clock of it (-1 if none) */
+    int64_t last_success_ms; /**< wall clock of the last run without a failed item (-1) */
+} km_sync_status_t;
+
+/** The sync status of one kind of mirror on this broker. False when the mirror is unknown or
+ *  this broker is not its coordinator (only the coordinator runs the periodic sync).
+ *  @thread coord */
+bool km_sync_status(km_plugin_t *cm, const char *mirror, km_sync_kind_t kind,
+                    km_sync_status_t *out);
 
 #endif /* KM_SYNC_H */
