@@ -105,12 +105,38 @@ static const kp_api_info_t *km_rpc_api(int16_t key)
     return kp_api_lookup(key);
 }
 
+/* An internal request's answer: to its done callback, once; drops the reference a client
+ * request's token holds. */
+static void km_rpc_internal_finish(km_rpc_req_t *req, int32_t status, const uint8_t *body,
+                                   size_t len)
+{
+    km_rpc_t *rpc = km_rpc_of(req->cm);
+    bool first;
+
+    if (req->dropping)
+        status = KBX_ERR_SHUTDOWN;
+    pthread_mutex_lock(&rpc->lock);
+    first = !req->completed;
+    req->completed = true;
+    pthread_mutex_unlock(&rpc->lock);
+    if (!first)
+        return;
+    req->done(req->cm, req->done_arg, status, status == KBX_OK ? body : NULL,
+              status == KBX_OK ? len : 0);
+    km_rpc_req_release(req);
+}
+
 /* Hand bytes to the host unless the client went away or it was sent already. */
 static void km_rpc_send(km_rpc_req_t *req, const uint8_t *bytes, size_t len)
 {
     km_plugin_t *cm = req->cm;
     km_rpc_t *rpc = km_rpc_of(cm);
     bool drop_ref = false;
+
+    if (req->internal) {
+        km_rpc_internal_finish(req, bytes != NULL ? KBX_OK : KBX_ERR_INVALID, bytes, len);
+        return;
+    }
 
     pthread_mutex_lock(&rpc->lock);
     if (!req->completed && !req->cancelled) {
@@ -155,6 +181,10 @@ void km_rpc_fail(km_rpc_req_t *req, int16_t error_code, const char *fmt, ...)
 
     if (km_rpc_req_done(req))
         return;
+    if (req->raw) { /* a plain host request has no answer of its own to encode */
+        km_rpc_internal_finish(req, KBX_ERR_SHUTDOWN, NULL, 0);
+        return;
+    }
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
@@ -230,6 +260,8 @@ bool km_rpc_authorized(km_rpc_req_t *req, int32_t operation)
 {
     km_plugin_t *cm = req->cm;
 
+    if (req->internal)
+        return true; /* the broker itself (km_rpc_internal) */
     return cm->ref.api->authorize(cm->ref.host, req->principal, req->client_host,
                                   KM_RPC_RESOURCE_CLUSTER, "kafka-cluster",
                                   operation) == KBX_AUTHZ_ALLOWED;
@@ -290,6 +322,7 @@ static void km_rpc_call_drop(km_plugin_t *cm, void *arg)
 
     if (call->timer != NULL)
         cm->ref.api->timer_cancel(cm->ref.host, call->timer);
+    req->dropping = true;
     km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR, "the broker is shutting down");
     km_free(cm, call->body);
     km_free(cm, call);
@@ -596,6 +629,7 @@ static void km_rpc_req_drop(km_plugin_t *cm, void *arg)
     km_rpc_req_t *req = arg;
 
     (void)cm;
+    req->dropping = true;
     km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR, "the broker is shutting down");
     km_rpc_req_release(req);
 }
@@ -671,6 +705,103 @@ static const kbx_rpc_ops_t km_rpc_ops[KM_RPC_NAPIS] = {
     KM_RPC_OPS(97), KM_RPC_OPS(98),  KM_RPC_OPS(99),  KM_RPC_OPS(95),
     KM_RPC_OPS(96), KM_RPC_OPS(102), KM_RPC_OPS(103), KM_RPC_OPS(104),
 };
+
+/* ---- internal requests (the plugin's own use of its handlers and of local_request) ---------- */
+
+static km_rpc_req_t *km_rpc_internal_new(km_plugin_t *cm, int16_t api_key, km_rpc_done_fn done,
+                                         void *arg)
+{
+    km_rpc_req_t *req = km_calloc(cm, 1, sizeof(*req));
+
+    if (req == NULL)
+        return NULL;
+    req->magic = KM_RPC_REQ_MAGIC;
+    req->cm = cm;
+    req->api_key = api_key;
+    req->api_version = 0;
+    req->internal = true;
+    req->done = done;
+    req->done_arg = arg;
+    kp_arena_init(&req->ar, KM_RPC_ARENA_LIMIT);
+    req->principal = km_strdup(cm, "User:__kmirror");
+    req->client_host = km_strdup(cm, "");
+    if (req->principal == NULL || req->client_host == NULL) {
+        km_rpc_req_free(req);
+        return NULL;
+    }
+    return req;
+}
+
+km_err_t km_rpc_internal(km_plugin_t *cm, int16_t api_key, const void *msg,
+                         const kp_msg_desc_t *desc, km_rpc_done_fn done, void *arg)
+{
+    const kp_api_info_t *api = km_rpc_api(api_key);
+    km_rpc_req_t *req;
+    kp_writer_t wr;
+    km_err_t err;
+
+    bool served = false;
+
+    for (size_t i = 0; i < KM_RPC_NAPIS; i++)
+        served = served || km_rpc_ops[i].api_key == api_key;
+    if (km_rpc_stopping(cm))
+        return KM_ERR_SHUTDOWN;
+    if (!served || api == NULL || api->req != desc || km_rpc_encode(desc, msg, 0, &wr) != KBX_OK)
+        return KM_ERR_INVALID;
+    req = km_rpc_internal_new(cm, api_key, done, arg);
+    if (req == NULL) {
+        kp_writer_free(&wr);
+        return KM_ERR_NOMEM;
+    }
+    req->body = km_malloc(cm, wr.len > 0 ? wr.len : 1);
+    if (req->body == NULL) {
+        kp_writer_free(&wr);
+        km_rpc_req_free(req);
+        return KM_ERR_NOMEM;
+    }
+    memcpy(req->body, wr.buf, wr.len);
+    req->body_len = wr.len;
+    kp_writer_free(&wr);
+    req->refs = 2; /* the answer (in place of a token) and the post */
+    err = km_coord_post(&cm->coord, km_rpc_req_run, km_rpc_req_drop, req);
+    if (err == KM_ERR_NOMEM) {
+        km_rpc_req_free(req);
+        return KM_ERR_NOMEM;
+    }
+    return KM_OK; /* KM_ERR_SHUTDOWN: the drop answered done already */
+}
+
+static void km_rpc_raw_cont(km_rpc_req_t *req, int32_t status, const uint8_t *body, size_t len,
+                            int32_t tag)
+{
+    (void)tag;
+    km_rpc_internal_finish(req, status, body, len);
+}
+
+km_err_t km_rpc_host_request(km_plugin_t *cm, int16_t api_key, int16_t api_version, const void *msg,
+                             const kp_msg_desc_t *desc, km_rpc_done_fn done, void *arg)
+{
+    km_rpc_req_t *req;
+    int32_t rc;
+
+    if (km_rpc_stopping(cm))
+        return KM_ERR_SHUTDOWN;
+    req = km_rpc_internal_new(cm, api_key, done, arg);
+    if (req == NULL)
+        return KM_ERR_NOMEM;
+    req->raw = true;
+    req->api_version = api_version;
+    req->refs = 1; /* the answer; the host operation holds its own */
+    rc = km_rpc_local_request(req, api_key, api_version, msg, desc, km_rpc_raw_cont, 0);
+    if (rc != KBX_OK) {
+        km_rpc_req_free(req);
+        return rc == KBX_ERR_NOMEM      ? KM_ERR_NOMEM
+               : rc == KBX_ERR_SHUTDOWN ? KM_ERR_SHUTDOWN
+               : rc == KBX_ERR_INVALID  ? KM_ERR_INVALID
+                                        : KM_ERR_HOST;
+    }
+    return KM_OK;
+}
 
 /* ---- the catalog binding: a deleted mirror's state is tombstoned on every broker ------------ */
 

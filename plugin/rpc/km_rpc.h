@@ -15,7 +15,9 @@
 #define KM_RPC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+#include "kp_msg.h"
 #include "rpc/km_rpc_types.h"
 #include "util/km_err.h"
 
@@ -37,5 +39,38 @@ void km_rpc_stop(km_rpc_t *rpc);
 
 /** Free what is left. After km_rpc_stop and km_coord_stop. @thread host main (fini) */
 void km_rpc_destroy(km_rpc_t *rpc);
+
+/**
+ * Completion of km_rpc_internal / km_rpc_host_request: status KBX_OK with the response body
+ * (after the header; borrowed for the call), or a KBX_ERR_* with body NULL. Runs on the
+ * coordinator loop, except with KBX_ERR_SHUTDOWN: then possibly on the thread that drops the
+ * loop's work at shutdown, and it must touch only arg.
+ */
+typedef void (*km_rpc_done_fn)(km_plugin_t *cm, void *arg, int32_t status, const uint8_t *body,
+                               size_t len);
+
+/**
+ * Run one of this module's admin APIs (api_key 95..104, request version 0, msg a decoded
+ * request of desc, borrowed for the call) on this broker as the broker itself: the handler a
+ * client request would run (same checks, same host requests, same answer), without a client
+ * and without the ACL check. done gets the encoded response (version 0). Used by the metadata
+ * sync (plugin/sync) to start mirror topics exactly as StartMirrorTopics does.
+ * @return KM_OK (done runs exactly once, later), KM_ERR_INVALID (msg does not encode),
+ *         KM_ERR_NOMEM, KM_ERR_SHUTDOWN
+ * @thread coord
+ */
+km_err_t km_rpc_internal(km_plugin_t *cm, int16_t api_key, const void *msg,
+                         const kp_msg_desc_t *desc, km_rpc_done_fn done, void *arg);
+
+/**
+ * Send one request (msg of desc at api_version) to this broker with kbx local_request (the
+ * internal principal) and hand the answer to done on the loop; counted with the module's host
+ * operations, so km_rpc_stop waits for it.
+ * @return KM_OK (done runs exactly once, later), KM_ERR_INVALID, KM_ERR_NOMEM,
+ *         KM_ERR_SHUTDOWN, KM_ERR_HOST (the host refused to start it)
+ * @thread coord
+ */
+km_err_t km_rpc_host_request(km_plugin_t *cm, int16_t api_key, int16_t api_version, const void *msg,
+                             const kp_msg_desc_t *desc, km_rpc_done_fn done, void *arg);
 
 #endif /* KM_RPC_H */

@@ -16,6 +16,7 @@
 
 #include "kp_arena.h"
 #include "kp_msgs.h"
+#include "rpc/km_rpc.h"
 #include "rpc/km_rpc_types.h"
 #include "util/km_types.h"
 
@@ -53,6 +54,13 @@ struct km_rpc_req {
     int pending;                             /* sub-operations outstanding (fan-outs) */
     int mirror_waits;                        /* km_rpc_mirror_grace() re-checks so far */
     void (*mirror_again)(km_rpc_req_t *req); /* the handler it runs again */
+    /* Internal requests (km_rpc_internal, km_rpc_host_request): no token, no ACL check; the
+     * answer goes to done(done_arg). raw: a plain host request, no handler, no encoded answer. */
+    bool internal;
+    bool raw;
+    bool dropping; /* the loop no longer runs: done gets KBX_ERR_SHUTDOWN */
+    km_rpc_done_fn done;
+    void *done_arg;
 };
 
 /** Take a reference (loop or host thread). */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "catalog/km_catalog.h"
+#include "coord/km_coord.h"
 #include "rpc/km_rpc_int.h"
 #include "core/km_plugin.h"
 #include "core/km_plugin_types.h"
@@ -565,6 +566,8 @@ static void rt_src_stop(rt_src_t *src)
 static int rt_broker_missing_key = -1;
 static int rt_creates;
 static int rt_create_topics, rt_create_max; /* topics in all CreateTopics, most in one */
+static char rt_last_mirror_info[64];        /* MirrorInfo.MirrorName of the last topic created */
+static int rt_grows;                        /* CreatePartitions requests */
 
 static int32_t rt_broker_answer(void *arg, int32_t broker_id, int16_t api_key, int16_t api_version,
                                 const uint8_t *body, size_t len, uint8_t **resp, size_t *resp_len)
@@ -593,6 +596,12 @@ static int32_t rt_broker_answer(void *arg, int32_t broker_id, int16_t api_key, i
         rs.Topics.cnt = rq.Topics.cnt;
         rs.Topics.v = kp_arena_calloc(&ar, (size_t)rq.Topics.cnt + 1, sizeof(*rs.Topics.v));
         for (int32_t i = 0; i < rq.Topics.cnt; i++) {
+            const kp_CreateTopicsRequest_CreatableTopic_t *t = &rq.Topics.v[i];
+            snprintf(rt_last_mirror_info, sizeof(rt_last_mirror_info), "%.*s",
+                     t->MirrorInfo_null || t->MirrorInfo.MirrorName.len < 0
+                         ? 0
+                         : (int)t->MirrorInfo.MirrorName.len,
+                     t->MirrorInfo_null ? "" : t->MirrorInfo.MirrorName.ptr);
             kp_CreateTopicsResponse_CreatableTopicResult_init(&rs.Topics.v[i]);
             rs.Topics.v[i].Name = rq.Topics.v[i].Name;
             rs.Topics.v[i].NumPartitions = rq.Topics.v[i].NumPartitions;
@@ -609,6 +618,36 @@ static int32_t rt_broker_answer(void *arg, int32_t broker_id, int16_t api_key, i
         rt_create_topics += rq.Topics.cnt;
         if (rq.Topics.cnt > rt_create_max)
             rt_create_max = rq.Topics.cnt;
+        return KBX_OK;
+    }
+    if (api_key == 37) {
+        /* CreatePartitions (topic discovery through km_rpc_host_request): every topic grown. */
+        kp_CreatePartitionsRequest_t rq;
+        kp_CreatePartitionsResponse_t rs;
+        kp_reader_t rd;
+        kp_arena_t ar;
+        kp_arena_init(&ar, 0);
+        kp_reader_init(&rd, body, len);
+        if (kp_CreatePartitionsRequest_decode(&rd, &ar, &rq, api_version) != 0) {
+            kp_arena_free(&ar);
+            return KBX_ERR_INVALID;
+        }
+        kp_CreatePartitionsResponse_init(&rs);
+        rs.Results.cnt = rq.Topics.cnt;
+        rs.Results.v = kp_arena_calloc(&ar, (size_t)rq.Topics.cnt + 1, sizeof(*rs.Results.v));
+        for (int32_t i = 0; i < rq.Topics.cnt; i++) {
+            kp_CreatePartitionsResponse_CreatePartitionsTopicResult_init(&rs.Results.v[i]);
+            rs.Results.v[i].Name = rq.Topics.v[i].Name;
+            rs.Results.v[i].ErrorCode = rq.Topics.v[i].Count > 8 ? KP_ERR_INVALID_PARTITIONS : 0;
+        }
+        kp_writer_init(&wr);
+        kp_CreatePartitionsResponse_encode(&wr, &rs, api_version);
+        *resp = malloc(wr.len);
+        memcpy(*resp, wr.buf, wr.len);
+        *resp_len = wr.len;
+        kp_writer_free(&wr);
+        kp_arena_free(&ar);
+        rt_grows++;
         return KBX_OK;
     }
     if (api_key != 18)
@@ -759,6 +798,215 @@ static void rt_test_create_ok(void)
     rt_src_stop(&src);
 }
 
+/* ---- internal requests (km_rpc_internal, km_rpc_host_request: topic discovery's path) ---- */
+
+typedef struct rt_done {
+    int calls;
+    int32_t status;
+    int16_t ec;      /* the decoded answer's first topic error */
+    int16_t top_ec;  /* StartMirrorTopics' top-level error */
+    int32_t ntopics; /* topics in the decoded answer */
+    char first[64];  /* its first topic's name */
+    int16_t key;     /* 95: StartMirrorTopics, 37: CreatePartitions */
+    bool on_loop;    /* done ran on the coordinator loop */
+    km_plugin_t *cm;
+} rt_done_t;
+
+static void rt_internal_done(km_plugin_t *cm, void *arg, int32_t status, const uint8_t *body,
+                             size_t len)
+{
+    rt_done_t *d = arg;
+    kp_arena_t ar;
+    kp_reader_t rd;
+
+    d->calls++;
+    d->status = status;
+    d->on_loop = km_coord_on_loop(&cm->coord);
+    if (status != KBX_OK)
+        return;
+    kp_arena_init(&ar, 0);
+    kp_reader_init(&rd, body, len);
+    if (d->key == 95) {
+        kp_StartMirrorTopicsResponse_t r;
+        kp_StartMirrorTopicsResponse_init(&r);
+        CU_ASSERT_EQUAL_FATAL(kp_StartMirrorTopicsResponse_decode(&rd, &ar, &r, 0), 0);
+        d->top_ec = r.ErrorCode;
+        d->ntopics = r.Topics.cnt;
+        if (r.Topics.cnt > 0) {
+            d->ec = r.Topics.v[0].ErrorCode;
+            snprintf(d->first, sizeof(d->first), "%.*s", (int)r.Topics.v[0].TopicName.len,
+                     r.Topics.v[0].TopicName.ptr);
+        }
+    } else {
+        kp_CreatePartitionsResponse_t r;
+        kp_CreatePartitionsResponse_init(&r);
+        CU_ASSERT_EQUAL_FATAL(kp_CreatePartitionsResponse_decode(&rd, &ar, &r, 2), 0);
+        d->ntopics = r.Results.cnt;
+        if (r.Results.cnt > 0) {
+            d->ec = r.Results.v[0].ErrorCode;
+            snprintf(d->first, sizeof(d->first), "%.*s", (int)r.Results.v[0].Name.len,
+                     r.Results.v[0].Name.ptr);
+        }
+    }
+    kp_arena_free(&ar);
+}
+
+typedef struct rt_internal_arg {
+    rt_done_t *done;
+    const char *mirror, *topic;
+    int32_t parts;
+    km_err_t err;
+} rt_internal_arg_t;
+
+/* On the loop: StartMirrorTopics of one explicit topic (id RT_ID2) as the broker itself. */
+static void rt_internal_start(km_plugin_t *cm, void *arg)
+{
+    static const kbx_uuid_t id2 = {{9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 2}};
+    rt_internal_arg_t *a = arg;
+    kp_StartMirrorTopicsRequest_t rq;
+    kp_StartMirrorTopicsRequest_TopicMetadata_t t;
+
+    kp_StartMirrorTopicsRequest_init(&rq);
+    kp_StartMirrorTopicsRequest_TopicMetadata_init(&t);
+    t.TopicName = rt_s(a->topic);
+    memcpy(t.TopicId.b, id2.bytes, 16);
+    t.NumPartitions = a->parts;
+    rq.MirrorName = rt_s(a->mirror);
+    rq.Topics.cnt = 1;
+    rq.Topics.v = &t;
+    rq.IncludePatterns.cnt = 0;
+    rq.ExcludePatterns.cnt = 0;
+    rq.TimeoutMs = 5000;
+    a->done->key = 95;
+    a->err =
+        km_rpc_internal(cm, 95, &rq, &kp_StartMirrorTopicsRequest_desc, rt_internal_done, a->done);
+}
+
+/* On the loop: CreatePartitions of one topic through local_request. */
+static void rt_internal_grow(km_plugin_t *cm, void *arg)
+{
+    rt_internal_arg_t *a = arg;
+    kp_CreatePartitionsRequest_t rq;
+    kp_CreatePartitionsRequest_CreatePartitionsTopic_t t;
+
+    kp_CreatePartitionsRequest_init(&rq);
+    kp_CreatePartitionsRequest_CreatePartitionsTopic_init(&t);
+    t.Name = rt_s(a->topic);
+    t.Count = a->parts;
+    t.Assignments.cnt = -1;
+    rq.Topics.cnt = 1;
+    rq.Topics.v = &t;
+    rq.TimeoutMs = 5000;
+    a->done->key = 37;
+    a->err = km_rpc_host_request(cm, 37, 2, &rq, &kp_CreatePartitionsRequest_desc, rt_internal_done,
+                                 a->done);
+}
+
+static int32_t rt_deny_all(void *arg, const char *principal, int32_t resource_type,
+                           const char *resource_name, int32_t operation)
+{
+    (void)arg;
+    (void)principal;
+    (void)resource_type;
+    (void)resource_name;
+    (void)operation;
+    return KBX_AUTHZ_DENIED;
+}
+
+static void rt_test_internal(void)
+{
+    rt_env_t e;
+    rt_done_t d;
+    rt_internal_arg_t a;
+    char addr[64];
+
+    rt_start(&e);
+    fakehost_set_request_handler(e.fh, rt_broker_answer, NULL);
+    rt_dead_addr(addr, sizeof(addr));
+    rt_define(&e, "m1", addr);
+    /* No ACL check for the broker itself: deny everything a client could do. */
+    fakehost_set_authorizer(e.fh, rt_deny_all, NULL);
+    /* StartMirrorTopics as an operator's --start of an explicit topic: one CreateTopics v8 with
+     * MirrorInfo m1; the answer waits for the catalog (never shown by the fake host) until its
+     * 5 s deadline, then goes to done on the loop. */
+    memset(&d, 0, sizeof(d));
+    a = (rt_internal_arg_t){&d, "m1", "fresh", 3, KM_ERR_INVALID};
+    rt_creates = 0;
+    rt_last_mirror_info[0] = '\0';
+    CU_ASSERT_EQUAL_FATAL(km_coord_post(&e.cm->coord, rt_internal_start, NULL, &a), KM_OK);
+    fakehost_run_until_idle(e.fh);
+    CU_ASSERT_EQUAL(a.err, KM_OK);
+    CU_ASSERT_EQUAL(rt_creates, 1);
+    CU_ASSERT_STRING_EQUAL(rt_last_mirror_info, "m1");
+    CU_ASSERT_EQUAL(d.calls, 0);
+    fakehost_advance_ms(e.fh, 5100);
+    fakehost_run_until_idle(e.fh);
+    CU_ASSERT_EQUAL_FATAL(d.calls, 1);
+    CU_ASSERT_EQUAL(d.status, KBX_OK);
+    CU_ASSERT_TRUE(d.on_loop);
+    CU_ASSERT_EQUAL(d.top_ec, 0);
+    CU_ASSERT_EQUAL(d.ntopics, 1);
+    CU_ASSERT_EQUAL(d.ec, 0);
+    CU_ASSERT_STRING_EQUAL(d.first, "fresh");
+    /* The handler's own checks still apply: orders exists with another topic id. */
+    memset(&d, 0, sizeof(d));
+    a = (rt_internal_arg_t){&d, "m1", "orders", 2, KM_ERR_INVALID};
+    CU_ASSERT_EQUAL_FATAL(km_coord_post(&e.cm->coord, rt_internal_start, NULL, &a), KM_OK);
+    fakehost_run_until_idle(e.fh);
+    fakehost_advance_ms(e.fh, 5100);
+    fakehost_run_until_idle(e.fh);
+    CU_ASSERT_EQUAL_FATAL(d.calls, 1);
+    CU_ASSERT_EQUAL(d.ec, KP_ERR_INCONSISTENT_TOPIC_ID);
+    CU_ASSERT_EQUAL(rt_creates, 1);
+    /* An unknown mirror: the handler's top-level error, after its grace period. */
+    memset(&d, 0, sizeof(d));
+    a = (rt_internal_arg_t){&d, "nope", "fresh", 3, KM_ERR_INVALID};
+    CU_ASSERT_EQUAL_FATAL(km_coord_post(&e.cm->coord, rt_internal_start, NULL, &a), KM_OK);
+    fakehost_run_until_idle(e.fh);
+    fakehost_advance_ms(e.fh, 2100);
+    fakehost_run_until_idle(e.fh);
+    CU_ASSERT_EQUAL_FATAL(d.calls, 1);
+    CU_ASSERT_EQUAL(d.top_ec, KP_ERR_UNKNOWN_CLUSTER_MIRROR);
+    /* CreatePartitions through local_request: the answer on the loop, per topic errors kept. */
+    memset(&d, 0, sizeof(d));
+    a = (rt_internal_arg_t){&d, NULL, "orders", 4, KM_ERR_INVALID};
+    rt_grows = 0;
+    CU_ASSERT_EQUAL_FATAL(km_coord_post(&e.cm->coord, rt_internal_grow, NULL, &a), KM_OK);
+    fakehost_run_until_idle(e.fh);
+    CU_ASSERT_EQUAL(a.err, KM_OK);
+    CU_ASSERT_EQUAL(rt_grows, 1);
+    CU_ASSERT_EQUAL_FATAL(d.calls, 1);
+    CU_ASSERT_EQUAL(d.status, KBX_OK);
+    CU_ASSERT_TRUE(d.on_loop);
+    CU_ASSERT_EQUAL(d.ec, 0);
+    CU_ASSERT_STRING_EQUAL(d.first, "orders");
+    memset(&d, 0, sizeof(d));
+    a = (rt_internal_arg_t){&d, NULL, "orders", 9, KM_ERR_INVALID};
+    CU_ASSERT_EQUAL_FATAL(km_coord_post(&e.cm->coord, rt_internal_grow, NULL, &a), KM_OK);
+    fakehost_run_until_idle(e.fh);
+    CU_ASSERT_EQUAL_FATAL(d.calls, 1);
+    CU_ASSERT_EQUAL(d.ec, KP_ERR_INVALID_PARTITIONS);
+    /* A request that does not belong to this module is refused at once. */
+    {
+        kp_CreatePartitionsRequest_t rq;
+        kp_CreatePartitionsRequest_init(&rq);
+        CU_ASSERT_EQUAL(
+            km_rpc_internal(e.cm, 37, &rq, &kp_CreatePartitionsRequest_desc, rt_internal_done, &d),
+            KM_ERR_INVALID);
+    }
+    /* fini while a host request is out: done runs once, with an error, nothing left. */
+    memset(&d, 0, sizeof(d));
+    a = (rt_internal_arg_t){&d, NULL, "orders", 4, KM_ERR_INVALID};
+    fakehost_hold_async(e.fh, true);
+    CU_ASSERT_EQUAL_FATAL(km_coord_post(&e.cm->coord, rt_internal_grow, NULL, &a), KM_OK);
+    fakehost_run_until_idle(e.fh);
+    CU_ASSERT_EQUAL(a.err, KM_OK);
+    CU_ASSERT_EQUAL(d.calls, 0);
+    rt_stop(&e);
+    CU_ASSERT_EQUAL(d.calls, 1);
+    CU_ASSERT_NOT_EQUAL(d.status, KBX_OK);
+}
+
 static CU_TestInfo rt_tests[] = {
     {"handlers registered and removed", rt_test_registration},
     {"ListMirrors, DescribeMirrors, unknown mirror", rt_test_list_describe},
@@ -767,6 +1015,7 @@ static CU_TestInfo rt_tests[] = {
     {"fini with a request in flight", rt_test_fini_in_flight},
     {"allocation failure in handle", rt_test_alloc_failure},
     {"CreateMirror against a fake source; cancel and fini mid-flight", rt_test_create_ok},
+    {"internal requests: StartMirrorTopics and CreatePartitions as the broker", rt_test_internal},
     CU_TEST_INFO_NULL,
 };
 
