@@ -21,6 +21,7 @@
 #include "mirror/km_mpart.h"
 #include "rpc/km_rpc_int.h"
 #include "rpc/km_srcadm.h"
+#include "sync/km_sync.h"
 #include "util/km_log.h"
 #include "util/km_mem.h"
 #include "util/km_pattern.h"
@@ -1145,6 +1146,54 @@ static void km_resume_fan_out(km_rpc_req_t *req, int32_t status, const uint8_t *
         km_topics_execute(req, KM_RPC_OP_TIMEOUT_MS);
 }
 
+static void km_change_move(km_rpc_req_t *req);
+
+static void km_stop_after_final(km_plugin_t *cm, void *arg, int errors)
+{
+    km_rpc_req_t *req = arg;
+    km_topics_st_t *st = req->st;
+
+    if (errors > 0)
+        km_log_warn(cm,
+                    "StopMirrorTopics %s: the final sync before the stop had %d failed item(s) "
+                    "(or did not finish within stop.sync.timeout.ms); the topics stop anyway",
+                    st->mirror, errors);
+    if (!km_rpc_req_done(req)) {
+        /* The mirror may have gone meanwhile (DeleteMirror). */
+        if (km_catalog_mirror_find(&cm->catalog, st->mirror) == NULL)
+            km_rpc_fail(req, KP_ERR_UNKNOWN_CLUSTER_MIRROR, "Mirror %s was deleted", st->mirror);
+        else
+            km_change_move(req);
+    }
+    km_rpc_req_release(req);
+}
+
+/* StopMirrorTopics: a last CONFIGS and GROUPS sync of the topics it stops, on this broker,
+ * bounded by stop.sync.timeout.ms (km_sync_final); the stop goes on whatever its outcome. */
+static void km_stop_final_sync(km_rpc_req_t *req)
+{
+    km_topics_st_t *st = req->st;
+    const char **names = kp_arena_calloc(&req->ar, st->n + 1, sizeof(*names));
+    size_t n = 0;
+    km_err_t err;
+
+    for (size_t i = 0; names != NULL && i < st->n; i++)
+        if (st->items[i].act == KM_ACT_ALTER)
+            names[n++] = st->items[i].name;
+    if (names == NULL || n == 0) {
+        km_change_move(req);
+        return;
+    }
+    km_rpc_req_hold(req);
+    err = km_sync_final(req->cm, st->mirror, names, n, km_stop_after_final, req);
+    if (err != KM_OK) {
+        km_log_warn(req->cm, "StopMirrorTopics %s: no final sync before the stop (%s)", st->mirror,
+                    km_err_str(err));
+        km_change_move(req);
+        km_rpc_req_release(req);
+    }
+}
+
 void km_rpc_change_topics(km_rpc_req_t *req)
 {
     km_plugin_t *cm = req->cm;
@@ -1302,6 +1351,28 @@ void km_rpc_change_topics(km_rpc_req_t *req)
         }
         it->act = KM_ACT_ALTER;
         it->value = value;
+    }
+    if (req->api_key == 96) {
+        km_stop_final_sync(req);
+        return;
+    }
+    km_change_move(req);
+}
+
+/* After the final sync (Stop) or at once (Pause, Resume): Stop's Patterns go into the
+ * filters, then the topics move. */
+static void km_change_move(km_rpc_req_t *req)
+{
+    km_plugin_t *cm = req->cm;
+    km_topics_st_t *st = req->st;
+    const char *mirror = st->mirror;
+    const kp_str_t *patterns = NULL;
+    int32_t npatterns = 0;
+
+    if (req->api_key == 96) {
+        const kp_StopMirrorTopicsRequest_t *rq = req->rq;
+        patterns = rq->Patterns.v;
+        npatterns = rq->Patterns.cnt;
     }
     if (req->api_key == 96 && npatterns > 0) {
         const km_mirror_def_t *def = km_catalog_mirror_find(&cm->catalog, mirror);

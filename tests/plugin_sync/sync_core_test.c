@@ -16,6 +16,7 @@
 #include "core/km_plugin_types.h"
 #include "fakehost.h"
 #include "fh_cunit.h"
+#include "kp_msgs.h"
 #include "sync/km_sync.h"
 #include "sync/km_sync_int.h"
 #include "util/km_mem.h"
@@ -436,7 +437,91 @@ static void sc_test_final(void)
     CU_ASSERT_EQUAL(sc_fin.errors, 2);
 }
 
+/* The destination's answers: every IncrementalAlterConfigs (44) is counted and refused (the
+ * handler then answers the stop per topic; the order is what is checked). */
+static int sc_alters;
+
+static int32_t sc_dest(void *arg, int32_t broker_id, int16_t api_key, int16_t api_version,
+                       const uint8_t *body, size_t len, uint8_t **resp, size_t *resp_len)
+{
+    (void)arg;
+    (void)broker_id;
+    (void)api_version;
+    (void)body;
+    (void)len;
+    (void)resp;
+    (void)resp_len;
+    if (api_key == 44)
+        sc_alters++;
+    return KBX_ERR_INVALID;
+}
+
+static fakehost_call_t *sc_stop_call(sc_env_t *e)
+{
+    kp_StopMirrorTopicsRequest_t rq;
+    kp_StopMirrorTopicsRequest_TopicMetadata_t t;
+    fakehost_call_t *call = NULL;
+    kp_writer_t wr;
+
+    kp_StopMirrorTopicsRequest_init(&rq);
+    kp_StopMirrorTopicsRequest_TopicMetadata_init(&t);
+    rq.MirrorName.ptr = "m1";
+    rq.MirrorName.len = 2;
+    t.TopicName.ptr = "orders";
+    t.TopicName.len = 6;
+    rq.Topics.cnt = 1;
+    rq.Topics.v = &t;
+    rq.StateOffset = -1;
+    kp_writer_init(&wr);
+    CU_ASSERT_EQUAL_FATAL(kp_msg_encode(&kp_StopMirrorTopicsRequest_desc, &wr, &rq, 0), 0);
+    CU_ASSERT_EQUAL(fakehost_rpc_call(e->fh, 96, 0, wr.buf, wr.len, &call), KBX_RPC_PENDING);
+    kp_writer_free(&wr);
+    fakehost_run_until_idle(e->fh);
+    return call;
+}
+
+/* StopMirrorTopics runs the final sync of the topics it stops before it moves them: nothing
+ * is altered while the run is open; after it ends (or times out) the stop goes on. */
+static void sc_test_stop_trigger(void)
+{
+    fakehost_call_t *call;
+    sc_env_t e;
+    int i;
+
+    sc_start(&e, "0");
+    fakehost_set_request_handler(e.fh, sc_dest, NULL);
+    sc_alters = 0;
+    sc.hold = true;
+    call = sc_stop_call(&e);
+    CU_ASSERT_EQUAL(sc.calls[KM_SYNC_CONFIGS], 1);
+    CU_ASSERT_EQUAL(sc.calls[KM_SYNC_GROUPS], 0); /* off for this mirror */
+    CU_ASSERT_STRING_EQUAL(sc.last_topic, "orders");
+    CU_ASSERT_EQUAL(sc_alters, 0);
+    CU_ASSERT_EQUAL(fakehost_call_state(call), FAKEHOST_CALL_PENDING);
+    i = sc_find_open(KM_SYNC_CONFIGS);
+    CU_ASSERT_FATAL(i >= 0);
+    sc_finish(&e, i);
+    sc_advance(&e, KM_SYNC_TICK_MS);
+    CU_ASSERT_EQUAL(sc_alters, 1);
+    CU_ASSERT_EQUAL(fakehost_call_state(call), FAKEHOST_CALL_COMPLETED);
+
+    /* A final sync that never ends: the stop goes on after stop.sync.timeout.ms (2 s). */
+    sc_alters = 0;
+    call = sc_stop_call(&e);
+    CU_ASSERT_EQUAL(sc.calls[KM_SYNC_CONFIGS], 2);
+    sc_advance(&e, 1500);
+    CU_ASSERT_EQUAL(sc_alters, 0);
+    sc_advance(&e, 1000);
+    CU_ASSERT_EQUAL(sc_alters, 1);
+    CU_ASSERT_EQUAL(fakehost_call_state(call), FAKEHOST_CALL_COMPLETED);
+    CU_ASSERT_TRUE(fakehost_log_contains(e.fh, "the topics stop anyway"));
+    while (sc.nopen > 0)
+        sc_finish(&e, 0);
+    sc_stop(&e);
+}
+
 static CU_TestInfo sc_tests[] = {
+    {"StopMirrorTopics waits for the final sync", sc_test_stop_trigger},
     {"intervals, coordinator only, due at once", sc_test_intervals},
     {"one run in flight, kick, deadline, errors", sc_test_inflight_kick},
     {"cancel: deleted, coordinator lost, stop", sc_test_cancel},
