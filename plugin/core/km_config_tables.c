@@ -171,13 +171,6 @@ const km_config_scope_t km_config_broker_scope = {
 
 #define M(field) offsetof(km_mirror_config_t, field)
 
-#define KM_DEFAULT_TOPIC_PROPERTIES_EXCLUDE                                                        \
-    "follower.replication.throttled.replicas, leader.replication.throttled.replicas, "             \
-    "message.timestamp.difference.max.ms, message.timestamp.before.max.ms, "                       \
-    "message.timestamp.after.max.ms, message.timestamp.type, unclean.leader.election.enable, "     \
-    "min.insync.replicas, mirror.replication.throttled.replicas, "                                 \
-    "mirror.support.unclean.leader.election"
-
 static const km_config_def_t km_config_mirror_defs[] = {
     /* connection */
     {.name = "bootstrap.servers",
@@ -465,11 +458,18 @@ static const km_config_def_t km_config_mirror_defs[] = {
     {.name = "topic.properties.exclude",
      .alias = "mirror.topic.properties.exclude",
      .type = KM_CT_LIST,
-     .dflt = KM_DEFAULT_TOPIC_PROPERTIES_EXCLUDE,
+     .dflt = "",
      .offset = M(topic_properties_exclude),
      .flags = KM_CF_DYNAMIC,
-     .doc = "Topic configs never copied from the source. mirror.name is never copied whatever "
-            "this says."},
+     .doc = "More topic configs never copied from the source, on top of the built-in list "
+            "that always applies: mirror.*, follower.replication.throttled.replicas, "
+            "leader.replication.throttled.replicas, min.insync.replicas, "
+            "unclean.leader.election.enable, message.timestamp.type, "
+            "message.timestamp.difference.max.ms, message.timestamp.before.max.ms, "
+            "message.timestamp.after.max.ms, message.format.version, remote.storage.enable, "
+            "local.retention.ms, local.retention.bytes, remote.log.* (docs/plugin.md \"Topic "
+            "configs\"). Each entry is a key or a prefix ending in *. A key excluded after the "
+            "sync copied it stays as it is on the destination."},
     /* sync */
     {.name = "sync.topic.configs.interval.ms",
      .type = KM_CT_LONG,
