@@ -12,6 +12,7 @@
 #include "rpc/km_rpc.h"
 #include "state/km_state.h"
 #include "sync/km_sync.h"
+#include "sync/km_sync_aclplan.h"
 #include "util/km_log.h"
 #include "util/km_mem.h"
 
@@ -285,6 +286,7 @@ void km_plugin_fini(void *plugin_ctx)
     km_sync_destroy(cm);
     km_rpc_destroy(&cm->rpc);
     km_catalog_destroy(&cm->catalog);
+    km_acl_memo_free(cm, &cm->acl_memo);
     km_log_info(cm, "kmirror stopped");
     km_config_free(cm, &km_config_broker_scope, &cm->conf);
     cm->ref.magic = 0;

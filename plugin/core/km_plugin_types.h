@@ -24,6 +24,9 @@ struct km_plugin {
     km_state_t state;        /**< MirrorCoordinator: __mirror_state shards (state/) */
     km_mirror_t mirror;      /**< partition state machines and the fetcher (mirror/) */
     struct km_sync *sync;    /**< metadata sync scheduler (sync/), NULL before start */
+    /** sync/km_sync_acls.c: mirrors whose source has no authorizer, logged once each
+     *  (km_sync_aclplan.h; owned by the loop, freed in fini) */
+    struct km_acl_memo *acl_memo;
     kbx_listener_t *md_listener;
     kbx_listener_t *lead_listener;
 };
