@@ -287,6 +287,24 @@ static void km_rpc_async_end(km_rpc_t *rpc)
         cm->ref.api->latch_set(cm->ref.host, rpc->idle_latch);
 }
 
+bool km_rpc_host_op_begin(km_plugin_t *cm)
+{
+    km_rpc_t *rpc = &cm->rpc;
+
+    /* As km_rpc_call_new: count first, then look at the flag. */
+    atomic_fetch_add(&rpc->async_inflight, 1);
+    if (atomic_load(&rpc->stopping)) {
+        km_rpc_async_end(rpc);
+        return false;
+    }
+    return true;
+}
+
+void km_rpc_host_op_end(km_plugin_t *cm)
+{
+    km_rpc_async_end(&cm->rpc);
+}
+
 static void km_rpc_call_run(km_plugin_t *cm, void *arg)
 {
     km_rpc_call_t *call = arg;

@@ -14,6 +14,7 @@
 #ifndef KM_RPC_H
 #define KM_RPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -72,5 +73,17 @@ km_err_t km_rpc_internal(km_plugin_t *cm, int16_t api_key, const void *msg,
  */
 km_err_t km_rpc_host_request(km_plugin_t *cm, int16_t api_key, int16_t api_version, const void *msg,
                              const kp_msg_desc_t *desc, km_rpc_done_fn done, void *arg);
+
+/**
+ * For other modules that start host operations (local_request, broker_request) from the loop
+ * and must be waited for by km_rpc_stop like the handlers' own (the metadata sync): count one
+ * operation in flight. False (nothing counted) once fini began: start nothing then.
+ * @thread any
+ */
+bool km_rpc_host_op_begin(km_plugin_t *cm);
+
+/** The operation counted by km_rpc_host_op_begin called back (or never started): uncount it,
+ *  last in the callback. @thread any */
+void km_rpc_host_op_end(km_plugin_t *cm);
 
 #endif /* KM_RPC_H */

@@ -18,11 +18,6 @@ void km_sync_configs_run(km_sync_run_t *run)
     km_sync_run_done(run);
 }
 
-void km_sync_groups_run(km_sync_run_t *run)
-{
-    km_sync_run_done(run);
-}
-
 void km_sync_acls_run(km_sync_run_t *run)
 {
     km_sync_run_done(run);
