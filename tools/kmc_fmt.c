@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kp_errcode.h"
 
@@ -156,6 +157,8 @@ void kmc_fmt_list_json(FILE *out, const kmc_list_row_t *rows, size_t n)
 
 /* ---- describe ----------------------------------------------------------------------------- */
 
+static void kmc_fmt_sync_text(FILE *out, const kmc_mirror_desc_t *m, size_t n);
+
 /* The ERROR cell: "[retry N] message", "[not retryable] message", or "-". */
 static const char *kmc_fmt_error_cell(const kmc_part_row_t *p, char *buf, size_t n)
 {
@@ -207,6 +210,56 @@ void kmc_fmt_describe_text(FILE *out, const kmc_mirror_desc_t *m, size_t n)
         }
     }
     kmc_table_print(out, &t);
+    kmc_fmt_sync_text(out, m, n);
+}
+
+/* A wall-clock ms as "2026-01-31T12:00:00Z" (UTC), or NULL ("-") for -1. */
+static const char *kmc_fmt_time(char *buf, size_t n, int64_t ms)
+{
+    time_t secs;
+    struct tm tm;
+
+    if (ms < 0)
+        return NULL;
+    secs = (time_t)(ms / 1000);
+    if (gmtime_r(&secs, &tm) == NULL || strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        return NULL;
+    return buf;
+}
+
+static void kmc_fmt_sync_text(FILE *out, const kmc_mirror_desc_t *m, size_t n)
+{
+    kmc_table_t t = {.ncols = 8};
+    const char *hdr[] = {"MIRROR", "SYNC",      "ENABLED",         "RUNS",
+                         "ERRORS", "LAST-SYNC", "LAST-ERROR-TIME", "LAST-ERROR"};
+    bool any = false;
+
+    for (size_t i = 0; i < n; i++)
+        any = any || (m[i].error_code == 0 && m[i].nsync > 0);
+    if (!any)
+        return;
+    kmc_table_row(&t, hdr);
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].error_code != 0)
+            continue;
+        for (size_t k = 0; k < m[i].nsync; k++) {
+            const kmc_sync_row_t *r = &m[i].sync[k];
+            char nb[2][24], tb[2][32];
+            const char *cells[8] = {
+                m[i].mirror,
+                r->kind,
+                r->enabled ? "yes" : "no",
+                kmc_fmt_num(nb[0], sizeof(nb[0]), r->runs),
+                kmc_fmt_num(nb[1], sizeof(nb[1]), r->errors),
+                kmc_fmt_time(tb[0], sizeof(tb[0]), r->last_sync_ms),
+                kmc_fmt_time(tb[1], sizeof(tb[1]), r->last_error_ms),
+                kmc_fmt_nonempty(r->last_error),
+            };
+            kmc_table_row(&t, cells);
+        }
+    }
+    fputc('\n', out);
+    kmc_table_print(out, &t);
 }
 
 void kmc_fmt_describe_json(FILE *out, const kmc_mirror_desc_t *m, size_t n, const char *warning)
@@ -243,6 +296,21 @@ void kmc_fmt_describe_json(FILE *out, const kmc_mirror_desc_t *m, size_t n, cons
             fprintf(out, ",\"retryAttempt\":%d,\"retryable\":%s,\"errorMessage\":", (int)p->retry,
                     p->retry < 0 ? "false" : "true");
             kmc_fmt_json_str(out, p->error);
+            fputc('}', out);
+        }
+        fputs("],\"sync\":[", out);
+        for (size_t k = 0; k < m[i].nsync; k++) {
+            const kmc_sync_row_t *r = &m[i].sync[k];
+            fputs(k ? ",{\"kind\":" : "{\"kind\":", out);
+            kmc_fmt_json_str(out, r->kind);
+            fprintf(out, ",\"enabled\":%s,\"runs\":%" PRId64 ",\"errors\":%" PRId64,
+                    r->enabled ? "true" : "false", r->runs, r->errors);
+            fputs(",\"lastSyncTimeMs\":", out);
+            kmc_fmt_json_num(out, r->last_sync_ms);
+            fputs(",\"lastErrorTimeMs\":", out);
+            kmc_fmt_json_num(out, r->last_error_ms);
+            fputs(",\"lastError\":", out);
+            kmc_fmt_json_str(out, r->last_error);
             fputc('}', out);
         }
         fputs("]}", out);

@@ -34,6 +34,17 @@ typedef struct kmc_part_row {
     const char *error;     /**< NULL: none */
 } kmc_part_row_t;
 
+/** The metadata sync of one kind of a mirror (--describe; from the mirror's coordinator). */
+typedef struct kmc_sync_row {
+    const char *kind; /**< topics, configs, groups, acls */
+    bool enabled;
+    int64_t runs;
+    int64_t errors;
+    const char *last_error; /**< NULL: none */
+    int64_t last_error_ms;  /**< wall clock ms, -1: none */
+    int64_t last_sync_ms;   /**< last run without a failed item, -1: none */
+} kmc_sync_row_t;
+
 /** One mirror of --describe, with its partitions. */
 typedef struct kmc_mirror_desc {
     const char *mirror;
@@ -43,6 +54,8 @@ typedef struct kmc_mirror_desc {
     const char *error_message;
     kmc_part_row_t *parts;
     size_t nparts;
+    kmc_sync_row_t *sync; /**< per kind; none when the coordinator did not report (yet) */
+    size_t nsync;
 } kmc_mirror_desc_t;
 
 /** Per-topic result of a mutating action. */
@@ -64,6 +77,8 @@ void kmc_fmt_list_json(FILE *out, const kmc_list_row_t *rows, size_t n);
  * --describe: one row per partition (MIRROR TOPIC PARTITION STATE SOURCE-OFFSET
  * DESTINATION-OFFSET LAG LAST-EPOCH LAST-OFFSET ERROR); a mirror without partitions gets one
  * row of dashes; mirrors with a per-mirror error are left out (the caller reports them).
+ * Then, when any mirror reports its metadata sync, a second table MIRROR SYNC ENABLED RUNS
+ * ERRORS LAST-SYNC LAST-ERROR-TIME LAST-ERROR (times in UTC, ISO 8601).
  */
 void kmc_fmt_describe_text(FILE *out, const kmc_mirror_desc_t *m, size_t n);
 /** --describe --json (every mirror, errors included; see docs/cli.md for the fields).

@@ -381,6 +381,27 @@ static int kmc_describe_rows(kmc_run_t *run, const char *mirror, bool filter,
             }
         }
         qsort(md[i].parts, md[i].nparts, sizeof(*md[i].parts), kmc_part_cmp);
+        if (dm->SyncStatus.cnt > 0) {
+            md[i].sync =
+                kp_arena_calloc(&run->cn.ar, (size_t)dm->SyncStatus.cnt, sizeof(*md[i].sync));
+            if (md[i].sync == NULL) {
+                kmc_error("out of memory");
+                return KMC_EXIT_PROTOCOL;
+            }
+        }
+        for (int32_t k = 0; k < dm->SyncStatus.cnt; k++) {
+            const kp_DescribeMirrorsResponse_SyncKindStatus_t *ss = &dm->SyncStatus.v[k];
+            kmc_sync_row_t *r = &md[i].sync[md[i].nsync++];
+            r->kind = kmc_conn_str(&run->cn, ss->Kind);
+            if (r->kind == NULL)
+                r->kind = "";
+            r->enabled = ss->Enabled;
+            r->runs = ss->Runs;
+            r->errors = ss->Errors;
+            r->last_error = kmc_conn_str(&run->cn, ss->LastError);
+            r->last_error_ms = ss->LastErrorTimeMs;
+            r->last_sync_ms = ss->LastSyncTimeMs;
+        }
     }
     qsort(md, *nout, sizeof(*md), kmc_mirror_cmp);
     *out = md;

@@ -18,6 +18,7 @@
 #include "rpc/km_rpc_int.h"
 #include "rpc/km_srcadm.h"
 #include "state/km_state.h"
+#include "sync/km_sync.h"
 #include "util/km_log.h"
 #include "util/km_mem.h"
 
@@ -883,6 +884,38 @@ static void km_describe_topic(void *arg, const km_cat_topic_t *t)
 }
 
 /* This broker's part: every (requested) mirror, with the partitions this broker leads. */
+/* The metadata sync's status per kind, on the mirror's coordinator only (elsewhere left
+ * empty: the tagged field is then not sent). */
+static bool km_describe_sync(km_rpc_req_t *req, kp_DescribeMirrorsResponse_DescribedMirror_t *m,
+                             const char *mirror)
+{
+    kp_DescribeMirrorsResponse_SyncKindStatus_t *v;
+    km_sync_status_t st;
+    int32_t n = 0;
+
+    m->SyncStatus.cnt = 0;
+    v = kp_arena_calloc(&req->ar, KM_SYNC_NKINDS, sizeof(*v));
+    if (v == NULL)
+        return false;
+    for (int k = 0; k < KM_SYNC_NKINDS; k++) {
+        if (!km_sync_status(req->cm, mirror, k, &st))
+            continue;
+        kp_DescribeMirrorsResponse_SyncKindStatus_init(&v[n]);
+        v[n].Kind = km_rpc_str(req, km_sync_kind_name(k));
+        v[n].Enabled = st.enabled;
+        v[n].Runs = (int64_t)st.runs;
+        v[n].Errors = (int64_t)st.errors;
+        v[n].LastError =
+            st.last_error[0] != '\0' ? km_rpc_str(req, st.last_error) : km_rpc_str(req, NULL);
+        v[n].LastErrorTimeMs = st.last_error_ms;
+        v[n].LastSyncTimeMs = st.last_success_ms;
+        n++;
+    }
+    m->SyncStatus.v = v;
+    m->SyncStatus.cnt = n;
+    return true;
+}
+
 static bool km_describe_local(km_rpc_req_t *req, kp_DescribeMirrorsResponse_t *resp)
 {
     const kp_DescribeMirrorsRequest_t *rq = req->rq;
@@ -933,6 +966,8 @@ static bool km_describe_local(km_rpc_req_t *req, kp_DescribeMirrorsResponse_t *r
         c.m = m;
         c.mirror = def->name;
         km_catalog_topic_foreach(&cm->catalog, km_describe_topic, &c);
+        if (!km_describe_sync(req, m, def->name))
+            return false;
     }
     return true;
 }
@@ -951,6 +986,8 @@ static void km_describe_merge(km_rpc_req_t *req, kp_DescribeMirrorsResponse_t *i
                 memcmp(into->Mirrors.v[j].MirrorName.ptr, fm->MirrorName.ptr,
                        (size_t)fm->MirrorName.len) == 0)
                 m = &into->Mirrors.v[j];
+        if (m != NULL && m->ErrorCode == 0 && m->SyncStatus.cnt <= 0 && fm->SyncStatus.cnt > 0)
+            m->SyncStatus = fm->SyncStatus; /* only the coordinator's leg has it */
         if (m == NULL || fm->Topics.cnt <= 0 || m->ErrorCode != 0)
             continue; /* a mirror this broker does not know (yet): its own answer rules */
         nv = kp_arena_calloc(&req->ar, (size_t)(m->Topics.cnt + fm->Topics.cnt), sizeof(*nv));

@@ -520,7 +520,78 @@ static void sc_test_stop_trigger(void)
     sc_stop(&e);
 }
 
+/* DescribeMirrors of m1 (through the handler, as a client would); resp in arena ar. */
+static void sc_describe(sc_env_t *e, kp_DescribeMirrorsResponse_t *resp, kp_arena_t *ar)
+{
+    kp_DescribeMirrorsRequest_t rq;
+    fakehost_call_t *call = NULL;
+    kp_str_t name = {"m1", 2};
+    const uint8_t *body;
+    size_t len = 0;
+    kp_writer_t wr;
+    kp_reader_t rd;
+
+    kp_DescribeMirrorsRequest_init(&rq);
+    rq.MirrorNames.cnt = 1;
+    rq.MirrorNames.v = &name;
+    kp_writer_init(&wr);
+    CU_ASSERT_EQUAL_FATAL(kp_msg_encode(&kp_DescribeMirrorsRequest_desc, &wr, &rq, 0), 0);
+    CU_ASSERT_EQUAL(fakehost_rpc_call(e->fh, 99, 0, wr.buf, wr.len, &call), KBX_RPC_PENDING);
+    kp_writer_free(&wr);
+    fakehost_run_until_idle(e->fh);
+    CU_ASSERT_EQUAL_FATAL(fakehost_call_state(call), FAKEHOST_CALL_COMPLETED);
+    body = fakehost_call_response(call, &len);
+    kp_reader_init(&rd, body, len);
+    kp_DescribeMirrorsResponse_init(resp);
+    CU_ASSERT_EQUAL_FATAL(kp_DescribeMirrorsResponse_decode(&rd, ar, resp, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(resp->Mirrors.cnt, 1);
+}
+
+/* The status reaches DescribeMirrors on the coordinator only. */
+static void sc_test_describe(void)
+{
+    kp_DescribeMirrorsResponse_t resp;
+    const kp_DescribeMirrorsResponse_SyncKindStatus_t *ss;
+    kp_arena_t ar;
+    sc_env_t e;
+    int i;
+
+    sc_start(&e, "0");
+    fakehost_set_request_handler(e.fh, sc_dest, NULL);
+    kp_arena_init(&ar, 1 << 20);
+    sc_describe(&e, &resp, &ar);
+    CU_ASSERT_EQUAL(resp.Mirrors.v[0].SyncStatus.cnt, 0); /* not the coordinator */
+
+    sc.coord = true;
+    sc.hold = true;
+    sc_advance(&e, KM_SYNC_TICK_MS);
+    i = sc_find_open(KM_SYNC_CONFIGS);
+    CU_ASSERT_FATAL(i >= 0);
+    km_sync_run_error(sc.open[i], "orders", "boom");
+    sc_finish(&e, i);
+    sc_describe(&e, &resp, &ar);
+    CU_ASSERT_EQUAL_FATAL(resp.Mirrors.v[0].SyncStatus.cnt, KM_SYNC_NKINDS);
+    ss = &resp.Mirrors.v[0].SyncStatus.v[KM_SYNC_CONFIGS];
+    CU_ASSERT_EQUAL(ss->Kind.len, 7);
+    CU_ASSERT_NSTRING_EQUAL(ss->Kind.ptr, "configs", 7);
+    CU_ASSERT_TRUE(ss->Enabled);
+    CU_ASSERT_EQUAL(ss->Runs, 1);
+    CU_ASSERT_EQUAL(ss->Errors, 1);
+    CU_ASSERT_EQUAL(ss->LastError.len, (int32_t)strlen("orders: boom"));
+    CU_ASSERT_NSTRING_EQUAL(ss->LastError.ptr, "orders: boom", 12);
+    CU_ASSERT_TRUE(ss->LastErrorTimeMs > 0);
+    CU_ASSERT_EQUAL(ss->LastSyncTimeMs, -1);
+    ss = &resp.Mirrors.v[0].SyncStatus.v[KM_SYNC_GROUPS];
+    CU_ASSERT_FALSE(ss->Enabled);
+    CU_ASSERT_EQUAL(ss->LastError.len, -1);
+    kp_arena_free(&ar);
+    while (sc.nopen > 0)
+        sc_finish(&e, 0);
+    sc_stop(&e);
+}
+
 static CU_TestInfo sc_tests[] = {
+    {"DescribeMirrors shows the status on the coordinator", sc_test_describe},
     {"StopMirrorTopics waits for the final sync", sc_test_stop_trigger},
     {"intervals, coordinator only, due at once", sc_test_intervals},
     {"one run in flight, kick, deadline, errors", sc_test_inflight_kick},

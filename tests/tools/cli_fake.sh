@@ -225,7 +225,7 @@ sent_has "stop" 'StopMirrorTopicsRequest {"MirrorName":"m1","Topics":[{"TopicNam
 
 km 0 "describe --json after stop" --describe --mirror m1 --topic payments --json
 stdout_is "describe --json stopped" <<'EOF'
-{"mirrors":[{"mirror":"m1","sourceBootstrap":"src-a:9092,src-b:9092","sourceClusterId":"SRC-CLUSTER","errorCode":0,"errorName":null,"errorMessage":null,"partitions":[{"topic":"payments","partition":0,"state":"STOPPED","sourceOffset":null,"destinationOffset":5,"lag":null,"lastMirroredEpoch":7,"lastMirroredOffset":5,"retryAttempt":0,"retryable":true,"errorMessage":null}]}],"warning":null}
+{"mirrors":[{"mirror":"m1","sourceBootstrap":"src-a:9092,src-b:9092","sourceClusterId":"SRC-CLUSTER","errorCode":0,"errorName":null,"errorMessage":null,"partitions":[{"topic":"payments","partition":0,"state":"STOPPED","sourceOffset":null,"destinationOffset":5,"lag":null,"lastMirroredEpoch":7,"lastMirroredOffset":5,"retryAttempt":0,"retryable":true,"errorMessage":null}],"sync":[]}],"warning":null}
 EOF
 
 km 0 "stop with no matching topic: the patterns are still sent" --stop --mirror m2 --topic 'zzz'

@@ -436,10 +436,14 @@ static void test_fmt_describe(void)
         {"orders", 2, "STOPPED", 700, 700, 4, 700, -1, "source topic deleted"},
         {"payments", 0, "PREPARING", -1, 0, -1, -1, 0, NULL},
     };
+    kmc_sync_row_t s1[] = {
+        {"configs", true, 12, 2, "orders: DescribeConfigs failed", 1767225601000, 1767225600000},
+        {"groups", false, 0, 0, NULL, -1, -1},
+    };
     kmc_mirror_desc_t m[] = {
-        {"m1", "src:9092", "abc", 0, NULL, p1, 4},
-        {"m2", NULL, NULL, 0, NULL, NULL, 0},
-        {"zz", NULL, NULL, KP_ERR_UNKNOWN_CLUSTER_MIRROR, "no mirror zz", NULL, 0},
+        {"m1", "src:9092", "abc", 0, NULL, p1, 4, s1, 2},
+        {"m2", NULL, NULL, 0, NULL, NULL, 0, NULL, 0},
+        {"zz", NULL, NULL, KP_ERR_UNKNOWN_CLUSTER_MIRROR, "no mirror zz", NULL, 0, NULL, 0},
     };
     capture_t cap;
     char *out;
@@ -462,7 +466,14 @@ static void test_fmt_describe(void)
                     "m1      payments  0          PREPARING  -              0            -    "
                     "-           -            -\n"
                     "m2      -         -          -          -              -            -    "
-                    "-           -            -\n");
+                    "-           -            -\n"
+                    "\n"
+                    "MIRROR  SYNC     ENABLED  RUNS  ERRORS  LAST-SYNC             "
+                    "LAST-ERROR-TIME       LAST-ERROR\n"
+                    "m1      configs  yes      12    2       2026-01-01T00:00:00Z  "
+                    "2026-01-01T00:00:01Z  orders: DescribeConfigs failed\n"
+                    "m1      groups   no       0     0       -                     "
+                    "-                     -\n");
     free(out);
 
     kmc_fmt_describe_json(cap_open(&cap), m, 3, NULL);
@@ -486,20 +497,27 @@ static void test_fmt_describe(void)
                "{\"topic\":\"payments\",\"partition\":0,\"state\":\"PREPARING\",\"sourceOffset\":"
                "null,\"destinationOffset\":0,\"lag\":null,\"lastMirroredEpoch\":null,"
                "\"lastMirroredOffset\":null,\"retryAttempt\":0,\"retryable\":true,"
-               "\"errorMessage\":null}]},"
+               "\"errorMessage\":null}],\"sync\":["
+               "{\"kind\":\"configs\",\"enabled\":true,\"runs\":12,\"errors\":2,"
+               "\"lastSyncTimeMs\":1767225600000,\"lastErrorTimeMs\":1767225601000,"
+               "\"lastError\":\"orders: DescribeConfigs failed\"},"
+               "{\"kind\":\"groups\",\"enabled\":false,\"runs\":0,\"errors\":0,"
+               "\"lastSyncTimeMs\":null,\"lastErrorTimeMs\":null,\"lastError\":null}]},"
                "{\"mirror\":\"m2\",\"sourceBootstrap\":null,\"sourceClusterId\":null,"
-               "\"errorCode\":0,\"errorName\":null,\"errorMessage\":null,\"partitions\":[]},"
+               "\"errorCode\":0,\"errorName\":null,\"errorMessage\":null,\"partitions\":[],"
+               "\"sync\":[]},"
                "{\"mirror\":\"zz\",\"sourceBootstrap\":null,\"sourceClusterId\":null,"
                "\"errorCode\":137,\"errorName\":\"UNKNOWN_CLUSTER_MIRROR\",\"errorMessage\":"
-               "\"no mirror zz\",\"partitions\":[]}],\"warning\":null}\n");
+               "\"no mirror zz\",\"partitions\":[],\"sync\":[]}],\"warning\":null}\n");
     free(out);
 
     kmc_fmt_describe_json(cap_open(&cap), m + 1, 1, "partial answer: broker 2 could not be asked");
     out = cap_close(&cap);
-    expect_str(out, "{\"mirrors\":[{\"mirror\":\"m2\",\"sourceBootstrap\":null,"
-                    "\"sourceClusterId\":null,\"errorCode\":0,\"errorName\":null,"
-                    "\"errorMessage\":null,\"partitions\":[]}],\"warning\":\"partial answer: "
-                    "broker 2 could not be asked\"}\n");
+    expect_str(
+        out, "{\"mirrors\":[{\"mirror\":\"m2\",\"sourceBootstrap\":null,"
+             "\"sourceClusterId\":null,\"errorCode\":0,\"errorName\":null,"
+             "\"errorMessage\":null,\"partitions\":[],\"sync\":[]}],\"warning\":\"partial answer: "
+             "broker 2 could not be asked\"}\n");
     free(out);
 }
 

@@ -339,7 +339,15 @@ final class Specs {
                               f("SourceOffset", i64(), -1L),
                               f("DestinationOffset", i64(), -1L),
                               f("LastMirrorEpoch", i32(), -1),
-                              f("LastMirrorOffset", i64(), -1L)))))))))));
+                              f("LastMirrorOffset", i64(), -1L))))))),
+                      tagged(0, "SyncStatus", arr(struct("SyncKindStatus",
+                          f("Kind", str()),
+                          f("Enabled", bool(), false),
+                          f("Runs", i64()),
+                          f("Errors", i64()),
+                          f("LastError", nstr(), null),
+                          f("LastErrorTimeMs", i64(), -1L),
+                          f("LastSyncTimeMs", i64(), -1L))), new ArrayList<>())))));
           break;
         case 100:
           name = "ReadMirrorStates";
