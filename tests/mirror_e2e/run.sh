@@ -16,6 +16,8 @@
 #                             Fetch without a session, KMIRROR_TEST_FETCH_NO_SESSION; must FAIL)
 #          [--inject pid-state] (producer-ids: a mirrored producer id gets sequences 0-5 on the
 #                             destination first, so its writes are duplicates; must FAIL)
+#          [--inject sg-bad-commit] (sync-groups: after the failover sg-java's commits get an
+#                             epoch above the destination's, sg-rdk's one offset more; must FAIL)
 #
 # One source cluster (3 kbroker brokers with kmirror.so, for the failback, node 1 also the
 # controller) and one destination cluster (3 kbroker brokers with kmirror.so + a controller-only
@@ -46,6 +48,11 @@
 #   failover-load  failover under load (its own topic fo-load, mirror mfo): no destination write
 #              accepted before STOPPED, read_committed = the mirrored prefix once + the new writes,
 #              LSO = HW, one MIRROR_PID_RESET after the LME (--inject fo-lme: must fail).
+#   sync-groups (own topics sg-t, sg-u, mirror msg, groups sg-java, sg-rdk) a Java and a
+#              librdkafka group read part of sg-t on the source and commit; the group offset sync
+#              copies the commits (epochs included); after failover both resume on the destination
+#              at exactly their commits (every record once, payloads checked, Metadata bounded);
+#              later source commits on the failed-over topic never reach the destination.
 #   epochs     (independent: topic ep-00, mirror mep) a source partition with >= 5 leader
 #              elections mirrored; destination leader epoch >= every mirrored batch epoch; Java
 #              and librdkafka consumer groups read and commit for a fixed window with a bounded

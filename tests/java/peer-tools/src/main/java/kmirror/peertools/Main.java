@@ -59,7 +59,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * consume-verify     --bootstrap B --topic T --count N [--seed S] [--size BYTES]
  *                    [--expect-sha256 HEX] [--timeout-ms T]
  * consume-group      --bootstrap B --topic T --group G --duration-ms D [--sessions K]
- *                    [--min-records R] [--timeout-ms T]
+ *                    [--min-records R] [--timeout-ms T] [--records-out FILE]
  * </pre>
  *
  * Record i (0-based) goes to partition i % P. Its key is "key-i", its value SIZE bytes from a
@@ -86,6 +86,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * record's offset must be above the previous one (none read twice, across sessions too). Prints
  * one line per session and
  * "consume-group: R records in K sessions, max record leader epoch E, committed P=OFFSET@EPOCH,...".
+ * --records-out FILE: every record read is also written to FILE as a line
+ * "PARTITION OFFSET LEADER_EPOCH VALUE" (value as UTF-8, -1 for no epoch), in the order read.
  * Exit status: 0 ok, 1 verification/operation failure, 64 usage error.
  */
 public final class Main {
@@ -553,6 +555,9 @@ public final class Main {
     String committed = "";
     long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(o.num("timeout-ms", 90_000));
     long minRecords = o.num("min-records", 0);
+    String recordsOut = o.str("records-out", "");
+    java.io.PrintWriter out = recordsOut.isEmpty() ? null
+        : new java.io.PrintWriter(Files.newBufferedWriter(Paths.get(recordsOut), StandardCharsets.UTF_8));
     for (int s = 1; s <= sessions; s++) {
       long n = 0;
       int sessMax = -1;
@@ -576,6 +581,10 @@ public final class Main {
             }
             last.put(r.partition(), r.offset());
             sessMax = Math.max(sessMax, r.leaderEpoch().orElse(-1));
+            if (out != null) {
+              out.printf("%d %d %d %s%n", r.partition(), r.offset(), r.leaderEpoch().orElse(-1),
+                  r.value() == null ? "" : new String(r.value(), StandardCharsets.UTF_8));
+            }
             n++;
           }
           c.commitSync();
@@ -599,6 +608,7 @@ public final class Main {
       total += n;
       maxEpoch = Math.max(maxEpoch, sessMax);
     }
+    if (out != null) out.close();
     if (!errors.isEmpty()) {
       for (String e : errors) System.err.println("consume-group: " + e);
       System.err.println("consume-group: FAILED (" + errors.size() + " problems)");
