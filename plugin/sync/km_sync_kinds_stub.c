@@ -17,8 +17,3 @@ void km_sync_configs_run(km_sync_run_t *run)
 {
     km_sync_run_done(run);
 }
-
-void km_sync_acls_run(km_sync_run_t *run)
-{
-    km_sync_run_done(run);
-}
