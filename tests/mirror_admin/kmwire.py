@@ -367,3 +367,77 @@ def wait_states(mirror, topic, want, n, timeout=30, addr=None):
                              else None)(states(mirror, topic, addr)), timeout)
 
 
+
+
+# ---- ACLs (v3, flexible) ------------------------------------------------------------------
+# A binding is a tuple (resource type, name, pattern type, principal, host, operation,
+# permission) with Kafka's codes: TOPIC 2, GROUP 3, CLUSTER 4; LITERAL 3, PREFIXED 4; READ 3,
+# WRITE 4, DESCRIBE 8; DENY 2, ALLOW 3 (ANY 1 in filters).
+SECURITY_DISABLED = 54
+
+
+def create_acls(addr, bindings):
+    """CreateAcls v3: the error code of each creation, in order."""
+    def enc(b):
+        rt, name, pt, princ, host, op, perm = b
+        return (struct.pack(">b", rt) + cstr(name) + struct.pack(">b", pt) + cstr(princ) +
+                cstr(host) + struct.pack(">bb", op, perm) + TAGS)
+    rd = call(addr, 30, 3, carr(list(bindings), enc) + TAGS)
+    rd.i32()
+
+    def res(r):
+        code = r.i16()
+        r.cstr()
+        r.tags()
+        return code
+    return rd.carr(res)
+
+
+def acl_filter(rt=1, name=None, pt=1, princ=None, host=None, op=1, perm=1):
+    return (struct.pack(">b", rt) + cstr(name) + struct.pack(">b", pt) + cstr(princ) + cstr(host) +
+            struct.pack(">bb", op, perm))
+
+
+def describe_acls(addr, **flt):
+    """DescribeAcls v3 with a filter (default: everything): (error code, [binding tuples])."""
+    rd = call(addr, 29, 3, acl_filter(**flt) + TAGS)
+    rd.i32()
+    code = rd.i16()
+    rd.cstr()
+    out = []
+
+    def res(r):
+        rt, name, pt = r.i8(), r.cstr(), r.i8()
+
+        def acl(a):
+            princ, host, op, perm = a.cstr(), a.cstr(), a.i8(), a.i8()
+            a.tags()
+            out.append((rt, name, pt, princ, host, op, perm))
+        r.carr(acl)
+        r.tags()
+    rd.carr(res)
+    return code, out
+
+
+def delete_acls(addr, bindings):
+    """DeleteAcls v3 with one exact filter per binding: [(error code, bindings removed)]."""
+    def enc(b):
+        rt, name, pt, princ, host, op, perm = b
+        return acl_filter(rt, name, pt, princ, host, op, perm) + TAGS
+    rd = call(addr, 31, 3, carr(list(bindings), enc) + TAGS)
+    rd.i32()
+
+    def fres(r):
+        code = r.i16()
+        r.cstr()
+
+        def m(a):
+            a.i16()
+            a.cstr()
+            v = (a.i8(), a.cstr(), a.i8(), a.cstr(), a.cstr(), a.i8(), a.i8())
+            a.tags()
+            return v
+        got = r.carr(m)
+        r.tags()
+        return code, got
+    return rd.carr(fres)

@@ -18,10 +18,15 @@
 #                             destination first, so its writes are duplicates; must FAIL)
 #          [--inject sg-bad-commit] (sync-groups: after the failover sg-java's commits get an
 #                             epoch above the destination's, sg-rdk's one offset more; must FAIL)
+#          [--inject sa-own] (sync-acls: a binding is not on the destination before the sync, so
+#                             the sync owns it and deletes it with the source; must FAIL)
+#          [--inject sa-all] (sync-acls: acls.include=*, bindings outside the rules are synced;
+#                             must FAIL)
 #
 # One source cluster (3 kbroker brokers with kmirror.so, for the failback, node 1 also the
 # controller) and one destination cluster (3 kbroker brokers with kmirror.so + a controller-only
-# node, RF 3, min.insync.replicas=2), every node with a metrics listener, are started once and
+# node, RF 3, min.insync.replicas=2, an ACL authorizer allowing what no ACL covers, for scenario
+# sync-acls), every node with a metrics listener, are started once and
 # reused by every scenario, in order:
 #   identity   10 topics x 4 partitions written by kcat (every codec), idempotent and transactional
 #              Java producers (some transactions aborted); mirror m1 created and started with
@@ -68,6 +73,10 @@
 #              message while the others mirror on; --recover once the cause is fixed.
 #   source-dead  --stop --wait with every source node frozen, then killed; STOPPED with the LME,
 #              writable (topics fo-hung, fo-dead, mirror mfo2); the source is restarted after.
+#   sync-acls  (its own 1-broker source with an authorizer, mirror msa, ACLs every 1 s) bindings
+#              created on the source appear on every destination broker, those outside acls.include
+#              never; deleted ones disappear; destination-only ones (also one identical to a source
+#              binding, present before the sync) survive; cleans up after itself.
 #   failback   (its own topic and mirrors) history mirrored, a tail on the source never mirrored,
 #              failover, new writes on the destination, a mirror on the source cluster pointing
 #              back: the tail truncated, 6 replicas identical, only the delta's bytes fetched.
@@ -203,6 +212,8 @@ spid=$!
 "$CL" start --name "$DST" --backend kbroker --build "$BUILD" --base-port "$DST_PORT" \
   --controllers separate --override "plugin.paths=$SO" --override mirror.enable=true \
   --override default.replication.factor=3 --override min.insync.replicas=2 \
+  --override authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer \
+  --override allow.everyone.if.no.acl.found=true \
   --override "metrics.listener=$METRICS" >"$WORK/dst-start.log" 2>&1 || { cat "$WORK/dst-start.log"; setup_error "destination cluster did not start"; }
 wait "$spid" || { cat "$WORK/src-start.log"; setup_error "source cluster did not start"; }
 S=$("$CL" bootstrap --name "$SRC")

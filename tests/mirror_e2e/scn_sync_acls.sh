@@ -1,0 +1,145 @@
+# shellcheck shell=bash
+# scn_sync_acls.sh -- scenario sync-acls of tests/mirror_e2e/run.sh (sourced by it; uses its
+# helpers and variables: S, D, KM, PY, WORK, DST, BUILD, INJECT, fail, step, until_ok,
+# mirror_create, mirror_unlisted). Issue 6 "ACLs added and removed on the source appear and
+# disappear on the destination; a destination-only ACL survives" (docs/testing-mirror.md).
+#
+# Its own 1-broker source with an authorizer (the shared source has none, so every other
+# mirror's ACL sync skips quietly and never sees these bindings), mirror msa with a 1 s ACL
+# interval and acls.include limited to TOPIC sa-.* and GROUP sa-group.* READ. Independent of
+# the other scenarios; leaves no binding, mirror or process behind.
+#   --inject sa-own  'pre' is not created on the destination before the mirror: the sync
+#                    creates and owns it, so the source's delete removes it (must FAIL)
+#   --inject sa-all  acls.include=* : the bindings outside the rules are synced (must FAIL)
+
+sa_src_stop() {
+  local pid
+  [ -f "$WORK/sa-src/node1.pid" ] || return 0
+  pid=$(cat "$WORK/sa-src/node1.pid")
+  rm -f "$WORK/sa-src/node1.pid"
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done # until gone
+  kill -KILL "$pid" 2>/dev/null
+}
+
+# sa_runs_ge N -- the ACL kind of msa finished at least N runs (destination /metrics, summed)
+sa_runs_ge() {
+  local runs errs
+  read -r runs errs < <(sa_runs)
+  echo "msa ACL sync runs: $runs (errors $errs), want >= $1"
+  [ "$runs" -ge "$1" ]
+}
+# sa_runs -- "runs errors" now ("0 -1" when the counters cannot be read)
+sa_runs() {
+  local runs errs
+  read -r runs errs < <("${SA[@]}" count "$KPEER_HOME/$DST/node*.log" msa 2>/dev/null)
+  [[ "$runs $errs" =~ ^[0-9]+\ [0-9]+$ ]] && echo "$runs $errs" || echo "0 -1"
+}
+
+# sa_cleanup SRC_PORT DST_BROKER -- leave nothing behind: the source's bindings deleted and
+# synced away, mirror msa deleted, the destination's bindings deleted, the source stopped
+sa_cleanup() {
+  step "sync-acls: cleanup (source bindings deleted and synced away, mirror msa deleted, destination bindings deleted)"
+  "${SA[@]}" cleanup "127.0.0.1:$1" a-read a-write g-read p-describe outside g-describe pre ||
+    fail "DeleteAcls on the source (cleanup)"
+  until_ok 30 "a-read and g-read disappear on the destination" \
+    "${SA[@]}" expect "$D" -a-read -g-read
+  "$KM" --bootstrap-server "$D" --delete --mirror msa >"$WORK/sa-delete.out" 2>&1 ||
+    fail "kafka-mirrors --delete --mirror msa: $(cat "$WORK/sa-delete.out")"
+  until_ok 30 "no destination broker lists msa" mirror_unlisted msa
+  # whatever is left (after a failure too): DeleteAcls of a binding that is not there is fine
+  "${SA[@]}" cleanup "$2" a-read a-write g-read p-describe outside g-describe dst-only pre ||
+    fail "DeleteAcls on the destination (cleanup)"
+  until_ok 30 "no scenario binding left on the destination" \
+    "${SA[@]}" expect "$D" -a-read -a-write -g-read -p-describe -outside -g-describe -dst-only -pre
+  sa_src_stop
+}
+
+scenario_sync_acls() {
+  local t0=$SECONDS q cid dir d1 r e include='TOPIC;sa-.*,GROUP;sa-group.*;READ'
+  SA=("$PY" "$HERE/sync-acls.py")
+  d1=${D%%,*}
+
+  step "sync-acls: a 1-broker source of its own with an authorizer; destination-only bindings"
+  q=$((SRC_PORT + 120))
+  while [ -n "$(ss -Hltn "( sport = :$q or sport = :$((q + 1)) )" 2>/dev/null)" ]; do q=$((q + 2)); done
+  cid=C$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c2-22)
+  dir=$WORK/sa-src
+  mkdir -p "$dir/data"
+  cat >"$dir/node1.properties" <<EOF
+process.roles=broker,controller
+node.id=1
+cluster.id=$cid
+controller.quorum.voters=1@127.0.0.1:$((q + 1))
+listeners=PLAINTEXT://127.0.0.1:$q,CONTROLLER://127.0.0.1:$((q + 1))
+advertised.listeners=PLAINTEXT://127.0.0.1:$q
+inter.broker.listener.name=PLAINTEXT
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$dir/data
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+num.network.threads=2
+num.io.threads=2
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=true
+log.level=info
+EOF
+  setsid "$BUILD/bin/kbroker" --config "$dir/node1.properties" >>"$dir/node1.log" 2>&1 </dev/null &
+  echo $! >"$dir/node1.pid"
+  until_ok 30 "the ACL source answers DescribeAcls" "${SA[@]}" expect "127.0.0.1:$q" -pre ||
+    { sa_src_stop; return; }
+  if [ "$INJECT" = sa-own ]; then
+    echo "INJECTED: 'pre' is not created on the destination first (the run must fail)"
+    "${SA[@]}" create "$d1" dst-only || fail "CreateAcls on the destination"
+  else
+    "${SA[@]}" create "$d1" dst-only pre || fail "CreateAcls on the destination"
+  fi
+  until_ok 30 "every destination broker holds the destination-only bindings" \
+    "${SA[@]}" expect "$D" +dst-only || { sa_src_stop; return; }
+
+  step "sync-acls: 7 bindings on the source (5 selected by acls.include), mirror msa (ACLs every 1 s)"
+  "${SA[@]}" create "127.0.0.1:$q" a-read a-write g-read p-describe outside g-describe pre ||
+    fail "CreateAcls on the source"
+  if [ "$INJECT" = sa-all ]; then
+    include='*'
+    echo "INJECTED: acls.include=* (the run must fail)"
+  fi
+  printf 'bootstrap.servers=127.0.0.1:%s\nsync.acls.interval.ms=1000\nacls.include=%s\n' \
+    "$q" "$include" >"$WORK/msa.properties"
+  mirror_create msa "$WORK/msa.properties" || { sa_src_stop; return; }
+  if ! until_ok 30 "the selected source bindings appear on every destination broker, the others do not" \
+    "${SA[@]}" expect "$D" +a-read +a-write +g-read +p-describe +pre +dst-only -outside -g-describe; then
+    sa_cleanup "$q" "$d1"
+    return
+  fi
+  cat "$WORK/last"
+  read -r r e < <(sa_runs)
+  until_ok 20 "three more ACL sync runs of msa" sa_runs_ge $((r + 3))
+  if "${SA[@]}" expect "$D" +a-read +a-write +g-read +p-describe +pre +dst-only -outside \
+    -g-describe >"$WORK/sa.out" 2>&1; then
+    echo "ok: unchanged after three more runs (destination-only kept, outside bindings never synced)"
+  else
+    fail "after three more ACL sync runs: $(cat "$WORK/sa.out")"
+  fi
+
+  step "sync-acls: delete a-write, p-describe and pre on the source"
+  "${SA[@]}" delete "127.0.0.1:$q" a-write p-describe pre || fail "DeleteAcls on the source"
+  until_ok 30 "a-write and p-describe disappear on every destination broker; the others stay" \
+    "${SA[@]}" expect "$D" -a-write -p-describe +a-read +g-read +dst-only -outside -g-describe
+  read -r r e < <(sa_runs)
+  until_ok 20 "three more ACL sync runs of msa" sa_runs_ge $((r + 3))
+  if "${SA[@]}" expect "$D" -a-write -p-describe +a-read +g-read +dst-only +pre -outside \
+    -g-describe >"$WORK/sa.out" 2>&1; then
+    echo "ok: after three more runs: dst-only and pre (on the destination before the sync saw it) kept, a-read and g-read kept"
+  else
+    fail "after the source's deletes and three more runs: $(cat "$WORK/sa.out")"
+  fi
+  read -r r e < <(sa_runs)
+  [ "${e:-1}" = 0 ] && echo "ok: no ACL sync errors for msa ($r runs)" ||
+    fail "msa's ACL sync counted ${e:-?} errors ($r runs): $(grep -h 'acls sync' "$KPEER_HOME/$DST"/node*.log | tail -3)"
+
+  sa_cleanup "$q" "$d1"
+  echo "sync-acls: $((SECONDS - t0))s"
+}
