@@ -12,8 +12,3 @@ void km_sync_topics_run(km_sync_run_t *run)
 {
     km_sync_run_done(run);
 }
-
-void km_sync_configs_run(km_sync_run_t *run)
-{
-    km_sync_run_done(run);
-}
