@@ -1,6 +1,6 @@
 """kmwire.py -- Kafka flexible-version framing by hand (stdlib only) for the mirror admin
-tests: the mirror RPCs, Metadata, CreateTopics and Produce. Every request goes to DST unless an
-address is given; failures are collected in FAILS by check()."""
+tests: the mirror RPCs, Metadata, CreateTopics, DescribeConfigs and Produce. Every request goes
+to DST unless an address is given; failures are collected in FAILS by check()."""
 import socket
 import struct
 import time
@@ -281,6 +281,34 @@ def metadata(addr):
 
     topics = dict(rd.carr(topic) or [])
     return cluster, topics
+
+
+def describe_configs(addr, topics):
+    """DescribeConfigs v4 of topics (every key, no synonyms): {topic: (error code, message,
+    {key: (value, config source, sensitive)})}; config source 1 = an override of the topic
+    (DYNAMIC_TOPIC_CONFIG), 4 static broker, 5 default, ..."""
+    def res(t):
+        return struct.pack(">b", 2) + cstr(t) + uvarint(0) + TAGS  # type TOPIC, all keys
+
+    rd = call(addr, 32, 4, carr(topics, res) + b"\x00\x00" + TAGS)
+    rd.i32()
+
+    def config(r):
+        name, value, _ro, source, sensitive = r.cstr(), r.cstr(), r.i8(), r.i8(), r.i8()
+        r.carr(lambda x: (x.cstr(), x.cstr(), x.i8(), x.tags()))
+        r.i8(), r.cstr()
+        r.tags()
+        return name, (value, source, bool(sensitive))
+
+    def result(r):
+        ec, msg, _typ, name = r.i16(), r.cstr(), r.i8(), r.cstr()
+        configs = dict(r.carr(config) or [])
+        r.tags()
+        return name, (ec, msg, configs)
+
+    out = dict(rd.carr(result) or [])
+    rd.tags()
+    return out
 
 
 def create_topics(addr, topics):

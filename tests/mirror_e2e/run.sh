@@ -22,6 +22,12 @@
 #                             the sync owns it and deletes it with the source; must FAIL)
 #          [--inject sa-all] (sync-acls: acls.include=*, bindings outside the rules are synced;
 #                             must FAIL)
+#          [--inject cfg-forget|cfg-forget-restart|cfg-own-all|cfg-exclude|cfg-nopause]
+#                             (scenario sync-configs: the config sync ignores its remembered keys
+#                             from the start / after the destination restart, takes every
+#                             destination override as its own (KMIRROR_TEST_CFGSYNC); the mirror
+#                             has no operator exclusion; the paused topic is resumed at once;
+#                             each must FAIL)
 #
 # One source cluster (3 kbroker brokers with kmirror.so, for the failback, node 1 also the
 # controller) and one destination cluster (3 kbroker brokers with kmirror.so + a controller-only
@@ -77,6 +83,10 @@
 #              created on the source appear on every destination broker, those outside acls.include
 #              never; deleted ones disappear; destination-only ones (also one identical to a source
 #              binding, present before the sync) survive; cleans up after itself.
+#   sync-configs (own topics sk-a, sk-b, mirror msk, configs every 1 s) source topic configs
+#              appear on the destination, excluded keys do not, a destination-only key survives,
+#              keys deleted on the source are reset (also after all destination brokers were
+#              killed and restarted), a paused topic's config waits for its resume.
 #   failback   (its own topic and mirrors) history mirrored, a tail on the source never mirrored,
 #              failover, new writes on the destination, a mirror on the source cluster pointing
 #              back: the tail truncated, 6 replicas identical, only the delta's bytes fetched.
@@ -107,6 +117,8 @@ done
 BUILD=$(cd "$BUILD" && pwd -P) || exit 2
 # inherited by the nodes cluster.sh starts (only the destination loads the plugin)
 [ "$INJECT" = no-session ] && export KMIRROR_TEST_FETCH_NO_SESSION=10
+[ "$INJECT" = cfg-forget ] && export KMIRROR_TEST_CFGSYNC=forget
+[ "$INJECT" = cfg-own-all ] && export KMIRROR_TEST_CFGSYNC=own-all
 CL=$REPO/tests/cluster/cluster.sh
 KM=$BUILD/bin/kafka-mirrors
 CMP=$BUILD/bin/kc_replicacmp
