@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # scn_sync_acls.sh -- scenario sync-acls of tests/mirror_e2e/run.sh (sourced by it; uses its
-# helpers and variables: S, D, KM, PY, WORK, DST, BUILD, INJECT, fail, step, until_ok,
+# helpers and variables: S, D, CL, KM, PY, WORK, DST, BUILD, INJECT, fail, step, until_ok,
 # mirror_create, mirror_unlisted). Issue 6 "ACLs added and removed on the source appear and
 # disappear on the destination; a destination-only ACL survives" (docs/testing-mirror.md).
 #
@@ -20,6 +20,16 @@ sa_src_stop() {
   kill -TERM "$pid" 2>/dev/null || return 0
   for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done # until gone
   kill -KILL "$pid" 2>/dev/null
+}
+
+# sa_term I -- SIGTERM destination node I (a clean stop) and wait until it is gone
+sa_term() {
+  local pid
+  pid=$("$CL" pid "$1" --name "$DST") || return 1
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done # until gone
+  fail "destination node $1 did not stop within 30 s of SIGTERM"
+  return 1
 }
 
 # sa_runs_ge N -- the ACL kind of msa finished at least N runs (destination /metrics, summed)
@@ -56,7 +66,7 @@ sa_cleanup() {
 }
 
 scenario_sync_acls() {
-  local t0=$SECONDS q cid dir d1 r e include='TOPIC;sa-.*,GROUP;sa-group.*;READ'
+  local t0=$SECONDS q cid dir d1 r e c include='TOPIC;sa-.*,GROUP;sa-group.*;READ'
   SA=("$PY" "$HERE/sync-acls.py")
   d1=${D%%,*}
 
@@ -122,6 +132,18 @@ EOF
     echo "ok: unchanged after three more runs (destination-only kept, outside bindings never synced)"
   else
     fail "after three more ACL sync runs: $(cat "$WORK/sa.out")"
+  fi
+
+  # The memory must outlive its broker: restart the coordinator (clean, as an upgrade would);
+  # the deletes below are then decided from SYNCED_ACLS as read back from __mirror_state.
+  c=$("${SA[@]}" coordinator "$D" msa)
+  if [[ "$c" =~ ^[0-9]+$ ]]; then
+    step "sync-acls: restart msa's coordinator, broker $c (SYNCED_ACLS read back by it or its successor)"
+    sa_term "$c"
+    "$CL" restart "$c" --name "$DST" --wait >"$WORK/sa-restart.out" 2>&1 ||
+      fail "restart of destination broker $c: $(tail -3 "$WORK/sa-restart.out")"
+  else
+    fail "msa's coordinator not found: $c"
   fi
 
   step "sync-acls: delete a-write, p-describe and pre on the source"

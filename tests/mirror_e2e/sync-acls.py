@@ -9,6 +9,9 @@ v3) on bindings named by the table below.
   cleanup ADDR NAME...                DeleteAcls of the named bindings, present or not
   expect BOOTSTRAPS [+NAME|-NAME]...  exit 0 when DescribeAcls on EVERY broker of the comma-
                                       separated list holds each +NAME and no -NAME; prints why not
+  coordinator BOOTSTRAP MIRROR        the broker id leading MIRROR's `__mirror_state` partition
+                                      (murmur2 of the name, docs/state-format.md): the broker
+                                      that runs its sync and holds SYNCED_ACLS
   count NODELOG_GLOB MIRROR           "runs errors" of kmirror_sync_{runs,errors}_total for
                                       MIRROR's ACL kind, summed over the nodes' /metrics
 
@@ -21,6 +24,7 @@ import sys
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mirror_admin"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kmwire  # noqa: E402
 
 TOPIC, GROUP = 2, 3
@@ -103,6 +107,23 @@ def cmd_expect(bootstraps, *specs):
     return 0 if ok else 1
 
 
+def cmd_coordinator(bootstrap, mirror):
+    import leader_moves  # murmur2 (Kafka's partitioner hash)
+    import me2e
+    _nodes, tops = me2e.metadata(bootstrap.split(",")[0], ["__mirror_state"])
+    parts = tops.get("__mirror_state", {}).get("parts", {})
+    if not parts:
+        print("no __mirror_state partitions in the metadata")
+        return 1
+    p = (leader_moves.murmur2(mirror.encode()) & 0x7FFFFFFF) % len(parts)
+    leader = parts[p]["leader"]
+    if leader < 0:
+        print("__mirror_state-%d has no leader" % p)
+        return 1
+    print(leader)
+    return 0
+
+
 def cmd_count(nodelog_glob, mirror):
     ports = []
     for log in sorted(glob.glob(nodelog_glob)):
@@ -134,6 +155,7 @@ def main():
         return 2
     cmd, a = sys.argv[1], sys.argv[2:]
     fn = {"create": cmd_create, "delete": cmd_delete, "expect": cmd_expect, "cleanup": cmd_cleanup,
+          "coordinator": cmd_coordinator,
           "count": cmd_count}.get(cmd)
     if fn is None:
         print("unknown subcommand %s" % cmd)
