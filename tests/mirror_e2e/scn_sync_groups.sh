@@ -1,15 +1,16 @@
 # shellcheck shell=bash
 # scn_sync_groups.sh -- scenario sync-groups of tests/mirror_e2e/run.sh (sourced by it; uses its
 # helpers and variables: S, D, CL, KM, PY, PEER, ME2E, WORK, DST, INJECT, fail, step, until_ok).
-# Independent of the other scenarios: its own topics sg-t and sg-u, mirror msg, groups sg-java
-# and sg-rdk; it fails over sg-t only.
+# Independent of the other scenarios: its own topics sg-t and sg-u, mirror msg, groups sg-java,
+# sg-rdk and sg-live; it fails over sg-t only.
 #
 # Issue 6: a consumer group consumes part of a mirrored topic on the source and commits; after
 # the next sync and a failover the same group id on the destination (Java for sg-java,
 # librdkafka for sg-rdk) resumes at exactly the committed offset (every record once, payloads
 # compared) with a bounded number of Metadata requests; after failover, source commits no
 # longer reach the destination (while the still-running sg-u of the same mirror shows the sync
-# goes on).
+# goes on). Also: a group with a member on the destination is left alone, a source reset
+# backwards is copied.
 
 SG_T=sg-t
 SG_U=sg-u
@@ -89,6 +90,25 @@ scenario_sync_groups() {
   until_ok 30 "sg-java's commits synced" sg_same sg-java "$SG_T" && tail -1 "$WORK/last"
   until_ok 30 "sg-rdk's commits synced" sg_same sg-rdk "$SG_T" && tail -1 "$WORK/last"
   until_ok 30 "sg-java's sg-u commit synced" sg_same sg-java "$SG_U" && tail -1 "$WORK/last"
+
+  step "sync-groups: a group with a member on the destination is left alone (sg-live on $SG_U); a source reset backwards is copied (sg-java on $SG_U 4 -> 2)"
+  rm -f "$WORK/sg-release"
+  sg_py hold "$D" "$SG_U" sg-live 3 "$WORK/sg-release" >"$WORK/sg-hold.log" 2>&1 &
+  pid=$!
+  until_ok 60 "sg-live has a member on the destination (committed 3 there)" grep -q '^holding' "$WORK/sg-hold.log" || return
+  sg_py commit "$S" sg-live "$SG_U:0=11" >/dev/null && sg_py commit "$S" sg-java "$SG_U:0=2" >/dev/null ||
+    { fail "sync-groups: commits on the source"; touch "$WORK/sg-release"; wait "$pid"; return; }
+  until_ok 30 "sg-java's reset of $SG_U back to 2 synced (backwards too)" sg_is "$D" "0=2" sg-java "$SG_U"
+  m=0
+  for _ in 1 2 3; do # three more sync intervals, polled
+    sg_is "$D" "0=3" sg-live "$SG_U" >"$WORK/last" || { m=1; break; }
+    sleep 1 # one sync interval between looks
+  done
+  [ "$m" = 0 ] && echo "ok: sg-live (a member on the destination) kept its own commit 3 (source 11)" ||
+    fail "sync-groups: the sync wrote a group that has a member on the destination: $(cat "$WORK/last")"
+  touch "$WORK/sg-release"
+  wait "$pid" || { fail "sync-groups: the sg-live member:"; cat "$WORK/sg-hold.log"; }
+  until_ok 30 "sg-live synced to 11 once its member left" sg_is "$D" "0=11" sg-live "$SG_U"
 
   step "sync-groups: failover of $SG_T (kafka-mirrors --stop --wait); ${SG_D[0]}/${SG_D[1]} records written on the destination"
   "$KM" --bootstrap-server "$D" --stop --mirror msg --topic "$SG_T" --wait --timeout-ms 60000 \

@@ -14,6 +14,9 @@ copy.
         partition (within 60 s), commits synchronously after every batch (offset + leader epoch
         of the last record, as librdkafka stores them) and writes "P OFFSET EPOCH VALUE" per
         record to OUT. Prints "rdk-consume: N records, committed P=OFF@EPOCH,...".
+  hold BOOTSTRAP TOPIC GROUP OFFSET RELEASE_FILE
+        a librdkafka member of GROUP (subscribed to TOPIC) commits OFFSET on partition 0, prints
+        "holding ..." and stays in the group until RELEASE_FILE exists (90 s at most)
   committed BOOTSTRAP GROUP TOPIC
         the group's committed offsets of TOPIC as its coordinator answers OffsetFetch
         (kafka-python admin): "P=OFF@EPOCH,..." in partition order ("" when none)
@@ -107,6 +110,36 @@ def rdk_consume(bootstrap, topic, group, out):
         return 1
     print("rdk-consume: %d records, committed %s" % (n, committed))
     return 0
+
+
+def hold(bootstrap, topic, group, offset, release):
+    """Join GROUP, commit OFFSET on TOPIC-0, print "holding" and stay a member until the file
+    RELEASE exists (90 s at most), then leave."""
+    import os
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  "client.id": "mirror-e2e-sync-groups-hold"})
+    rc = 0
+    try:
+        c.subscribe([topic])
+        deadline = time.time() + 90
+        while not c.assignment() and time.time() < deadline:
+            c.poll(0.2)
+        if not c.assignment():
+            print("FAIL: hold %s: no assignment within 90 s" % group)
+            return 1
+        c.commit(offsets=[TopicPartition(topic, 0, int(offset))], asynchronous=False)
+        print("holding %s: member with %s-0 committed at %s" % (group, topic, offset), flush=True)
+        while not os.path.exists(release):
+            if time.time() >= deadline:
+                print("FAIL: hold %s: not released within 90 s" % group)
+                rc = 1
+                break
+            c.poll(0.2)
+    finally:
+        c.close()
+    return rc
 
 
 def admin(bootstrap):
@@ -204,6 +237,8 @@ def main():
     cmd, a = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
     if cmd == "rdk-consume" and len(a) == 4:
         return rdk_consume(*a)
+    if cmd == "hold" and len(a) == 5:
+        return hold(*a)
     if cmd == "committed" and len(a) == 3:
         return committed(*a)
     if cmd == "commit" and len(a) == 3:
