@@ -375,12 +375,13 @@ km_err_t km_acl_plan_make(km_plugin_t *cm, const km_acl_set_t *src, const km_acl
             err = km_acl_set_add(cm, &plan->creates, &src->v[i]);
     for (i = 0; i < mem->n && err == KM_OK; i++) {
         const km_acl_t *b = &mem->v[i];
-        if (!km_acl_set_has(dst, b))
-            continue; /* gone from the destination: forgotten, or created again below */
-        if (km_acl_set_has(src, b))
-            err = km_acl_set_add(cm, &plan->keep, b);
-        else
+        /* Deleted whether or not the destination lists it: the broker's image may lag a
+         * CreateAcls of the previous run (an exact filter matching nothing is harmless). */
+        if (!km_acl_set_has(src, b))
             err = km_acl_set_add(cm, &plan->deletes, b);
+        else if (km_acl_set_has(dst, b))
+            err = km_acl_set_add(cm, &plan->keep, b);
+        /* else: created again above, remembered if that succeeds */
     }
     if (err != KM_OK) {
         km_acl_plan_free(cm, plan);

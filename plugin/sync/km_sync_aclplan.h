@@ -119,15 +119,16 @@ void km_acl_rules_free(km_plugin_t *cm, km_acl_rules_t *rules);
 /** What one run does (every set sorted). */
 typedef struct km_acl_plan {
     km_acl_set_t creates; /**< selected on the source, missing on the destination */
-    km_acl_set_t deletes; /**< remembered, no longer selected on the source, on the destination */
+    km_acl_set_t deletes; /**< remembered, no longer selected on the source */
     km_acl_set_t keep;    /**< remembered, still selected on the source and on the destination */
 } km_acl_plan_t;
 
 /**
  * The diff. src = the source's bindings the rules select, dst = every binding of the
  * destination, mem = the bindings this mirror's sync created earlier (SYNCED_ACLS). All
- * sorted. A remembered binding the destination no longer has is forgotten (or created again
- * while the source still has it); a destination binding not remembered is never deleted.
+ * sorted. A remembered binding the source no longer has is deleted even when the destination
+ * does not list it (its image may lag a creation); one the destination lacks but the source
+ * has is created again; a destination binding not remembered is never deleted.
  * @return KM_OK, KM_ERR_NOMEM (plan empty)
  * @thread coord
  */
