@@ -12,11 +12,15 @@
 #                    creates and owns it, so the source's delete removes it (must FAIL)
 #   --inject sa-all  acls.include=* : the bindings outside the rules are synced (must FAIL)
 
+# The source node's pid file lives outside $WORK (which run.sh empties at its start), so that a
+# node an aborted run left behind is stopped by the next run.
+SA_PIDFILE=$KPEER_HOME/mirror-e2e-sa-src.pid
 sa_src_stop() {
   local pid
-  [ -f "$WORK/sa-src/node1.pid" ] || return 0
-  pid=$(cat "$WORK/sa-src/node1.pid")
-  rm -f "$WORK/sa-src/node1.pid"
+  [ -f "$SA_PIDFILE" ] || return 0
+  pid=$(cat "$SA_PIDFILE")
+  rm -f "$SA_PIDFILE"
+  grep -qs sa-src "/proc/$pid/cmdline" || return 0 # not ours (any more)
   kill -TERM "$pid" 2>/dev/null || return 0
   for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done # until gone
   kill -KILL "$pid" 2>/dev/null
@@ -71,6 +75,7 @@ scenario_sync_acls() {
   d1=${D%%,*}
 
   step "sync-acls: a 1-broker source of its own with an authorizer; destination-only bindings"
+  sa_src_stop # one an aborted run left behind
   q=$((SRC_PORT + 120))
   while [ -n "$(ss -Hltn "( sport = :$q or sport = :$((q + 1)) )" 2>/dev/null)" ]; do q=$((q + 2)); done
   cid=C$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c2-22)
@@ -97,7 +102,7 @@ allow.everyone.if.no.acl.found=true
 log.level=info
 EOF
   setsid "$BUILD/bin/kbroker" --config "$dir/node1.properties" >>"$dir/node1.log" 2>&1 </dev/null &
-  echo $! >"$dir/node1.pid"
+  echo $! >"$SA_PIDFILE"
   until_ok 30 "the ACL source answers DescribeAcls" "${SA[@]}" expect "127.0.0.1:$q" -pre ||
     { sa_src_stop; return; }
   if [ "$INJECT" = sa-own ]; then
