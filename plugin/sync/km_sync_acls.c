@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "catalog/km_catalog.h"
 #include "core/km_plugin_types.h"
 #include "kp_errcode.h"
 #include "kp_msgs.h"
@@ -509,6 +510,23 @@ end:
     km_sync_acls_done(sa);
 }
 
+/* Forget memo entries of mirrors that are gone (a mirror re-created under the name logs again). */
+static void km_sync_acls_memo_prune(km_plugin_t *cm)
+{
+    struct km_acl_memo *m = cm->acl_memo;
+    size_t i = 0;
+
+    while (m != NULL && i < m->n) {
+        if (km_catalog_mirror_find(&cm->catalog, m->v[i]) == NULL) {
+            km_free(cm, m->v[i]);
+            m->v[i] = m->v[--m->n]; /* the last entry moves here: look at i again */
+            m->v[m->n] = NULL;
+        } else {
+            i++;
+        }
+    }
+}
+
 /* ---- 3. the source's bindings --------------------------------------------------------------- */
 
 static void km_sync_acls_on_src(km_plugin_t *cm, void *arg, const km_srcadm_result_t *res,
@@ -540,6 +558,7 @@ static void km_sync_acls_on_src(km_plugin_t *cm, void *arg, const km_srcadm_resu
                           (int)res->version);
         goto end;
     }
+    km_sync_acls_memo_prune(cm);
     if (resp.ErrorCode == KP_ERR_SECURITY_DISABLED) {
         if (km_acl_memo_add(cm, &cm->acl_memo, sa->run->mirror))
             km_log_info(cm,
