@@ -118,11 +118,12 @@ scenario_sync_groups() {
   sg_produce "$D" "$SG_T" 1 0 "${SG_D[1]}" d || return
   if [ "$INJECT" = sg-bad-commit ]; then
     # the checks below must fail: sg-java gets an epoch above the destination's leader epoch
-    # (a Java consumer refreshes metadata waiting for it), sg-rdk one offset more (a skip)
+    # (a consumer waits for metadata showing it), sg-rdk one offset more on p0 (a skip) and
+    # that epoch on p1
     e=$(sg_py committed "$D" sg-java "$SG_T" | sed 's/.*@//')
     sg_py commit "$D" sg-java "$SG_T:0=${SG_A[0]}@$((e + 50)),1=${SG_A[1]}@$((e + 50))"
-    sg_py commit "$D" sg-rdk "$SG_T:0=$((SG_A[0] + SG_B[0] + 1))"
-    echo "INJECTED: sg-java committed with epoch $((e + 50)), sg-rdk one offset ahead on p0 (the run must fail)"
+    sg_py commit "$D" sg-rdk "$SG_T:0=$((SG_A[0] + SG_B[0] + 1)),1=$((SG_A[1] + SG_B[1]))@$((e + 50))"
+    echo "INJECTED: sg-java committed with epoch $((e + 50)), sg-rdk one offset ahead on p0 and with that epoch on p1 (the run must fail)"
   fi
 
   step "sync-groups: on the DESTINATION sg-java (Java) and sg-rdk (librdkafka) read to the end: every record from their commits once; Metadata requests bounded"
