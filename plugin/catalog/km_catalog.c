@@ -636,9 +636,18 @@ static km_err_t km_catalog_apply_topic(km_catalog_t *cat, const kbx_topic_change
     t->id = tc->topic_id;
     t->seen = true;
     if (tc->partition_count >= 0 && tc->partition_count <= 1000000) {
+        int32_t old_count = t->partition_count;
         t->partition_count = tc->partition_count;
         if (km_catalog_parts_grow(cat, t, tc->partition_count) != KM_OK)
             return KM_ERR_NOMEM;
+        /* Partitions added (CreatePartitions) whose local replica the leadership listener
+         * reported first: subscribers ignored them then (beyond the partition count); tell
+         * them again now that they count. */
+        for (int32_t p = old_count > 0 ? old_count : 0; p < t->partition_count; p++) {
+            km_cat_part_t same = t->parts[p];
+            if (same.role != 0)
+                km_catalog_notify_part(cat, t, p, &same);
+        }
     }
     return KM_OK;
 }

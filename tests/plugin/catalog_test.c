@@ -334,6 +334,25 @@ static void ct_test_deltas(void)
             CU_ASSERT_EQUAL(km_catalog_apply_leadership(&cat, lv, 1), KM_OK);
             CU_ASSERT_EQUAL(ev.part, 1);
         }
+        /* CreatePartitions 3 -> 5: the leadership of partition 4 arrives before the topic's
+         * new count (a subscriber ignores it then: beyond the count); the count's delta tells
+         * the subscribers again about the local replicas it adds (4), not about the others. */
+        {
+            kbx_leadership_change_t l = {sizeof(l), KBX_ROLE_LEADER, CT_ID1, "orders", 4, 1, 0, 0};
+            const kbx_leadership_change_t *lv[] = {&l};
+            kbx_topic_change_t tg = {sizeof(tg), 0, CT_ID1, "orders", 5, 0};
+            const kbx_topic_change_t *tgv[] = {&tg};
+            kbx_metadata_delta_t dg = {.struct_size = sizeof(dg), .topics = tgv, .topic_count = 1};
+            CU_ASSERT_EQUAL(km_catalog_apply_leadership(&cat, lv, 1), KM_OK);
+            CU_ASSERT_EQUAL(ev.part, 2);
+            CU_ASSERT_EQUAL(km_catalog_topic_find(&cat, "orders")->partition_count, 3);
+            CU_ASSERT_EQUAL(km_catalog_apply_delta(&cat, &dg), KM_OK);
+            CU_ASSERT_EQUAL(km_catalog_topic_find(&cat, "orders")->partition_count, 5);
+            CU_ASSERT_EQUAL(ev.part, 3);
+            CU_ASSERT_EQUAL(ev.last_old_part.role, KBX_ROLE_LEADER);
+            CU_ASSERT_EQUAL(km_catalog_apply_delta(&cat, &dg), KM_OK); /* same count: none */
+            CU_ASSERT_EQUAL(ev.part, 3);
+        }
         d.configs = NULL;
         d.config_count = 0;
         d.brokers = NULL;
@@ -342,7 +361,7 @@ static void ct_test_deltas(void)
         d.topic_count = 1;
         CU_ASSERT_EQUAL(km_catalog_apply_delta(&cat, &d), KM_OK);
         CU_ASSERT_PTR_NULL(km_catalog_topic_find(&cat, "orders"));
-        CU_ASSERT_EQUAL(ev.part, 2); /* the replica went */
+        CU_ASSERT_EQUAL(ev.part, 5); /* the replicas went (partitions 1 and 4) */
         CU_ASSERT_EQUAL(ev.last_old_part.role, KBX_ROLE_LEADER);
         CU_ASSERT_EQUAL(ev.topic, 4); /* and the association */
         CU_ASSERT_EQUAL(km_catalog_mirror_topic_count(&cat, "m1"), 1);
