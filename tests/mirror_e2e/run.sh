@@ -28,12 +28,14 @@
 #                             destination override as its own (KMIRROR_TEST_CFGSYNC); the mirror
 #                             has no operator exclusion; the paused topic is resumed at once;
 #                             each must FAIL)
+#          [--inject sd-noexclude] (sync-topics: mirror msd without topics.exclude, so the
+#                             excluded sd-skip1 is mirrored; must FAIL)
 #
 # One source cluster (3 kbroker brokers with kmirror.so, for the failback, node 1 also the
 # controller) and one destination cluster (3 kbroker brokers with kmirror.so + a controller-only
 # node, RF 3, min.insync.replicas=2, an ACL authorizer allowing what no ACL covers, for scenario
-# sync-acls), every node with a metrics listener, are started once and
-# reused by every scenario, in order:
+# sync-acls, mirror.metadata.refresh.interval.ms=1000 for topic discovery), every node with a
+# metrics listener, are started once and reused by every scenario, in order:
 #   identity   10 topics x 4 partitions written by kcat (every codec), idempotent and transactional
 #              Java producers (some transactions aborted); mirror m1 created and started with
 #              kafka-mirrors; caught up (DescribeMirrors: MIRRORING, lag 0, log ends equal); then
@@ -50,6 +52,11 @@
 #              source before the start and on a paused topic beyond the destination's end:
 #              MIRRORING, replicas identical from the batch holding the log start, ListOffsets
 #              earliest equal on both sides, kafka-python read-back equal.
+#   sync-topics (own topics sd-*, mirror msd, nothing started by hand) topic discovery: a new
+#              source topic created with the source's id and mirrored byte-identically, an
+#              excluded one never; a partition increase followed; a source topic deleted and
+#              re-created never mixed into the old mirror topic (FAILED, reported), re-created
+#              with the new id once the operator deleted the destination topic.
 #   read-only-noplugin (own topic ho-ro, mirror mho) a destination broker restarted without the
 #              plugin leads a mirror partition: Produce and DeleteRecords answer 147, nothing
 #              appended; restored with the plugin, it mirrors again.
@@ -226,6 +233,7 @@ spid=$!
   --override default.replication.factor=3 --override min.insync.replicas=2 \
   --override authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer \
   --override allow.everyone.if.no.acl.found=true \
+  --override mirror.metadata.refresh.interval.ms=1000 \
   --override "metrics.listener=$METRICS" >"$WORK/dst-start.log" 2>&1 || { cat "$WORK/dst-start.log"; setup_error "destination cluster did not start"; }
 wait "$spid" || { cat "$WORK/src-start.log"; setup_error "source cluster did not start"; }
 S=$("$CL" bootstrap --name "$SRC")
