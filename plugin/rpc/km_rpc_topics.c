@@ -46,8 +46,9 @@ typedef struct km_item {
     const char *value; /* mirror.name to set (KM_ACT_ALTER) */
     int16_t ec;
     kp_str_t msg;
-    bool leg;  /* Resume: asked of the other brokers too (their FAILED partitions) */
-    bool sent; /* in the CreateTopics / IncrementalAlterConfigs request in flight */
+    bool leg;   /* Resume: asked of the other brokers too (their FAILED partitions) */
+    bool sent;  /* in the CreateTopics / IncrementalAlterConfigs request in flight */
+    bool raced; /* CreateTopics: TOPIC_ALREADY_EXISTS; settled against the catalog */
 } km_item_t;
 
 typedef struct km_topics_st {
@@ -273,6 +274,48 @@ static void km_topics_answer_now(km_rpc_req_t *req)
         km_change_answer(req);
 }
 
+/* A create that found the topic existing (TOPIC_ALREADY_EXISTS): did another request (topic
+ * discovery, another operator's start through another broker) create the same mirror topic,
+ * same source topic id and this mirror, meanwhile? 1 yes, -1 no (another topic), 0 the
+ * catalog does not show it yet. */
+static int km_topics_raced_same(km_plugin_t *cm, const km_topics_st_t *st, const km_item_t *it)
+{
+    const km_cat_topic_t *t = km_catalog_topic_find(&cm->catalog, it->name);
+
+    if (t == NULL || t->partition_count == 0 || t->mirror == NULL)
+        return t != NULL && t->partition_count > 0 && memcmp(&t->id, &it->id, sizeof(it->id)) != 0
+                   ? -1
+                   : 0;
+    if (memcmp(&t->id, &it->id, sizeof(it->id)) != 0 || strcmp(t->mirror, st->mirror) != 0)
+        return -1;
+    return 1;
+}
+
+/* Give every raced create its final result before the answer: the same mirror topic is
+ * success; anything else (or nothing shown before the deadline) TOPIC_ALREADY_EXISTS. */
+static void km_topics_settle_raced(km_rpc_req_t *req)
+{
+    km_topics_st_t *st = req->st;
+
+    for (size_t i = 0; i < st->n; i++) {
+        km_item_t *it = &st->items[i];
+        if (!it->raced)
+            continue;
+        it->raced = false;
+        if (km_topics_raced_same(req->cm, st, it) == 1) {
+            km_log_info(req->cm,
+                        "mirror %s: topic %s was created meanwhile by another request, as the "
+                        "same mirror topic (same topic id)",
+                        st->mirror, it->name);
+            continue;
+        }
+        it->ec = KP_ERR_TOPIC_ALREADY_EXISTS;
+        it->msg = km_rpc_str(req, "A topic of this name was created meanwhile; start it again "
+                                  "to check its topic id");
+        it->act = KM_ACT_NONE;
+    }
+}
+
 /* Does the catalog show every change that succeeded? */
 static bool km_topics_visible(km_rpc_req_t *req)
 {
@@ -285,6 +328,11 @@ static bool km_topics_visible(km_rpc_req_t *req)
         char base[256];
         km_desired_t d;
 
+        if (it->raced) {
+            if (km_topics_raced_same(cm, st, it) == 0)
+                return false;
+            continue;
+        }
         if (it->act == KM_ACT_NONE || it->ec != 0 || it->value == NULL)
             continue;
         t = km_catalog_topic_find(&cm->catalog, it->name);
@@ -317,6 +365,7 @@ static void km_topics_answer(km_rpc_req_t *req)
                         "the changes",
                         req->api_key == 95 ? "StartMirrorTopics" : "a topic state change",
                         st->mirror);
+        km_topics_settle_raced(req);
         km_topics_answer_now(req);
     }
 }
@@ -371,9 +420,13 @@ static void km_topics_on_create(km_rpc_req_t *req, int32_t status, const uint8_t
             answered = true;
             it->ec = r->ErrorCode;
             it->msg = r->ErrorCode != 0 ? r->ErrorMessage : km_rpc_str(req, NULL);
-            if (r->ErrorCode == KP_ERR_TOPIC_ALREADY_EXISTS)
-                it->msg = km_rpc_str(req, "A topic of this name was created meanwhile; start it "
-                                          "again to check its topic id");
+            if (r->ErrorCode == KP_ERR_TOPIC_ALREADY_EXISTS) {
+                /* Settled before the answer (km_topics_settle_raced): topic discovery or
+                 * another start may have created the same mirror topic meanwhile. */
+                it->ec = 0;
+                it->msg = km_rpc_str(req, NULL);
+                it->raced = true;
+            }
         }
         if (!answered)
             km_item_err(req, it, KP_ERR_UNKNOWN_SERVER_ERROR, "CreateTopics failed: %s",

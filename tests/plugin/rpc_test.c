@@ -604,6 +604,9 @@ static int32_t rt_broker_answer(void *arg, int32_t broker_id, int16_t api_key, i
                      t->MirrorInfo_null ? "" : t->MirrorInfo.MirrorName.ptr);
             kp_CreateTopicsResponse_CreatableTopicResult_init(&rs.Topics.v[i]);
             rs.Topics.v[i].Name = rq.Topics.v[i].Name;
+            /* "raced-*": created meanwhile by someone else */
+            if (t->Name.len > 6 && memcmp(t->Name.ptr, "raced-", 6) == 0)
+                rs.Topics.v[i].ErrorCode = KP_ERR_TOPIC_ALREADY_EXISTS;
             rs.Topics.v[i].NumPartitions = rq.Topics.v[i].NumPartitions;
             rs.Topics.v[i].Configs.cnt = -1;
         }
@@ -967,6 +970,48 @@ static void rt_test_internal(void)
     fakehost_run_until_idle(e.fh);
     CU_ASSERT_EQUAL_FATAL(d.calls, 1);
     CU_ASSERT_EQUAL(d.top_ec, KP_ERR_UNKNOWN_CLUSTER_MIRROR);
+    /* A create that finds the topic existing (topic discovery and an operator's start racing):
+     * the same mirror topic (same id, this mirror) appearing in the catalog is success, at
+     * once; another topic id is TOPIC_ALREADY_EXISTS at once; nothing shown by the deadline
+     * is TOPIC_ALREADY_EXISTS then. */
+    {
+        static const kbx_uuid_t id2 = {{9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 2}};
+        static const char *const names[] = {"raced-same", "raced-other"};
+        for (int k = 0; k < 2; k++) {
+            kbx_topic_change_t tc = {
+                sizeof(tc), KBX_TOPIC_CREATED, k == 0 ? id2 : RT_ID1, names[k], 3, 0};
+            const kbx_topic_change_t *tv[] = {&tc};
+            kbx_config_change_t c = {sizeof(c), 2, names[k], "mirror.name", "m1"};
+            const kbx_config_change_t *cv[] = {&c};
+            kbx_metadata_delta_t dl = {.struct_size = sizeof(dl),
+                                       .topics = tv,
+                                       .configs = cv,
+                                       .topic_count = 1,
+                                       .config_count = 1};
+            memset(&d, 0, sizeof(d));
+            a = (rt_internal_arg_t){&d, "m1", names[k], 3, KM_ERR_INVALID};
+            CU_ASSERT_EQUAL_FATAL(km_coord_post(&e.cm->coord, rt_internal_start, NULL, &a), KM_OK);
+            fakehost_run_until_idle(e.fh);
+            CU_ASSERT_EQUAL(d.calls, 0); /* waits for the catalog */
+            fakehost_publish_delta(e.fh, &dl);
+            fakehost_run_until_idle(e.fh);
+            fakehost_advance_ms(e.fh, 20);
+            fakehost_run_until_idle(e.fh);
+            CU_ASSERT_EQUAL_FATAL(d.calls, 1);
+            CU_ASSERT_STRING_EQUAL(d.first, names[k]);
+            CU_ASSERT_EQUAL(d.ec, k == 0 ? 0 : KP_ERR_TOPIC_ALREADY_EXISTS);
+        }
+        memset(&d, 0, sizeof(d));
+        a = (rt_internal_arg_t){&d, "m1", "raced-none", 3, KM_ERR_INVALID};
+        CU_ASSERT_EQUAL_FATAL(km_coord_post(&e.cm->coord, rt_internal_start, NULL, &a), KM_OK);
+        fakehost_run_until_idle(e.fh);
+        fakehost_advance_ms(e.fh, 4000);
+        CU_ASSERT_EQUAL(d.calls, 0);
+        fakehost_advance_ms(e.fh, 1100);
+        fakehost_run_until_idle(e.fh);
+        CU_ASSERT_EQUAL_FATAL(d.calls, 1);
+        CU_ASSERT_EQUAL(d.ec, KP_ERR_TOPIC_ALREADY_EXISTS);
+    }
     /* CreatePartitions through local_request: the answer on the loop, per topic errors kept. */
     memset(&d, 0, sizeof(d));
     a = (rt_internal_arg_t){&d, NULL, "orders", 4, KM_ERR_INVALID};
