@@ -86,6 +86,9 @@ scenario_sync_topics() {
   until_ok 30 "discovery reports sd-re with the operator's step (delete it on the destination)" \
     st_logged "sd-re: re-created on the source \\(id $new_id, was $old_id\\): delete it here to mirror the new topic \\(the next run creates it\\)" || return
   tail -1 "$WORK/last" | cut -c1-240
+  until_ok 30 "kafka-mirrors --describe shows it as msd's last topics sync error" \
+    st_py sync-error "$KM" "$D" msd topics "^sd-re: re-created on the source \\(id $new_id, was $old_id\\): delete it here" || return
+  tail -1 "$WORK/last"
   [ "$(st_sf topic-id "$D" sd-re)" = "$old_id" ] && echo "ok: sd-re on the destination keeps topic id $old_id" ||
     fail "sd-re on the destination changed its topic id: $(st_sf topic-id "$D" sd-re), was $old_id"
   # shellcheck disable=SC2046

@@ -17,10 +17,17 @@ venv (kafka-python).
                                     with TAG (kafka-python, read_uncommitted), and no segment
                                     file of the PARTDIRs (every destination replica) contains
                                     the bytes BAD (the other topic's tag) anywhere
+  sync-error KM DST MIRROR KIND REGEX
+                                    exit 0 when kafka-mirrors --describe --json (through DST)
+                                    shows the mirror's KIND sync with errors > 0 and a
+                                    lastError matching REGEX (re.search)
 
 Exit 0 pass, 1 fail / not yet (printed), 2 setup error.
 """
+import json
 import os
+import re
+import subprocess
 import sys
 import time
 
@@ -130,6 +137,27 @@ def cmd_holds(dst, topic, tag, n, bad, partdirs):
     me2e.done()
 
 
+def cmd_sync_error(km, dst, mirror, kind, rx):
+    out = subprocess.run([km, "--bootstrap-server", dst, "--describe", "--mirror", mirror,
+                          "--json", "--timeout-ms", "10000"], capture_output=True, timeout=30,
+                         check=False)
+    try:
+        doc = json.loads(out.stdout.decode() or "{}")
+    except ValueError as e:
+        print("describe: %s" % e)
+        return 1
+    rows = [r for m in doc.get("mirrors", []) if m.get("mirror") == mirror
+            for r in m.get("sync") or [] if r.get("kind") == kind]
+    if not rows:
+        print("describe: no %s sync status for %s (exit %d): %s" % (
+            kind, mirror, out.returncode, out.stderr.decode().strip()))
+        return 1
+    r = rows[0]
+    print("%s %s sync: %d runs, %d errors, last error: %s" % (
+        mirror, kind, r["runs"], r["errors"], r["lastError"]))
+    return 0 if r["errors"] > 0 and re.search(rx, r["lastError"] or "") else 1
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -139,6 +167,7 @@ def main():
           "absent": lambda: cmd_absent(a[0], a[1:]),
           "grow": lambda: cmd_grow(*a),
           "produce": lambda: cmd_produce(*a),
+          "sync-error": lambda: cmd_sync_error(*a),
           "holds": lambda: cmd_holds(a[0], a[1], a[2], a[3], a[4], a[5:])}.get(cmd)
     if fn is None:
         print("unknown subcommand %s" % cmd)
