@@ -648,7 +648,7 @@ static void km_state_fetch_done(km_state_t *st, km_state_shard_t *sh, km_state_c
     kp_FetchResponse_t resp;
     kp_reader_t rd;
     kp_arena_t ar;
-    int64_t before = sh->next_offset;
+    int64_t before = sh->next_offset, hw;
     km_err_t err;
     char why[160];
 
@@ -681,8 +681,9 @@ static void km_state_fetch_done(km_state_t *st, km_state_shard_t *sh, km_state_c
         km_state_load_retry(st, sh, why);
         return;
     }
+    hw = pd->HighWatermark; /* pd lives in ar, freed before the last use */
     if (sh->target < 0)
-        sh->target = pd->HighWatermark;
+        sh->target = hw;
     if (pd->Records.len > 0) {
         err = km_state_table_replay(&sh->table, sh->partition, pd->Records.ptr,
                                     (size_t)pd->Records.len, &sh->next_offset, &sh->stats);
@@ -708,8 +709,7 @@ static void km_state_fetch_done(km_state_t *st, km_state_shard_t *sh, km_state_c
     sh->load_errors = 0;
     /* Done at the target, or when nothing below the high watermark is left to read (the rest
      * was compacted away). */
-    if (sh->next_offset >= sh->target ||
-        (sh->next_offset == before && pd->HighWatermark >= sh->target)) {
+    if (sh->next_offset >= sh->target || (sh->next_offset == before && hw >= sh->target)) {
         km_state_shard_mark_loaded(st, sh);
         return;
     }

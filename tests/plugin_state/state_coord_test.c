@@ -375,6 +375,7 @@ struct ts_env {
     int32_t md_leader;  /* what Metadata answers for __mirror_state partitions */
     int32_t md_brokers; /* how many brokers Metadata lists */
     int produces, fetches, metadatas, creates, remotes;
+    int empty_fetches; /* answer this many Fetches without records (as after compaction) */
     int32_t create_partitions, create_rf;
     bool create_compact;
 };
@@ -493,6 +494,10 @@ static int32_t ts_serve_fetch(ts_env_t *env, const uint8_t *body, size_t len, ui
         pd.LogStartOffset = offs.log_start_offset;
         pd.Records = data != NULL ? (kp_bytes_t){data + from, (int32_t)(dlen - from)}
                                   : (kp_bytes_t){NULL, 0}; /* an empty log */
+        if (env->empty_fetches > 0) {
+            env->empty_fetches--;
+            pd.Records = (kp_bytes_t){NULL, 0};
+        }
     }
     kp_writer_init(&wr);
     kp_FetchResponse_encode(&wr, &rs, 12);
@@ -1524,6 +1529,35 @@ static void ts_test_load_retry(void)
     ts_env_stop(&env);
 }
 
+/* A Fetch answer without records below the high watermark ends the load (the rest was
+ * compacted away). The high watermark used to be read from the answer after its arena was
+ * freed (ASan: heap-use-after-free in km_state_fetch_done, seen in scenario sync-configs
+ * after a restart of every destination broker). */
+static void ts_test_load_no_progress(void)
+{
+    ts_env_t env;
+    uint8_t k0[KP_STATE_KEY_MAX_SIZE];
+    size_t l0 = ts_key(k0, KP_STATE_REC_PARTITION_STATE, "m1", &TS_T1, 0), la;
+    uint8_t *va = ts_pvalue(KP_PSTATE_PREPARING, 1, 3, &la);
+
+    ts_env_start(&env, 1, "1");
+    CU_ASSERT_EQUAL(
+        fakehost_partition_add(env.fh, &TS_MS_ID, "__mirror_state", 0, 5, true, KBX_WRITE_PENDING),
+        0);
+    {
+        ts_rec_t r0[] = {{k0, l0, va, la}};
+        ts_log_append(&env, 0, r0, 1);
+    }
+    env.empty_fetches = 1;
+    ts_env_init(&env);
+    fakehost_run_until_idle(env.fh);
+    ts_publish_orders(&env);
+    CU_ASSERT_EQUAL(env.empty_fetches, 0);
+    CU_ASSERT_TRUE(km_state_shard_loaded(env.cm, 0));
+    ts_env_stop(&env);
+    free(va);
+}
+
 /* With an authorizer, the inter-broker RPCs need CLUSTER_ACTION on the cluster. */
 static void ts_test_authz(void)
 {
@@ -1630,6 +1664,7 @@ static CU_TestInfo ts_tests[] = {
     {"first write creates __mirror_state", ts_test_lazy_create},
     {"CLUSTER_ACTION needed with an authorizer", ts_test_authz},
     {"a failed load is retried; stop with a retry pending", ts_test_load_retry},
+    {"a Fetch without records at the high watermark ends the load", ts_test_load_no_progress},
     {"transition table", ts_test_transitions},
     {"write rules: fencing, transitions, LME, failure details", ts_test_apply_rules},
     {"table replay: latest wins, tombstones, skipped records", ts_test_replay},
