@@ -62,8 +62,10 @@ scenario_sync_groups() {
   "${ME2E[@]}" create-topics "$S" 1 3 "$SG_U" || { fail "sync-groups: create $SG_U"; return; }
   for p in 0 1; do sg_produce "$S" "$SG_T" "$p" 0 "${SG_A[$p]}" || return; done
   sg_produce "$S" "$SG_U" 0 0 20 || return
-  printf 'bootstrap.servers=%s\nsync.group.offsets.interval.ms=1000\ngroups.include=sg-.*\n' "$S" \
-    >"$WORK/msg.properties"
+  # only the group sync (the other kinds have their own scenarios; off here so that msg adds no
+  # load or ACLs to the shared clusters)
+  printf '%s\n' "bootstrap.servers=$S" sync.group.offsets.interval.ms=1000 'groups.include=sg-.*' \
+    sync.topic.configs.interval.ms=0 sync.acls.interval.ms=0 >"$WORK/msg.properties"
   mirror_create msg "$WORK/msg.properties" || return
   "$KM" --bootstrap-server "$D" --start --mirror msg --topic 'sg-.*' --wait --timeout-ms 90000 \
     >"$WORK/sg-start.out" 2>&1 || { cat "$WORK/sg-start.out"; fail "sync-groups: kafka-mirrors --start msg"; return; }
@@ -174,4 +176,7 @@ scenario_sync_groups() {
   else
     fail "sync-groups: a source commit reached the failed-over $SG_T: $(cat "$WORK/last")"
   fi
+  # leave nothing of msg running for the later scenarios (its group sync then has no topic)
+  "$KM" --bootstrap-server "$D" --stop --mirror msg --topic "$SG_U" --wait --timeout-ms 60000 \
+    >"$WORK/sg-stop-u.out" 2>&1 || { cat "$WORK/sg-stop-u.out"; fail "sync-groups: kafka-mirrors --stop msg $SG_U"; }
 }
