@@ -250,11 +250,6 @@ static char *km_sg_kdup(kp_arena_t *ar, kp_str_t s)
     return s.len < 0 ? NULL : km_sg_dup(ar, s.ptr, (size_t)s.len);
 }
 
-static kp_str_t km_sg_str(const char *s)
-{
-    return kp_str(s);
-}
-
 static int32_t km_sg_topic_find(const km_sg_t *sg, kp_str_t name)
 {
     for (int32_t i = 0; i < sg->ntopics; i++)
@@ -562,7 +557,7 @@ static void km_sg_commit(km_sg_t *sg)
         if (n == 0)
             continue;
         kp_OffsetCommitRequest_OffsetCommitRequestTopic_init(ct);
-        ct->Name = km_sg_str(sg->topics[t].name);
+        ct->Name = kp_str(sg->topics[t].name);
         ct->Partitions.v = kp_arena_calloc(&sg->gar, (size_t)n, sizeof(*ct->Partitions.v));
         if (ct->Partitions.v == NULL) {
             km_sg_group_fail(sg, "out of memory");
@@ -580,7 +575,7 @@ static void km_sg_commit(km_sg_t *sg)
             cp->PartitionIndex = it->p;
             cp->CommittedOffset = it->offset;
             cp->CommittedLeaderEpoch = it->epoch;
-            cp->CommittedMetadata = km_sg_str(it->meta);
+            cp->CommittedMetadata = kp_str(it->meta);
             km_log_debug(sg->cm,
                          "mirror %s: group %s %s-%d: offset %lld epoch %d (source %lld "
                          "epoch %d, destination had %lld epoch %d)",
@@ -591,9 +586,9 @@ static void km_sg_commit(km_sg_t *sg)
         nt++;
     }
     kp_msg_init(&kp_OffsetCommitRequest_desc, &rq);
-    rq.GroupId = km_sg_str(sg->group);
+    rq.GroupId = kp_str(sg->group);
     rq.GenerationIdOrMemberEpoch = -1; /* an admin commit: only an Empty/Dead group takes it */
-    rq.MemberId = km_sg_str("");
+    rq.MemberId = kp_str("");
     rq.GroupInstanceId = KP_STR_NULL;
     rq.Topics.cnt = nt;
     rq.Topics.v = tv;
@@ -654,7 +649,7 @@ static void km_sg_dst_fetch(km_sg_t *sg)
     int32_t rc;
 
     kp_msg_init(&kp_OffsetFetchRequest_desc, &rq);
-    rq.GroupId = km_sg_str(sg->group);
+    rq.GroupId = kp_str(sg->group);
     rq.Topics.cnt = -1; /* all */
     rq.Topics.v = NULL;
     rq.RequireStable = false;
@@ -758,7 +753,7 @@ static void km_sg_epochs(km_sg_t *sg)
             if (n == 0)
                 continue;
             kp_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_init(ot);
-            ot->Topic = km_sg_str(sg->topics[t].name);
+            ot->Topic = kp_str(sg->topics[t].name);
             ot->Partitions.cnt = 0;
             ot->Partitions.v = kp_arena_calloc(&sg->gar, (size_t)n, sizeof(*ot->Partitions.v));
             if (ot->Partitions.v == NULL)
@@ -876,7 +871,7 @@ static void km_sg_on_dst_coord(km_sg_t *sg, int32_t status, const uint8_t *body,
         return;
     }
     sg->coord_dst = resp.NodeId;
-    gid = km_sg_str(sg->group);
+    gid = kp_str(sg->group);
     kp_msg_init(&kp_DescribeGroupsRequest_desc, &rq);
     rq.Groups.cnt = 1;
     rq.Groups.v = &gid;
@@ -982,9 +977,8 @@ static void km_sg_on_src_fetch(km_plugin_t *cm, void *arg, const km_srcadm_resul
         km_sg_group_done(sg); /* nothing of this mirror's topics */
         return;
     }
-    (void)cm;
     kp_msg_init(&kp_FindCoordinatorRequest_desc, &rq);
-    rq.Key = km_sg_str(sg->group);
+    rq.Key = kp_str(sg->group);
     rq.KeyType = 0;
     rc = km_sg_dst_request(sg, -1, 10, KM_SG_DST_FINDCOORD_V, &kp_FindCoordinatorRequest_desc, &rq,
                            km_sg_on_dst_coord, 0);
@@ -1036,7 +1030,7 @@ static void km_sg_on_src_coord(km_plugin_t *cm, void *arg, const km_srcadm_resul
     sg->src_coord.boot.v = sg->src_coord.one;
     sg->src_coord.boot.n = 1;
     kp_msg_init(&kp_OffsetFetchRequest_desc, &sg->src_of);
-    sg->src_of.GroupId = km_sg_str(sg->group);
+    sg->src_of.GroupId = kp_str(sg->group);
     sg->src_of.Topics.cnt = -1; /* every committed offset */
     sg->src_of.Topics.v = NULL;
     sg->src_of.RequireStable = false;
@@ -1066,7 +1060,7 @@ static bool km_sg_group_start(km_sg_t *sg)
     memset(&sg->src_coord, 0, sizeof(sg->src_coord));
     sg->src_coord.addr = "?";
     kp_msg_init(&kp_FindCoordinatorRequest_desc, &sg->src_fc);
-    sg->src_fc.Key = km_sg_str(sg->group);
+    sg->src_fc.Key = kp_str(sg->group);
     sg->src_fc.KeyType = 0;
     err = km_sg_src_request(sg, &def->conf.bootstrap_servers, &kp_FindCoordinatorRequest_desc,
                             KM_SG_SRC_FINDCOORD_MAX, &sg->src_fc, km_sg_src_timeout(def),
@@ -1357,7 +1351,7 @@ static void km_sg_hws(km_sg_t *sg)
         for (int32_t t = 0; tv != NULL && t < sg->ntopics; t++) {
             kp_ListOffsetsRequest_ListOffsetsTopic_t *lt = &tv[nt];
             kp_ListOffsetsRequest_ListOffsetsTopic_init(lt);
-            lt->Name = km_sg_str(sg->topics[t].name);
+            lt->Name = kp_str(sg->topics[t].name);
             lt->Partitions.cnt = 0;
             lt->Partitions.v =
                 kp_arena_calloc(&tmp, (size_t)sg->topics[t].nparts + 1, sizeof(*lt->Partitions.v));
@@ -1569,7 +1563,7 @@ void km_sync_groups_run(km_sync_run_t *run)
     }
     for (int32_t i = 0; i < sg->ntopics; i++) {
         kp_MetadataRequest_MetadataRequestTopic_init(&tv[i]);
-        tv[i].Name = km_sg_str(sg->topics[i].name);
+        tv[i].Name = kp_str(sg->topics[i].name);
     }
     kp_msg_init(&kp_MetadataRequest_desc, &rq);
     rq.Topics.cnt = sg->ntopics;
