@@ -14,6 +14,8 @@
 #                             first catch-up; the earliest and read-back checks must FAIL)
 #          [--inject no-session]  (scenario scale: the destination's fetchers send every 10th
 #                             Fetch without a session, KMIRROR_TEST_FETCH_NO_SESSION; must FAIL)
+#          [--inject sc-wrong-kill] (sync-coordinator: a broker that is not msc's coordinator is
+#                             killed instead; the takeover check must FAIL)
 #          [--inject pid-state] (producer-ids: a mirrored producer id gets sequences 0-5 on the
 #                             destination first, so its writes are duplicates; must FAIL)
 #          [--inject sg-bad-commit] (sync-groups: after the failover sg-java's commits get an
@@ -57,6 +59,10 @@
 #              excluded one never; a partition increase followed; a source topic deleted and
 #              re-created never mixed into the old mirror topic (FAILED, reported), re-created
 #              with the new id once the operator deleted the destination topic.
+#   sync-coordinator (own topic sc-00, mirror msc, 1 s sync intervals) the broker coordinating
+#              msc (leader of its __mirror_state partition) syncs topic configs and is killed -9:
+#              another broker takes the sync over with the persisted memory (a key the old one
+#              synced and the source deletes is reset); --describe shows the sync status.
 #   read-only-noplugin (own topic ho-ro, mirror mho) a destination broker restarted without the
 #              plugin leads a mirror partition: Produce and DeleteRecords answer 147, nothing
 #              appended; restored with the plugin, it mirrors again.
