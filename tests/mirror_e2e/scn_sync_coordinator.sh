@@ -23,7 +23,7 @@ sc_other_node() {
 sc_other() { cut -d, -f"$(sc_other_node "$1")" <<<"$D"; }
 
 scenario_sync_coordinator() {
-  local coord caddr other newc victim rc=0
+  local coord caddr other newc victim runs errs okts rc=0
   step "sync-coordinator: source topic sc-00 (2 partitions, RF 3); mirror msc (1 s sync intervals) started on it"
   "${ME2E[@]}" create-topics "$S" 2 3 sc-00 || { fail "create sc-00"; return; }
   seq 1 10 | sed 's/.*/k&:sc &/' | timeout 60 kcat -b "$S" -P -t sc-00 -K: || fail "produce sc-00"
@@ -48,6 +48,17 @@ scenario_sync_coordinator() {
     "${SC_PY[@]}" sync-status "$KM" "$other" msc 1 || rc=1
   tail -2 "$WORK/last"
 
+  # The metrics, summed over the three brokers (only the coordinator runs, docs/plugin.md
+  # "Status"): configs runs counted, no failed item, a last-success time.
+  read -r runs errs okts <<<"$("$PY" "$HERE/failback.py" metrics "$KPEER_HOME/$DST/node[123].log" \
+    '^kmirror_sync_runs_total\{(?=[^}]*mirror="msc")(?=[^}]*kind="configs")' \
+    '^kmirror_sync_errors_total\{(?=[^}]*mirror="msc")(?=[^}]*kind="configs")' \
+    '^kmirror_sync_last_success_timestamp_seconds\{(?=[^}]*mirror="msc")(?=[^}]*kind="configs")')"
+  if [ "${runs:-0}" -gt 0 ] && [ "${errs:-1}" = 0 ] && [ "${okts:-0}" -gt 0 ]; then
+    echo "ok: kmirror_sync_runs_total{msc,configs} $runs, kmirror_sync_errors_total 0, last success at $okts s"
+  else
+    fail "sync metrics of msc/configs: runs ${runs:-?}, errors ${errs:-?}, last success ${okts:-?} (want > 0, 0, > 0)"
+  fi
   victim=$coord
   # --inject sc-wrong-kill: a broker that is not the coordinator dies instead; the takeover
   # check below must FAIL (the coordinator stays).
