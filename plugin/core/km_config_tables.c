@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/km_config.h"
+#include "sync/km_sync_aclplan.h"
 
 #define I32MAX INT32_MAX
 #define I64MAX INT64_MAX
@@ -535,7 +536,8 @@ static km_err_t km_config_mirror_check(const void *conf_v, char *errstr, size_t 
                  conf->security_protocol);
         return KM_ERR_CONFIG;
     }
-    return KM_OK;
+    /* acls.include: the rules' syntax (their expressions are compiled by each sync run) */
+    return km_acl_rules_check(&conf->acls_include, errstr, errstr_size);
 }
 
 const km_config_scope_t km_config_mirror_scope = {

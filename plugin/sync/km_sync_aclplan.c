@@ -255,6 +255,8 @@ static km_err_t km_acl_rule_parse(km_plugin_t *cm, const char *text, km_acl_rule
                 r->rtype = km_acl_code(km_acl_rtypes, f, len);
                 break;
             case 1:
+                if (cm == NULL)
+                    break; /* syntax only (km_acl_rules_check) */
                 err = km_pattern_compile(cm, f, len, &r->name, why, why_size);
                 if (err != KM_OK)
                     return err;
@@ -266,6 +268,8 @@ static km_err_t km_acl_rule_parse(km_plugin_t *cm, const char *text, km_acl_rule
                 r->perm = km_acl_code(km_acl_perms, f, len);
                 break;
             default:
+                if (cm == NULL)
+                    break;
                 r->principal = km_strndup(cm, f, len);
                 if (r->principal == NULL)
                     return KM_ERR_NOMEM;
@@ -315,6 +319,22 @@ km_err_t km_acl_rules_parse(km_plugin_t *cm, const km_strlist_t *list, km_acl_ru
             snprintf(errstr, errstr_size, "acls.include rule '%s': %s", list->v[i], why);
             km_acl_rules_free(cm, out);
             return err;
+        }
+    }
+    return KM_OK;
+}
+
+km_err_t km_acl_rules_check(const km_strlist_t *list, char *errstr, size_t errstr_size)
+{
+    km_acl_rule_t r;
+    char why[256];
+    size_t i;
+
+    for (i = 0; i < list->n; i++) {
+        why[0] = '\0';
+        if (km_acl_rule_parse(NULL, list->v[i], &r, why, sizeof(why)) != KM_OK) {
+            snprintf(errstr, errstr_size, "acls.include rule '%s': %s", list->v[i], why);
+            return KM_ERR_CONFIG;
         }
     }
     return KM_OK;

@@ -107,6 +107,14 @@ km_err_t km_acl_rules_parse(km_plugin_t *cm, const km_strlist_t *list, km_acl_ru
                             char *errstr, size_t errstr_size);
 
 /**
+ * The syntax of the rules only (fields, names; not the regular expressions, which need the
+ * plugin's allocator): what CreateMirror checks (core/km_config_tables.c).
+ * @return KM_OK, KM_ERR_CONFIG (errstr names the rule)
+ * @thread any
+ */
+km_err_t km_acl_rules_check(const km_strlist_t *list, char *errstr, size_t errstr_size);
+
+/**
  * Does some rule select binding b? A CLUSTER_MIRROR binding (the mirror's own administrative
  * ACLs) only by a rule that names that resource type.
  * @return KM_OK with *matched set; KM_ERR_LIMIT / KM_ERR_NOMEM from the name pattern

@@ -121,6 +121,27 @@ EOF
     include='*'
     echo "INJECTED: acls.include=* (the run must fail)"
   fi
+  # A rule with a typo is refused at creation, naming it (design M89): by kafka-mirrors (it
+  # checks with the same tables) and by the broker (a raw CreateMirror)
+  printf 'bootstrap.servers=127.0.0.1:%s\nacls.include=TOPIC;sa-.*,TOPICS;sa-.*\n' "$q" \
+    >"$WORK/msa-bad.properties"
+  if "$KM" --bootstrap-server "$D" --create --mirror msa-bad --mirror-config \
+    "$WORK/msa-bad.properties" >"$WORK/sa-bad.out" 2>&1; then
+    fail "kafka-mirrors --create with acls.include rule 'TOPICS;sa-.*' accepted"
+    "$KM" --bootstrap-server "$D" --delete --mirror msa-bad >/dev/null 2>&1
+  elif grep -qF "rule 'TOPICS;sa-.*'" "$WORK/sa-bad.out"; then
+    echo "ok: kafka-mirrors --create refuses the bad rule: $(head -1 "$WORK/sa-bad.out")"
+  else
+    fail "kafka-mirrors --create with a bad acls.include rule: $(cat "$WORK/sa-bad.out")"
+  fi
+  read -r r e < <("${SA[@]}" create-mirror "$d1" msa-bad "bootstrap.servers=127.0.0.1:$q" \
+    'acls.include=TOPIC;sa-.*,TOPICS;sa-.*' 2>&1)
+  if [ "$r" = 40 ] && [[ "$e" == *"rule 'TOPICS;sa-.*'"* ]]; then
+    echo "ok: the broker refuses it too: INVALID_CONFIG $e"
+  else
+    fail "raw CreateMirror with a bad acls.include rule: $r $e (want 40 INVALID_CONFIG naming the rule)"
+    [ "$r" = 0 ] && "$KM" --bootstrap-server "$D" --delete --mirror msa-bad >/dev/null 2>&1
+  fi
   printf 'bootstrap.servers=127.0.0.1:%s\nsync.acls.interval.ms=1000\nacls.include=%s\n' \
     "$q" "$include" >"$WORK/msa.properties"
   mirror_create msa "$WORK/msa.properties" || { sa_src_stop; return; }

@@ -9,6 +9,7 @@ v3) on bindings named by the table below.
   cleanup ADDR NAME...                DeleteAcls of the named bindings, present or not
   expect BOOTSTRAPS [+NAME|-NAME]...  exit 0 when DescribeAcls on EVERY broker of the comma-
                                       separated list holds each +NAME and no -NAME; prints why not
+  create-mirror ADDR MIRROR K=V...    raw CreateMirror (97): prints "<error code> <message>"
   coordinator BOOTSTRAP MIRROR        the broker id leading MIRROR's `__mirror_state` partition
                                       (murmur2 of the name, docs/state-format.md): the broker
                                       that runs its sync and holds SYNCED_ACLS
@@ -107,6 +108,12 @@ def cmd_expect(bootstraps, *specs):
     return 0 if ok else 1
 
 
+def cmd_create_mirror(addr, mirror, *kvs):
+    code, msg = kmwire.create_mirror(mirror, dict(kv.split("=", 1) for kv in kvs), addr)
+    print("%d %s" % (code, msg))
+    return 0
+
+
 def cmd_coordinator(bootstrap, mirror):
     import leader_moves  # murmur2 (Kafka's partitioner hash)
     import me2e
@@ -155,7 +162,7 @@ def main():
         return 2
     cmd, a = sys.argv[1], sys.argv[2:]
     fn = {"create": cmd_create, "delete": cmd_delete, "expect": cmd_expect, "cleanup": cmd_cleanup,
-          "coordinator": cmd_coordinator,
+          "coordinator": cmd_coordinator, "create-mirror": cmd_create_mirror,
           "count": cmd_count}.get(cmd)
     if fn is None:
         print("unknown subcommand %s" % cmd)

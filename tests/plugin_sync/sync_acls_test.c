@@ -195,6 +195,24 @@ static void ta_test_rules_parse(void)
     }
 }
 
+/* What CreateMirror checks: the syntax, not the expressions. */
+static void ta_test_rules_check(void)
+{
+    char err[300];
+    char *good[3] = {"*", "TOPIC;(x", "group;sa-.*;read;allow;User:a"};
+    char *bad[2] = {"TOPIC;sa-.*", "TOPIC;x;READ;PERMIT"};
+    km_strlist_t l = ta_list(good, 3);
+
+    err[0] = '\0';
+    CU_ASSERT_EQUAL(km_acl_rules_check(&l, err, sizeof(err)), KM_OK);
+    l = ta_list(bad, 2);
+    CU_ASSERT_EQUAL(km_acl_rules_check(&l, err, sizeof(err)), KM_ERR_CONFIG);
+    CU_ASSERT_STRING_EQUAL(err, "acls.include rule 'TOPIC;x;READ;PERMIT': unknown permission "
+                                "type 'PERMIT'");
+    l = ta_list(NULL, 0);
+    CU_ASSERT_EQUAL(km_acl_rules_check(&l, err, sizeof(err)), KM_OK);
+}
+
 static void ta_test_rules_match(void)
 {
     km_acl_rules_t r;
@@ -417,6 +435,7 @@ static CU_TestInfo ta_tests[] = {
     {"SECURITY_DISABLED memo", ta_test_memo},
     {"binding sets", ta_test_set},
     {"acls.include parsing", ta_test_rules_parse},
+    {"acls.include syntax check (CreateMirror)", ta_test_rules_check},
     {"acls.include matching", ta_test_rules_match},
     {"diff and remembered set", ta_test_diff},
     {"allocation failures", ta_test_nomem},
