@@ -66,6 +66,10 @@ scenario_sync_configs() {
       { grep -v '^20' "$WORK/restart-$i.out" | tail -3; fail "restart destination broker $i"; return; }
   done
   until_ok 30 "every destination broker lists msk after the restarts" mirror_listed msk || return
+  # the later scenarios (and the other mirrors of a shared run) find the destination as before
+  until_ok 90 "every mirror partition of the destination MIRRORING, PAUSED or STOPPED again" \
+    "${cfg[@]}" settled "$KM" "$D" || return
+  tail -1 "$WORK/last"
   "${cfg[@]}" alter "$S" sk-a max.message.bytes= || { fail "source DELETE max.message.bytes"; return; }
   expect_dst sk-a max.message.bytes=~ cleanup.policy=compact,delete segment.ms=600000 || return
 

@@ -6,6 +6,9 @@
   status KAFKA_MIRRORS ADDR MIRROR        the configs sync of MIRROR (kafka-mirrors --describe
                                           --json, its coordinator): enabled, ran, its last
                                           run without a failed topic after any error
+  settled KAFKA_MIRRORS ADDR              every partition of every mirror is MIRRORING, PAUSED
+                                          or STOPPED (the destination restart is over for the
+                                          scenarios after this one)
 
 COND: KEY=VALUE (the topic has the override KEY=VALUE) or KEY=~ (KEY is not an override of
 the topic: its value comes from the broker or the default). ADDR: host:port (or a bootstrap
@@ -106,6 +109,20 @@ def main():
                                                 r["lastError"], r["lastErrorTimeMs"],
                                                 r["lastSyncTimeMs"]))
         sys.exit(0 if ok else 1)
+    if cmd == "settled":
+        out = subprocess.run([a[0], "--bootstrap-server", a[1], "--describe", "--json"],
+                             capture_output=True, text=True, timeout=60)
+        try:
+            mirrors = json.loads(out.stdout)["mirrors"]
+        except (ValueError, KeyError):
+            print("kafka-mirrors --describe --json: %s %s" % (out.stdout, out.stderr))
+            sys.exit(1)
+        parts = [(m["mirror"], p["topic"], p["partition"], p["state"]) for m in mirrors
+                 for p in m.get("partitions", [])]
+        bad = [p for p in parts if p[3] not in ("MIRRORING", "PAUSED", "STOPPED")]
+        print("%d mirror partitions in %d mirrors%s" % (
+            len(parts), len(mirrors), ", not settled: %s" % bad[:5] if bad else ", all settled"))
+        sys.exit(1 if bad or not parts else 0)
     print("unknown subcommand %s" % cmd)
     sys.exit(2)
 
