@@ -415,8 +415,11 @@ void km_sync_run_done(km_sync_run_t *run)
         if (def != NULL)
             k->next_ms = km_sync_mono(cm) + km_sync_interval(cm, def, run->kind);
     }
-    if (fin != NULL)
-        fin->errors += job->errors;
+    if (fin != NULL) {
+        /* A final run cut short (its deadline, the stop) did not do its job: one failure, so
+         * that the stop says so. */
+        fin->errors += job->errors > 0 ? job->errors : cancelled ? 1 : 0;
+    }
     job->fin = NULL;
     km_sync_job_free(sy, job);
     if (--sm->refs == 0 && sm->gone)

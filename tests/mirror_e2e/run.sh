@@ -16,6 +16,8 @@
 #                             Fetch without a session, KMIRROR_TEST_FETCH_NO_SESSION; must FAIL)
 #          [--inject sc-wrong-kill] (sync-coordinator: a broker that is not msc's coordinator is
 #                             killed instead; the takeover check must FAIL)
+#          [--inject sc-no-final] (sync-coordinator: mirror mscf gets stop.sync.timeout.ms=0; the
+#                             final-sync check must FAIL)
 #          [--inject pid-state] (producer-ids: a mirrored producer id gets sequences 0-5 on the
 #                             destination first, so its writes are duplicates; must FAIL)
 #          [--inject sg-bad-commit] (sync-groups: after the failover sg-java's commits get an
@@ -62,7 +64,8 @@
 #   sync-coordinator (own topic sc-00, mirror msc, 1 s sync intervals) the broker coordinating
 #              msc (leader of its __mirror_state partition) syncs topic configs and is killed -9:
 #              another broker takes the sync over with the persisted memory (a key the old one
-#              synced and the source deletes is reset); --describe shows the sync status.
+#              synced and the source deletes is reset); --describe shows the sync status; a
+#              config changed just before --stop arrives (the final sync; mirror mscf, sc-01).
 #   read-only-noplugin (own topic ho-ro, mirror mho) a destination broker restarted without the
 #              plugin leads a mirror partition: Produce and DeleteRecords answer 147, nothing
 #              appended; restored with the plugin, it mirrors again.

@@ -9,7 +9,8 @@
 # the persisted memory (SYNCED_TOPIC_CONFIGS): a key the old coordinator synced and the source
 # then deletes is reset on the destination by the new one. --describe (through a broker that is
 # not the coordinator: the fan-out merge) shows the sync status before and after. The killed
-# broker is restarted and back in every ISR at the end.
+# broker is restarted and back in every ISR. Last, the final sync before a stop: a config changed
+# on the source just before --stop arrives although mirror mscf syncs configs only every 10 min.
 
 SC_PY=("$PY" "$HERE/sync-coordinator.py")
 SC_LM=("$PY" "$HERE/leader_moves.py")
@@ -81,7 +82,8 @@ scenario_sync_coordinator() {
   "$CL" restart "$victim" --wait --name "$DST" >"$WORK/sc-restart.log" 2>&1 ||
     { cat "$WORK/sc-restart.log"; fail "restart destination broker $victim"; return; }
   until_ok 120 "broker $victim back in every ISR of sc-00 and __mirror_state" \
-    "${SC_LM[@]}" isr-full "$D" 3 sc-00
+    "${SC_LM[@]}" isr-full "$D" 3 sc-00 || return
+  sc_final_sync
 }
 
 # sc_new_coordinator OLD KILLED -- the coordinator of msc is a live broker other than OLD (asked
@@ -93,4 +95,29 @@ sc_new_coordinator() {
   read -r n a <"$WORK/sc-coord"
   cat "$WORK/sc-coord"
   [ "$n" != "$1" ]
+}
+
+# sc_final_sync -- StopMirrorTopics runs a last config sync before the topic stops (design M74).
+# Mirror mscf syncs configs every 10 minutes only, so after its first run (at the start) nothing
+# but the final sync can bring a change over within the check's 15 s.
+# --inject sc-no-final: mscf gets stop.sync.timeout.ms=0 (the final sync is cut at once); the
+# check must FAIL.
+sc_final_sync() {
+  local tmo=10000
+  [ "$INJECT" = sc-no-final ] && tmo=0
+  step "sync-coordinator: final sync before a stop (mirror mscf, configs every 10 min, topic sc-01)"
+  "${ME2E[@]}" create-topics "$S" 1 3 sc-01 || { fail "create sc-01"; return 1; }
+  printf 'bootstrap.servers=%s\nsync.topic.configs.interval.ms=600000\nsync.group.offsets.interval.ms=0\nsync.acls.interval.ms=0\nstop.sync.timeout.ms=%s\n' \
+    "$S" "$tmo" >"$WORK/mscf.properties"
+  mirror_create mscf "$WORK/mscf.properties" || return 1
+  "$KM" --bootstrap-server "$D" --start --mirror mscf --topic sc-01 --wait --timeout-ms 60000 \
+    >"$WORK/scf-start.out" 2>&1 || { cat "$WORK/scf-start.out"; fail "kafka-mirrors --start --mirror mscf"; return 1; }
+  until_ok 30 "mscf's first config sync ran (the start's kick)" \
+    "${SC_PY[@]}" sync-status "$KM" "$D" mscf 1 || return 1
+  "${SC_PY[@]}" alter "$S" sc-01 retention.ms=7200001 || { fail "IncrementalAlterConfigs on the source"; return 1; }
+  "$KM" --bootstrap-server "$D" --stop --mirror mscf --topic sc-01 >"$WORK/scf-stop.out" 2>&1 ||
+    { cat "$WORK/scf-stop.out"; fail "kafka-mirrors --stop --mirror mscf --topic sc-01"; return 1; }
+  until_ok 15 "retention.ms=7200001 on the destination's sc-01 after --stop (the final sync)" \
+    "${SC_PY[@]}" configs-are "$(cut -d, -f1 <<<"$D")" sc-01 retention.ms=7200001 || return 1
+  tail -1 "$WORK/last"
 }

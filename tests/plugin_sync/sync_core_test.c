@@ -85,12 +85,15 @@ static int sc_find_open(km_sync_kind_t kind)
     return -1;
 }
 
+/* stop.sync.timeout.ms of the mirrors sc_publish_def defines. */
+static const char *sc_stop_ms = "2000";
+
 static void sc_publish_def(sc_env_t *e, const char *name, const char *groups_ms)
 {
     const char *keys[] = {"bootstrap.servers", "sync.topic.configs.interval.ms",
                           "sync.group.offsets.interval.ms", "sync.acls.interval.ms",
                           "stop.sync.timeout.ms"};
-    const char *values[] = {"127.0.0.1:1", "1000", groups_ms, "3000", "2000"};
+    const char *values[] = {"127.0.0.1:1", "1000", groups_ms, "3000", sc_stop_ms};
     uint8_t *val = NULL;
     size_t len = 0;
 
@@ -427,6 +430,21 @@ static void sc_test_final(void)
     CU_ASSERT_EQUAL(sc_fin.called, 0);
     sc_advance(&e, KM_SYNC_TICK_MS);
     CU_ASSERT_EQUAL(sc_fin.called, 1);
+
+    /* A run that ends cancelled (stop.sync.timeout.ms 0: at once) counts as one failure. */
+    sc.hold = true;
+    sc_stop_ms = "0";
+    sc_publish_def(&e, "m1", "1000");
+    sc_stop_ms = "2000";
+    memset(&sc_fin, 0, sizeof(sc_fin));
+    CU_ASSERT_EQUAL(km_sync_final(e.cm, "m1", topics, 1, sc_fin_cb, &sc_fin), KM_OK);
+    CU_ASSERT_EQUAL_FATAL(sc.nopen, 2);
+    CU_ASSERT_TRUE(km_sync_run_cancelled(sc.open[0]));
+    sc_finish(&e, 0);
+    sc_finish(&e, 0);
+    CU_ASSERT_EQUAL(sc_fin.called, 1);
+    CU_ASSERT_EQUAL(sc_fin.errors, 2);
+    sc_publish_def(&e, "m1", "1000");
 
     /* Waiting at fini: completed by the stop (the stop request goes on). */
     sc.hold = true;
