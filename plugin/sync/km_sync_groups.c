@@ -179,6 +179,10 @@ struct km_sg {
     int32_t coord_dst;
     km_sg_item_t *items;
     int32_t nitems;
+    /* Test only (scenario sync-groups): the group named by the environment variable
+     * KMIRROR_TEST_SYNC_GROUPS_FAIL fails at its source OffsetFetch in every run, so the
+     * scenario sees one failing group not stop the others. Read at each run; NULL: none. */
+    const char *test_fail;
     /* Counts for the summary line. */
     int32_t n_groups, n_active, n_parts, n_failed;
 };
@@ -945,6 +949,14 @@ static void km_sg_on_src_fetch(km_plugin_t *cm, void *arg, const km_srcadm_resul
         km_sg_next_group(sg);
         return;
     }
+    if (sg->test_fail != NULL && strcmp(sg->group, sg->test_fail) == 0) {
+        km_sg_group_fail(sg,
+                         "source OffsetFetch at %s: injected failure "
+                         "(KMIRROR_TEST_SYNC_GROUPS_FAIL)",
+                         sg->src_coord.addr);
+        km_sg_next_group(sg);
+        return;
+    }
     for (int32_t i = 0; i < resp.Topics.cnt; i++)
         if (km_sg_topic_find(sg, resp.Topics.v[i].Name) >= 0 && resp.Topics.v[i].Partitions.cnt > 0)
             cap += resp.Topics.v[i].Partitions.cnt;
@@ -1518,6 +1530,7 @@ void km_sync_groups_run(km_sync_run_t *run)
     kp_MetadataRequest_t rq;
     kp_MetadataRequest_MetadataRequestTopic_t *tv;
     km_sg_t *sg;
+    const char *tf;
     int32_t rc;
 
     if (def == NULL || km_sync_run_cancelled(run)) {
@@ -1541,6 +1554,9 @@ void km_sync_groups_run(km_sync_run_t *run)
         km_sg_finish(sg);
         return;
     }
+    tf = getenv("KMIRROR_TEST_SYNC_GROUPS_FAIL");
+    if (tf != NULL && tf[0] != '\0')
+        sg->test_fail = km_sg_dup(&sg->ar, tf, strlen(tf)); /* NULL on no memory: no test */
     c.sg = sg;
     c.mirror = run->mirror;
     c.cap = 0;

@@ -133,6 +133,9 @@ done
 BUILD=$(cd "$BUILD" && pwd -P) || exit 2
 # inherited by the nodes cluster.sh starts (only the destination loads the plugin)
 [ "$INJECT" = no-session ] && export KMIRROR_TEST_FETCH_NO_SESSION=10
+# scenario sync-groups: the group offset sync fails group sg-fail (only that scenario uses it) in
+# every run, to show that one failing group does not stop the others
+export KMIRROR_TEST_SYNC_GROUPS_FAIL=sg-fail
 [ "$INJECT" = cfg-forget ] && export KMIRROR_TEST_CFGSYNC=forget
 [ "$INJECT" = cfg-own-all ] && export KMIRROR_TEST_CFGSYNC=own-all
 CL=$REPO/tests/cluster/cluster.sh

@@ -2,7 +2,7 @@
 # scn_sync_groups.sh -- scenario sync-groups of tests/mirror_e2e/run.sh (sourced by it; uses its
 # helpers and variables: S, D, CL, KM, PY, PEER, ME2E, WORK, DST, INJECT, fail, step, until_ok).
 # Independent of the other scenarios: its own topics sg-t and sg-u, mirror msg, groups sg-java,
-# sg-rdk and sg-live; it fails over sg-t only.
+# sg-rdk, sg-live, sg-fail and sg-later; it fails over sg-t only.
 #
 # Issue 6: a consumer group consumes part of a mirrored topic on the source and commits; after
 # the next sync and a failover the same group id on the destination (Java for sg-java,
@@ -10,7 +10,8 @@
 # compared) with a bounded number of Metadata requests; after failover, source commits no
 # longer reach the destination (while the still-running sg-u of the same mirror shows the sync
 # goes on). Also: a group with a member on the destination is left alone, a source reset
-# backwards is copied.
+# backwards is copied, one failing group (sg-fail, failed by the test hook
+# KMIRROR_TEST_SYNC_GROUPS_FAIL that run.sh sets) does not stop the others.
 
 SG_T=sg-t
 SG_U=sg-u
@@ -111,6 +112,17 @@ scenario_sync_groups() {
   touch "$WORK/sg-release"
   wait "$pid" || { fail "sync-groups: the sg-live member:"; cat "$WORK/sg-hold.log"; }
   until_ok 30 "sg-live synced to 11 once its member left" sg_is "$D" "0=11" sg-live "$SG_U"
+
+  step "sync-groups: one failing group does not stop the others: sg-fail (failed in every run by run.sh's KMIRROR_TEST_SYNC_GROUPS_FAIL) and sg-later (after it in the run's order) commit on $SG_U"
+  sg_py commit "$S" sg-fail "$SG_U:0=5" >/dev/null && sg_py commit "$S" sg-later "$SG_U:0=6" >/dev/null ||
+    { fail "sync-groups: commits of sg-fail / sg-later on the source"; return; }
+  until_ok 30 "sg-later synced although sg-fail, before it in the same runs, fails" sg_is "$D" "0=6" sg-later "$SG_U"
+  until_ok 30 "kafka-mirrors --describe shows the groups sync error of sg-fail" \
+    "$PY" "$HERE/sync-topics.py" sync-error "$KM" "$D" msg groups '^group sg-fail: .*injected failure' &&
+    tail -1 "$WORK/last"
+  n=$(sg_py committed "$D" sg-fail "$SG_U")
+  [ -z "$n" ] && echo "ok: sg-fail has no commit on the destination" ||
+    fail "sync-groups: the failing sg-fail has destination commits: $n"
 
   step "sync-groups: failover of $SG_T (kafka-mirrors --stop --wait); ${SG_D[0]}/${SG_D[1]} records written on the destination"
   "$KM" --bootstrap-server "$D" --stop --mirror msg --topic "$SG_T" --wait --timeout-ms 60000 \
