@@ -33,6 +33,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# Tells the Java suite it runs against the reference broker (Main.producerProps).
+export KM_CLIENTS_REFERENCE=kafka
 km_broker_name() { echo "Apache Kafka $VERSION (1 node)"; }
 start_once() {
   # KM_RECORD_DIR (if set) is in this command's environment; Kafka does not use it.
