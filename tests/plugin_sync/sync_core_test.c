@@ -6,7 +6,9 @@
  * at once (also one that arrives while a run is in flight, and a topic that becomes RUNNING),
  * cancellation on mirror deletion / loss of the coordinator / deadline / plugin stop, failed
  * items counted in the status, final syncs completing, timing out and completing when there is
- * nothing to run; nothing left behind after fini.
+ * nothing to run; StopMirrorTopics waiting for its final sync; the status in DescribeMirrors
+ * (on the coordinator only, taken from the coordinator's fan-out leg elsewhere); nothing left
+ * behind after fini.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -459,18 +461,54 @@ static void sc_test_final(void)
  * handler then answers the stop per topic; the order is what is checked). */
 static int sc_alters;
 
+static int sc_legs; /* DescribeMirrors legs answered by broker 2 (the coordinator there) */
+
+/* Broker 2's DescribeMirrors leg: m1 with no topics and the status of one kind. */
+static int32_t sc_leg_answer(uint8_t **resp, size_t *resp_len)
+{
+    kp_DescribeMirrorsResponse_t r;
+    kp_DescribeMirrorsResponse_DescribedMirror_t m;
+    kp_DescribeMirrorsResponse_SyncKindStatus_t ks;
+    kp_writer_t wr;
+
+    kp_DescribeMirrorsResponse_init(&r);
+    kp_DescribeMirrorsResponse_DescribedMirror_init(&m);
+    kp_DescribeMirrorsResponse_SyncKindStatus_init(&ks);
+    m.MirrorName.ptr = "m1";
+    m.MirrorName.len = 2;
+    ks.Kind.ptr = "acls";
+    ks.Kind.len = 4;
+    ks.Enabled = true;
+    ks.Runs = 7;
+    ks.Errors = 2;
+    m.SyncStatus.cnt = 1;
+    m.SyncStatus.v = &ks;
+    r.Mirrors.cnt = 1;
+    r.Mirrors.v = &m;
+    kp_writer_init(&wr);
+    if (kp_msg_encode(&kp_DescribeMirrorsResponse_desc, &wr, &r, 0) != 0) {
+        kp_writer_free(&wr);
+        return KBX_ERR_INVALID;
+    }
+    *resp = malloc(wr.len);
+    memcpy(*resp, wr.buf, wr.len);
+    *resp_len = wr.len;
+    kp_writer_free(&wr);
+    sc_legs++;
+    return KBX_OK;
+}
+
 static int32_t sc_dest(void *arg, int32_t broker_id, int16_t api_key, int16_t api_version,
                        const uint8_t *body, size_t len, uint8_t **resp, size_t *resp_len)
 {
     (void)arg;
-    (void)broker_id;
     (void)api_version;
     (void)body;
     (void)len;
-    (void)resp;
-    (void)resp_len;
     if (api_key == 44)
         sc_alters++;
+    if (api_key == 99 && broker_id == 2)
+        return sc_leg_answer(resp, resp_len);
     return KBX_ERR_INVALID;
 }
 
@@ -602,6 +640,30 @@ static void sc_test_describe(void)
     ss = &resp.Mirrors.v[0].SyncStatus.v[KM_SYNC_GROUPS];
     CU_ASSERT_FALSE(ss->Enabled);
     CU_ASSERT_EQUAL(ss->LastError.len, -1);
+
+    /* Broker 2 joins and coordinates (this one no longer): its leg's status is the answer's. */
+    sc.coord = false;
+    {
+        kbx_broker_change_t b1 = {sizeof(b1), 1, KBX_BROKER_REGISTERED, 0, NULL};
+        kbx_broker_change_t b2 = {sizeof(b2), 2, KBX_BROKER_REGISTERED, 0, NULL};
+        const kbx_broker_change_t *bv[] = {&b1, &b2};
+        kbx_metadata_delta_t d = {.struct_size = sizeof(d), .brokers = bv, .broker_count = 2};
+        fakehost_publish_delta(e.fh, &d);
+        fakehost_run_until_idle(e.fh);
+    }
+    sc_legs = 0;
+    sc_describe(&e, &resp, &ar);
+    CU_ASSERT_EQUAL(sc_legs, 1);
+    CU_ASSERT_EQUAL_FATAL(resp.Mirrors.v[0].SyncStatus.cnt, 1);
+    ss = &resp.Mirrors.v[0].SyncStatus.v[0];
+    CU_ASSERT_NSTRING_EQUAL(ss->Kind.ptr, "acls", 4);
+    CU_ASSERT_EQUAL(ss->Runs, 7);
+    CU_ASSERT_EQUAL(ss->Errors, 2);
+    /* Both claim it (a move in progress): this broker's own status is kept. */
+    sc.coord = true;
+    sc_describe(&e, &resp, &ar);
+    CU_ASSERT_EQUAL(sc_legs, 2);
+    CU_ASSERT_EQUAL(resp.Mirrors.v[0].SyncStatus.cnt, KM_SYNC_NKINDS);
     kp_arena_free(&ar);
     while (sc.nopen > 0)
         sc_finish(&e, 0);
