@@ -275,20 +275,39 @@ static const char *km_sg_errname(int16_t code)
     return n != NULL ? n : "UNKNOWN";
 }
 
-/* The current group failed: say why (once) and go on with the next. */
+/* The current group failed: say why (once). */
+static void km_sg_group_vfail(km_sg_t *sg, const char *fmt, va_list ap)
+{
+    char item[300], msg[512];
+
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    snprintf(item, sizeof(item), "group %s", sg->group != NULL ? sg->group : "?");
+    km_sync_run_error(sg->run, item, "%s", msg);
+    sg->n_failed++;
+}
+
 static void km_sg_group_fail(km_sg_t *sg, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void km_sg_group_fail(km_sg_t *sg, const char *fmt, ...)
 {
-    char item[300], msg[512];
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    km_sg_group_vfail(sg, fmt, ap);
     va_end(ap);
-    snprintf(item, sizeof(item), "group %s", sg->group != NULL ? sg->group : "?");
-    km_sync_run_error(sg->run, item, "%s", msg);
-    sg->n_failed++;
+}
+
+/* The current group failed (as km_sg_group_fail) and the run goes on with the next group. */
+static void km_sg_group_skip(km_sg_t *sg, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void km_sg_group_skip(km_sg_t *sg, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    km_sg_group_vfail(sg, fmt, ap);
+    va_end(ap);
+    km_sg_next_group(sg);
 }
 
 /* ---- destination requests (this cluster) ---------------------------------------------------- */
@@ -486,8 +505,7 @@ static void km_sg_on_commit(km_sg_t *sg, int32_t status, const uint8_t *body, si
     first[0] = '\0';
     if (!km_sg_decode(status, body, len, &kp_OffsetCommitResponse_desc, KM_SG_DST_OFFSETCOMMIT_V,
                       &sg->gar, &resp, why, sizeof(why))) {
-        km_sg_group_fail(sg, "destination OffsetCommit: %s", why);
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "destination OffsetCommit: %s", why);
         return;
     }
     for (int32_t i = 0; i < resp.Topics.cnt; i++) {
@@ -517,9 +535,8 @@ static void km_sg_on_commit(km_sg_t *sg, int32_t status, const uint8_t *body, si
                      sg->run->mirror, sg->group, (int)active);
     }
     if (bad > 0) {
-        km_sg_group_fail(sg, "destination OffsetCommit refused %d partitions (first %s)", (int)bad,
+        km_sg_group_skip(sg, "destination OffsetCommit refused %d partitions (first %s)", (int)bad,
                          first);
-        km_sg_next_group(sg);
         return;
     }
     km_log_debug(sg->cm, "mirror %s: group %s: %d offsets written", sg->run->mirror, sg->group,
@@ -549,8 +566,7 @@ static void km_sg_commit(km_sg_t *sg)
     }
     tv = kp_arena_calloc(&sg->gar, (size_t)sg->ntopics, sizeof(*tv));
     if (tv == NULL) {
-        km_sg_group_fail(sg, "out of memory");
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "out of memory");
         return;
     }
     for (int32_t t = 0; t < sg->ntopics; t++) {
@@ -564,8 +580,7 @@ static void km_sg_commit(km_sg_t *sg)
         ct->Name = kp_str(sg->topics[t].name);
         ct->Partitions.v = kp_arena_calloc(&sg->gar, (size_t)n, sizeof(*ct->Partitions.v));
         if (ct->Partitions.v == NULL) {
-            km_sg_group_fail(sg, "out of memory");
-            km_sg_next_group(sg);
+            km_sg_group_skip(sg, "out of memory");
             return;
         }
         ct->Partitions.cnt = 0;
@@ -599,8 +614,7 @@ static void km_sg_commit(km_sg_t *sg)
     rc = km_sg_dst_request(sg, sg->coord_dst, 8, KM_SG_DST_OFFSETCOMMIT_V,
                            &kp_OffsetCommitRequest_desc, &rq, km_sg_on_commit, 0);
     if (rc != KBX_OK) {
-        km_sg_group_fail(sg, "destination OffsetCommit not sent (kbx status %d)", (int)rc);
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "destination OffsetCommit not sent (kbx status %d)", (int)rc);
     }
 }
 
@@ -617,13 +631,11 @@ static void km_sg_on_dst_fetch(km_sg_t *sg, int32_t status, const uint8_t *body,
     }
     if (!km_sg_decode(status, body, len, &kp_OffsetFetchResponse_desc, KM_SG_DST_OFFSETFETCH_V,
                       &sg->gar, &resp, why, sizeof(why))) {
-        km_sg_group_fail(sg, "destination OffsetFetch: %s", why);
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "destination OffsetFetch: %s", why);
         return;
     }
     if (resp.ErrorCode != 0) {
-        km_sg_group_fail(sg, "destination OffsetFetch: %s", km_sg_errname(resp.ErrorCode));
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "destination OffsetFetch: %s", km_sg_errname(resp.ErrorCode));
         return;
     }
     for (int32_t i = 0; i < resp.Topics.cnt; i++) {
@@ -660,8 +672,7 @@ static void km_sg_dst_fetch(km_sg_t *sg)
     rc = km_sg_dst_request(sg, sg->coord_dst, 9, KM_SG_DST_OFFSETFETCH_V,
                            &kp_OffsetFetchRequest_desc, &rq, km_sg_on_dst_fetch, 0);
     if (rc != KBX_OK) {
-        km_sg_group_fail(sg, "destination OffsetFetch not sent (kbx status %d)", (int)rc);
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "destination OffsetFetch not sent (kbx status %d)", (int)rc);
     }
 }
 
@@ -725,8 +736,7 @@ static void km_sg_epochs(km_sg_t *sg)
     int32_t nl = 0;
 
     if (leaders == NULL) {
-        km_sg_group_fail(sg, "out of memory");
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "out of memory");
         return;
     }
     for (int32_t i = 0; i < sg->nitems; i++) {
@@ -806,8 +816,7 @@ static void km_sg_on_describe(km_sg_t *sg, int32_t status, const uint8_t *body, 
     }
     if (!km_sg_decode(status, body, len, &kp_DescribeGroupsResponse_desc, KM_SG_DST_DESCGROUPS_V,
                       &sg->gar, &resp, why, sizeof(why))) {
-        km_sg_group_fail(sg, "destination DescribeGroups: %s", why);
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "destination DescribeGroups: %s", why);
         return;
     }
     for (int32_t i = 0; i < resp.Groups.cnt && !found; i++) {
@@ -818,8 +827,7 @@ static void km_sg_on_describe(km_sg_t *sg, int32_t status, const uint8_t *body, 
         if (g->ErrorCode == KP_ERR_GROUP_ID_NOT_FOUND) {
             idle = true;
         } else if (g->ErrorCode != 0) {
-            km_sg_group_fail(sg, "destination DescribeGroups: %s", km_sg_errname(g->ErrorCode));
-            km_sg_next_group(sg);
+            km_sg_group_skip(sg, "destination DescribeGroups: %s", km_sg_errname(g->ErrorCode));
             return;
         } else {
             idle = km_sync_groups_idle(g->GroupState.ptr != NULL ? g->GroupState.ptr : "",
@@ -836,8 +844,7 @@ static void km_sg_on_describe(km_sg_t *sg, int32_t status, const uint8_t *body, 
         }
     }
     if (!found) {
-        km_sg_group_fail(sg, "destination DescribeGroups did not answer for the group");
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "destination DescribeGroups did not answer for the group");
         return;
     }
     if (!idle) {
@@ -864,14 +871,12 @@ static void km_sg_on_dst_coord(km_sg_t *sg, int32_t status, const uint8_t *body,
     }
     if (!km_sg_decode(status, body, len, &kp_FindCoordinatorResponse_desc, KM_SG_DST_FINDCOORD_V,
                       &sg->gar, &resp, why, sizeof(why))) {
-        km_sg_group_fail(sg, "destination FindCoordinator: %s", why);
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "destination FindCoordinator: %s", why);
         return;
     }
     if (resp.ErrorCode != 0 || resp.NodeId < 0) {
-        km_sg_group_fail(sg, "destination FindCoordinator: %s (tried again next run)",
+        km_sg_group_skip(sg, "destination FindCoordinator: %s (tried again next run)",
                          km_sg_errname(resp.ErrorCode));
-        km_sg_next_group(sg);
         return;
     }
     sg->coord_dst = resp.NodeId;
@@ -883,8 +888,7 @@ static void km_sg_on_dst_coord(km_sg_t *sg, int32_t status, const uint8_t *body,
     rc = km_sg_dst_request(sg, sg->coord_dst, 15, KM_SG_DST_DESCGROUPS_V,
                            &kp_DescribeGroupsRequest_desc, &rq, km_sg_on_describe, 0);
     if (rc != KBX_OK) {
-        km_sg_group_fail(sg, "destination DescribeGroups not sent (kbx status %d)", (int)rc);
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "destination DescribeGroups not sent (kbx status %d)", (int)rc);
     }
 }
 
@@ -939,22 +943,19 @@ static void km_sg_on_src_fetch(km_plugin_t *cm, void *arg, const km_srcadm_resul
     }
     if (!km_sg_src_decode(res, body, len, &kp_OffsetFetchResponse_desc, &sg->gar, &resp, why,
                           sizeof(why))) {
-        km_sg_group_fail(sg, "source OffsetFetch at %s: %s", sg->src_coord.addr, why);
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "source OffsetFetch at %s: %s", sg->src_coord.addr, why);
         return;
     }
     if (resp.ErrorCode != 0) {
-        km_sg_group_fail(sg, "source OffsetFetch at %s: %s", sg->src_coord.addr,
+        km_sg_group_skip(sg, "source OffsetFetch at %s: %s", sg->src_coord.addr,
                          km_sg_errname(resp.ErrorCode));
-        km_sg_next_group(sg);
         return;
     }
     if (sg->test_fail != NULL && strcmp(sg->group, sg->test_fail) == 0) {
-        km_sg_group_fail(sg,
+        km_sg_group_skip(sg,
                          "source OffsetFetch at %s: injected failure "
                          "(KMIRROR_TEST_SYNC_GROUPS_FAIL)",
                          sg->src_coord.addr);
-        km_sg_next_group(sg);
         return;
     }
     for (int32_t i = 0; i < resp.Topics.cnt; i++)
@@ -963,8 +964,7 @@ static void km_sg_on_src_fetch(km_plugin_t *cm, void *arg, const km_srcadm_resul
     sg->nitems = 0;
     sg->items = cap > 0 ? kp_arena_calloc(&sg->gar, (size_t)cap, sizeof(*sg->items)) : NULL;
     if (cap > 0 && sg->items == NULL) {
-        km_sg_group_fail(sg, "out of memory");
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "out of memory");
         return;
     }
     for (int32_t i = 0; i < resp.Topics.cnt; i++) {
@@ -979,8 +979,7 @@ static void km_sg_on_src_fetch(km_plugin_t *cm, void *arg, const km_srcadm_resul
             if (!km_sg_item_add(sg, t, rp->PartitionIndex, rp->CommittedOffset,
                                 res->version >= 5 ? rp->CommittedLeaderEpoch : -1, rp->Metadata,
                                 cap)) {
-                km_sg_group_fail(sg, "out of memory");
-                km_sg_next_group(sg);
+                km_sg_group_skip(sg, "out of memory");
                 return;
             }
         }
@@ -995,8 +994,7 @@ static void km_sg_on_src_fetch(km_plugin_t *cm, void *arg, const km_srcadm_resul
     rc = km_sg_dst_request(sg, -1, 10, KM_SG_DST_FINDCOORD_V, &kp_FindCoordinatorRequest_desc, &rq,
                            km_sg_on_dst_coord, 0);
     if (rc != KBX_OK) {
-        km_sg_group_fail(sg, "destination FindCoordinator not sent (kbx status %d)", (int)rc);
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "destination FindCoordinator not sent (kbx status %d)", (int)rc);
     }
 }
 
@@ -1018,22 +1016,19 @@ static void km_sg_on_src_coord(km_plugin_t *cm, void *arg, const km_srcadm_resul
     }
     if (!km_sg_src_decode(res, body, len, &kp_FindCoordinatorResponse_desc, &sg->gar, &resp, why,
                           sizeof(why))) {
-        km_sg_group_fail(sg, "source FindCoordinator: %s", why);
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "source FindCoordinator: %s", why);
         return;
     }
     if (resp.ErrorCode != 0 || resp.Host.len <= 0 || resp.Host.len > 255 || resp.Port <= 0 ||
         resp.Port > 65535) {
-        km_sg_group_fail(sg, "source FindCoordinator: %s",
+        km_sg_group_skip(sg, "source FindCoordinator: %s",
                          resp.ErrorCode != 0 ? km_sg_errname(resp.ErrorCode)
                                              : "no usable coordinator address");
-        km_sg_next_group(sg);
         return;
     }
     sg->src_coord.one[0] = kp_arena_alloc(&sg->gar, (size_t)resp.Host.len + 8);
     if (sg->src_coord.one[0] == NULL) {
-        km_sg_group_fail(sg, "out of memory");
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "out of memory");
         return;
     }
     snprintf(sg->src_coord.one[0], (size_t)resp.Host.len + 8, "%.*s:%d", (int)resp.Host.len,
@@ -1050,8 +1045,7 @@ static void km_sg_on_src_coord(km_plugin_t *cm, void *arg, const km_srcadm_resul
                             KM_SG_SRC_OFFSETFETCH_MAX, &sg->src_of, km_sg_src_timeout(def),
                             km_sg_on_src_fetch, sg);
     if (err != KM_OK) {
-        km_sg_group_fail(sg, "source OffsetFetch not sent: %s", km_err_str(err));
-        km_sg_next_group(sg);
+        km_sg_group_skip(sg, "source OffsetFetch not sent: %s", km_err_str(err));
     }
 }
 
