@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "coord/km_coord.h"
@@ -784,6 +785,18 @@ km_fetch_mgr_t *km_fetch_mgr_create(km_plugin_t *cm, const km_fetch_opts_t *opts
     fm->opts = *opts;
     if (fm->opts.poll_ms <= 0)
         fm->opts.poll_ms = 100;
+    if (fm->opts.fetch_max_version == 0) {
+        /* Test only (docs/plugin.md "Source versions"): cap Fetch, e.g. at v11 so that a new
+         * source is fetched as an old one would be (OffsetForLeaderEpoch divergence checks). */
+        const char *e = getenv("KMIRROR_TEST_FETCH_MAX_VERSION");
+        long v = e != NULL ? strtol(e, NULL, 10) : 0;
+        if (v >= 4 && v <= 18) {
+            fm->opts.fetch_max_version = (int16_t)v;
+            km_log_warn(cm, "test hook KMIRROR_TEST_FETCH_MAX_VERSION: Fetch capped at v%ld", v);
+        }
+    }
+    if (fm->opts.fetch_max_version < 4 || fm->opts.fetch_max_version > 18)
+        fm->opts.fetch_max_version = -1;
     atomic_init(&fm->refs, 1);
     atomic_init(&fm->dead, false);
     fm->counters.last_session_id = 0;

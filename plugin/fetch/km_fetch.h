@@ -98,6 +98,9 @@ typedef struct km_fetch_opts {
     int32_t topic_gone_ms;      /**< a source topic whose id is known and that 3 Metadata answers
                                      in a row over at least this long do not list is taken as
                                      deleted (FATAL); 0: 3000 */
+    int16_t fetch_max_version;  /**< test only: highest Fetch version sent (4..18, e.g. 11 to take
+                                     the OffsetForLeaderEpoch path); 0: the environment variable
+                                     KMIRROR_TEST_FETCH_MAX_VERSION, else no cap */
 } km_fetch_opts_t;
 
 /** What to fetch and where to append it (strings borrowed, copied by the manager). */

@@ -115,6 +115,8 @@ struct km_fetch_part {
     bool validated;     /* divergence checked since the last (re)start / leader change */
     bool need_ofle;     /* OffsetsForLeaderEpoch needed before fetching (Fetch < v12) */
     bool rpc_busy;      /* a ListOffsets / OffsetsForLeaderEpoch is in flight */
+    bool src_no_id;     /* the source has no topic id for it (Metadata < v10 or a zero id):
+                           its thread fetches below v13 (topic names) */
     int32_t oor_step;   /* 0 none, 1 earliest asked, 2 latest asked */
     int64_t oor_earliest;
     int64_t start_pending; /* >= 0: the local log start to raise to once the HW allows (the

@@ -15,13 +15,12 @@
 #include <string.h>
 
 #include "core/km_plugin_types.h"
+#include "fetch/km_fetch_ver.h"
 #include "kp_errcode.h"
 #include "kp_reader.h"
 #include "util/km_log.h"
 #include "util/km_mem.h"
 
-#define KM_FW_FETCH_MIN_VER  4
-#define KM_FW_FETCH_MAX_VER  18    /* v19 (MirrorLeaderEpoch) is provisional: not sent yet */
 #define KM_FW_MAX_BACKOFF_MS 10000 /* a source back from an outage is fetched within 10 s */
 #define KM_FW_GONE_ANSWERS   3     /* Metadata answers without a known topic before it is */
 #define KM_FW_GONE_MS        3000  /* ... taken as deleted, over at least this long (default) */
@@ -336,6 +335,65 @@ static void km_fw_hold(km_fetcher_t *t, km_fetch_part_t *fpart, int32_t type, in
     km_fetch_event(t->fm, fpart, &ev);
 }
 
+/* ---- source versions (km_fetch_ver.h) ---------------------------------------------------------
+ */
+
+/* The ranges source node advertised in its last ApiVersions answer; false when none is known
+ * (not connected). */
+static bool km_fw_src_ranges(km_fetcher_t *t, int32_t node, km_fetch_vrange_t src[KM_FV_N])
+{
+    int16_t lo, hi;
+
+    if (kc_client_api_range(t->kc, node, KP_APIKEY_ApiVersions, &lo, &hi) != KC_E_OK)
+        return false;
+    for (int api = 0; api < KM_FV_N; api++) {
+        src[api].known = kc_client_api_range(t->kc, node, km_fetch_ver_need(api)->api_key,
+                                             &src[api].min_ver, &src[api].max_ver) == KC_E_OK;
+    }
+    return true;
+}
+
+static int16_t km_fw_fetch_max(km_fetcher_t *t);
+
+/*
+ * A request for api found no version in common with the source broker (KC_E_NO_VERSION): the
+ * source cannot be mirrored. Every partition of the thread that is being looked up or fetched is
+ * held FATAL with UNSUPPORTED_VERSION and a message naming the source broker, the API and both
+ * version ranges (not retryable: a source upgrade, then --recover, design M93).
+ */
+static void km_fw_unsupported(km_fetcher_t *t, int api)
+{
+    km_fetch_vrange_t src[KM_FV_N];
+    km_fetch_vers_t vers;
+    char why[200];
+    int32_t node = t->broker;
+    bool have = t->broker >= 0 && km_fw_src_ranges(t, t->broker, src);
+
+    /* The lookup thread sends to any bootstrap address: the one that answered ApiVersions. */
+    for (int32_t i = 0; !have && t->broker < 0 && i < 64; i++) {
+        have = km_fw_src_ranges(t, KC_NODE_BOOTSTRAP(i), src);
+        node = -1;
+    }
+    if (!have ||
+        km_fetch_ver_choose(src, node, km_fw_fetch_max(t), &vers, NULL, why, sizeof(why))) {
+        const km_fetch_vneed_t *need = km_fetch_ver_need(api);
+        snprintf(why, sizeof(why),
+                 "source broker %d has no version of %s in common with kmirror's v%d..%d (%s)",
+                 (int)t->broker, need->name, (int)need->min_ver, (int)need->max_ver, need->why_min);
+    }
+    for (km_fetch_part_t *p = t->parts, *next; p != NULL; p = next) {
+        next = p->t_next;
+        if (p->state != KM_FETCH_ST_LOOKUP && p->state != KM_FETCH_ST_FETCHING &&
+            p->state != KM_FETCH_ST_BACKOFF)
+            continue;
+        p->rpc_busy = false;
+        p->oor_step = 0;
+        km_fw_hold(t, p, KM_FETCH_EV_FATAL, KP_ERR_UNSUPPORTED_VERSION, -1, -1,
+                   "%s-%d at offset %" PRId64 ": %s", p->topic, (int)p->partition, p->fetch_offset,
+                   why);
+    }
+}
+
 /* ---- appending --------------------------------------------------------------------------------
  */
 
@@ -495,8 +553,9 @@ static void km_fw_records(km_fetcher_t *t, km_fetch_part_t *fpart, const uint8_t
         break;
     case KM_FETCH_STOP_CORRUPT:
     case KM_FETCH_STOP_FORMAT:
-        km_fw_hold(t, fpart, KM_FETCH_EV_FATAL, -1, -1, -1,
-                   "%s-%d: %s in the batch at offset %" PRId64 " fetched from broker %d",
+        km_fw_hold(t, fpart, KM_FETCH_EV_FATAL,
+                   plan.stop == KM_FETCH_STOP_FORMAT ? KP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT : -1,
+                   -1, -1, "%s-%d: %s in the batch at offset %" PRId64 " fetched from broker %d",
                    fpart->topic, (int)fpart->partition, plan.stop_reason, plan.stop_offset,
                    (int)t->broker);
         break;
@@ -513,6 +572,13 @@ typedef struct km_fw_md {
     kp_arena_t ar;
     kp_MetadataRequest_t rq;
 } km_fw_md_t;
+
+static int km_fw_md_encode(kp_writer_t *wr, int16_t ver, void *opaque)
+{
+    km_fw_md_t *md = opaque;
+
+    return kp_MetadataRequest_encode(wr, &md->rq, ver);
+}
 
 static void km_fw_copy_str(char *dst, size_t size, kp_str_t s)
 {
@@ -616,6 +682,10 @@ static void km_fw_on_metadata(kc_client_t *kc, int err, int16_t ver, const uint8
     if (err == KC_E_DESTROYED)
         return;
     t->md_busy = false;
+    if (err == KC_E_NO_VERSION) {
+        km_fw_unsupported(t, KM_FV_METADATA);
+        return;
+    }
     if (err != KC_E_OK) {
         t->md_backoff_until_ns = km_fw_now_ns(t) + (int64_t)t->retry_backoff_ms * 1000000;
         km_fw_md_lookup_failed(t, kc_err_str(err));
@@ -665,6 +735,7 @@ static void km_fw_on_metadata(kc_client_t *kc, int err, int16_t ver, const uint8
             continue;
         }
         p->gone_count = 0;
+        p->src_no_id = !p->src_id_known; /* until this answer shows an id (v10+) */
         if (ver >= 10) {
             kbx_uuid_t id;
             bool zero = true;
@@ -688,6 +759,7 @@ static void km_fw_on_metadata(kc_client_t *kc, int err, int16_t ver, const uint8
                 if (t->nbuckets > 0)
                     km_fw_index_put(t, p);
             }
+            p->src_no_id = !p->src_id_known;
         }
         for (int32_t k = 0; k < tp->Partitions.cnt && pp == NULL; k++)
             if (tp->Partitions.v[k].PartitionIndex == p->partition)
@@ -772,8 +844,10 @@ static void km_fw_send_metadata(km_fetcher_t *t)
     }
     md->rq.Topics.cnt = (int32_t)k;
     md->rq.AllowAutoTopicCreation = false;
-    id = kc_request_msg(t->kc, KC_NODE_ANY, &kp_MetadataRequest_desc, 12, &md->rq,
-                        t->request_timeout_ms, 0, km_fw_on_metadata, md);
+    id = kc_request(t->kc, KC_NODE_ANY, KP_APIKEY_Metadata,
+                    km_fetch_ver_need(KM_FV_METADATA)->min_ver,
+                    km_fetch_ver_need(KM_FV_METADATA)->max_ver, km_fw_md_encode,
+                    t->request_timeout_ms, 0, km_fw_on_metadata, md);
     if (id < 0)
         goto fail;
     t->md_busy = true;
@@ -798,6 +872,20 @@ typedef struct km_fw_prq {
     } u;
     int64_t timestamp;
 } km_fw_prq_t;
+
+static int km_fw_lo_encode(kp_writer_t *wr, int16_t ver, void *opaque)
+{
+    km_fw_prq_t *q = opaque;
+
+    return kp_ListOffsetsRequest_encode(wr, &q->u.lo, ver);
+}
+
+static int km_fw_oe_encode(kp_writer_t *wr, int16_t ver, void *opaque)
+{
+    km_fw_prq_t *q = opaque;
+
+    return kp_OffsetForLeaderEpochRequest_encode(wr, &q->u.oe, ver);
+}
 
 static void km_fw_prq_free(km_fw_prq_t *q)
 {
@@ -890,6 +978,11 @@ static void km_fw_on_list_offsets(kc_client_t *kc, int err, int16_t ver, const u
         return;
     }
     fpart->rpc_busy = false;
+    if (err == KC_E_NO_VERSION) {
+        km_fw_prq_free(q);
+        km_fw_unsupported(t, KM_FV_LIST_OFFSETS);
+        return;
+    }
     kp_arena_init(&ar, 0);
     if (err == KC_E_OK) {
         kp_ListOffsetsResponse_init(&resp);
@@ -951,8 +1044,10 @@ static void km_fw_send_list_offsets(km_fetcher_t *t, km_fetch_part_t *fpart, int
     tp->Partitions.cnt = 1;
     q->u.lo.Topics.v = tp;
     q->u.lo.Topics.cnt = 1;
-    id = kc_request_msg(t->kc, t->broker, &kp_ListOffsetsRequest_desc, -1, &q->u.lo,
-                        t->request_timeout_ms, 0, km_fw_on_list_offsets, q);
+    id = kc_request(t->kc, t->broker, KP_APIKEY_ListOffsets,
+                    km_fetch_ver_need(KM_FV_LIST_OFFSETS)->min_ver,
+                    km_fetch_ver_need(KM_FV_LIST_OFFSETS)->max_ver, km_fw_lo_encode,
+                    t->request_timeout_ms, 0, km_fw_on_list_offsets, q);
     if (id < 0) {
         km_fw_prq_free(q);
         goto fail;
@@ -982,6 +1077,11 @@ static void km_fw_on_epoch(kc_client_t *kc, int err, int16_t ver, const uint8_t 
     fpart->rpc_busy = false;
     if (err == KC_E_DESTROYED || !km_fw_owned(t, fpart) || fpart->state != KM_FETCH_ST_FETCHING) {
         km_fw_prq_free(q);
+        return;
+    }
+    if (err == KC_E_NO_VERSION) {
+        km_fw_prq_free(q);
+        km_fw_unsupported(t, KM_FV_OFLE);
         return;
     }
     kp_arena_init(&ar, 0);
@@ -1050,8 +1150,9 @@ static void km_fw_send_epoch(km_fetcher_t *t, km_fetch_part_t *fpart)
     tp->Partitions.cnt = 1;
     q->u.oe.Topics.v = tp;
     q->u.oe.Topics.cnt = 1;
-    id = kc_request_msg(t->kc, t->broker, &kp_OffsetForLeaderEpochRequest_desc, -1, &q->u.oe,
-                        t->request_timeout_ms, 0, km_fw_on_epoch, q);
+    id = kc_request(t->kc, t->broker, KP_APIKEY_OffsetForLeaderEpoch,
+                    km_fetch_ver_need(KM_FV_OFLE)->min_ver, km_fetch_ver_need(KM_FV_OFLE)->max_ver,
+                    km_fw_oe_encode, t->request_timeout_ms, 0, km_fw_on_epoch, q);
     if (id < 0) {
         km_fw_prq_free(q);
         return;
@@ -1155,7 +1256,9 @@ static int km_fw_fetch_encode(kp_writer_t *wr, int16_t ver, void *opaque)
                 fp->Partition = q->partition;
                 fp->CurrentLeaderEpoch = q->src_epoch;
                 fp->FetchOffset = q->fetch_offset;
-                fp->LastFetchedEpoch = q->lfe;
+                /* Not ignorable: below v12 a value other than -1 fails the encode (every Fetch
+                 * after the first append did, until M95); OffsetsForLeaderEpoch checks there. */
+                fp->LastFetchedEpoch = ver >= KM_FV_FETCH_DIVERGING ? q->lfe : -1;
                 fp->LogStartOffset = -1;
                 fp->PartitionMaxBytes = t->fetch_max_bytes;
                 tv[ntop].Partitions.cnt++;
@@ -1335,6 +1438,11 @@ static void km_fw_on_fetch(kc_client_t *kc, int err, int16_t ver, const uint8_t 
     if (err == KC_E_DESTROYED)
         return;
     t->fetch_busy = false;
+    if (err == KC_E_NO_VERSION) {
+        km_fw_session_reset(t);
+        km_fw_unsupported(t, KM_FV_FETCH);
+        return;
+    }
     if (err == KC_E_OK)
         km_fw_count_received(t, ver, len);
     if (err != KC_E_OK) {
@@ -1389,12 +1497,45 @@ static void km_fw_on_fetch(kc_client_t *kc, int err, int16_t ver, const uint8_t 
     kp_arena_free(&ar);
 }
 
+/* The highest Fetch version to offer: the fetcher's, capped by the test hook, and below topic
+ * ids (v12) while a fetchable partition's source topic has none (a source before 2.8, or a topic
+ * without an id): a v13+ request names topics by id only (design M94). */
+static int16_t km_fw_fetch_max(km_fetcher_t *t)
+{
+    int16_t hi = km_fetch_ver_need(KM_FV_FETCH)->max_ver;
+
+    if (t->fm->opts.fetch_max_version > 0 && t->fm->opts.fetch_max_version < hi)
+        hi = t->fm->opts.fetch_max_version;
+    if (hi >= KM_FV_FETCH_TOPIC_IDS) {
+        for (km_fetch_part_t *p = t->parts; p != NULL; p = p->t_next) {
+            if (km_fw_fetchable(p) && p->src_no_id) {
+                hi = KM_FV_FETCH_TOPIC_IDS - 1;
+                break;
+            }
+        }
+    }
+    return hi;
+}
+
 static void km_fw_send_fetch(km_fetcher_t *t)
 {
-    int64_t id = kc_request(t->kc, t->broker, KP_APIKEY_Fetch, KM_FW_FETCH_MIN_VER,
-                            KM_FW_FETCH_MAX_VER, km_fw_fetch_encode,
-                            t->request_timeout_ms + t->fetch_wait_max_ms, 0, km_fw_on_fetch, t);
+    km_fetch_vrange_t src[KM_FV_N];
+    km_fetch_vers_t vers;
+    int16_t cap = km_fw_fetch_max(t);
+    int api = KM_FV_FETCH;
+    int64_t id;
 
+    /* Once the broker's ranges are known, a source it cannot serve fails before any fetch (also
+     * for OffsetForLeaderEpoch, needed below Fetch v12 before the first fetch after a restart or
+     * a leader change); before that, kc_ negotiates and KC_E_NO_VERSION says it. */
+    if (km_fw_src_ranges(t, t->broker, src) &&
+        !km_fetch_ver_choose(src, t->broker, cap, &vers, &api, NULL, 0)) {
+        km_fw_unsupported(t, api);
+        return;
+    }
+    id = kc_request(t->kc, t->broker, KP_APIKEY_Fetch, km_fetch_ver_need(KM_FV_FETCH)->min_ver, cap,
+                    km_fw_fetch_encode, t->request_timeout_ms + t->fetch_wait_max_ms, 0,
+                    km_fw_on_fetch, t);
     if (id > 0)
         t->fetch_busy = true;
 }

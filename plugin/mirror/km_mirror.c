@@ -313,12 +313,14 @@ static bool km_mirror_fetch_status(void *ctx, const km_mpart_id_t *id, km_mpart_
     return true;
 }
 
-/* Source errors that mean the source topic is gone or another one, or the source is another
- * cluster: not retryable (an operator fixes the cause, then --recover). */
+/* Source errors that mean the source topic is gone or another one, the source is another
+ * cluster, or a source the fetcher cannot serve (no request version in common, record batches of
+ * magic 0/1; design M93): not retryable (an operator fixes the cause, then --recover). */
 static bool km_mirror_fatal_retryable(int16_t code)
 {
     return code != KP_ERR_UNKNOWN_TOPIC_OR_PARTITION && code != KP_ERR_UNKNOWN_TOPIC_ID &&
-           code != KP_ERR_INCONSISTENT_TOPIC_ID && code != KP_ERR_INCONSISTENT_CLUSTER_ID;
+           code != KP_ERR_INCONSISTENT_TOPIC_ID && code != KP_ERR_INCONSISTENT_CLUSTER_ID &&
+           code != KP_ERR_UNSUPPORTED_VERSION && code != KP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT;
 }
 
 static void km_mirror_on_fetch_event(km_plugin_t *cm, void *opaque, const km_fetch_event_t *ev)

@@ -14,6 +14,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -79,6 +80,9 @@ typedef struct src_s {
     size_t log_len;
     int64_t log_start; /* earliest offset (ListOffsets -2); below it: OFFSET_OUT_OF_RANGE */
     int16_t fetch_max; /* advertised Fetch max version */
+    int16_t fetch_min; /* advertised Fetch min version (-1: the codec's) */
+    int16_t md_max;    /* advertised Metadata max version (-1: the codec's) */
+    int16_t ofle_min, ofle_max; /* advertised OffsetForLeaderEpoch range (-1: the codec's) */
     int32_t leader_epoch;
     kbx_uuid_t topic_id;
     bool sessions;
@@ -94,6 +98,7 @@ typedef struct src_s {
     src_req_t reqs[512];
     int nreqs;
     int n_list_offsets, n_ofle, n_metadata;
+    int16_t ofle_ver, md_ver; /* of the last OffsetsForLeaderEpoch / Metadata request */
 } src_t;
 
 static src_t SRC;
@@ -165,6 +170,14 @@ static void src_apiversions(int fd, int32_t corr, int16_t ver)
         av[i].MaxVersion = keys[i] == KP_APIKEY_Fetch         ? SRC.fetch_max
                            : keys[i] == KP_APIKEY_ApiVersions ? 3
                                                               : a->max_ver;
+        if (keys[i] == KP_APIKEY_Fetch && SRC.fetch_min >= 0)
+            av[i].MinVersion = SRC.fetch_min;
+        if (keys[i] == KP_APIKEY_Metadata && SRC.md_max >= 0)
+            av[i].MaxVersion = SRC.md_max;
+        if (keys[i] == KP_APIKEY_OffsetForLeaderEpoch && SRC.ofle_max >= 0) {
+            av[i].MinVersion = SRC.ofle_min;
+            av[i].MaxVersion = SRC.ofle_max;
+        }
     }
     resp.ApiKeys.v = av;
     resp.ApiKeys.cnt = 5;
@@ -199,6 +212,7 @@ static void src_metadata(int fd, int32_t corr, int16_t ver)
     pthread_mutex_lock(&SRC.mu);
     p.LeaderEpoch = SRC.leader_epoch;
     SRC.n_metadata++;
+    SRC.md_ver = ver;
     resp.ClusterId = kp_str(SRC.cluster_id);
     if (SRC.gone) {
         t.ErrorCode = KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
@@ -378,6 +392,7 @@ static void src_ofle(int fd, int32_t corr, int16_t ver)
     kp_OffsetForLeaderEpochResponse_EpochEndOffset_init(&eo);
     pthread_mutex_lock(&SRC.mu);
     SRC.n_ofle++;
+    SRC.ofle_ver = ver;
     eo.LeaderEpoch = SRC.ofle_epoch;
     eo.EndOffset = SRC.ofle_end;
     pthread_mutex_unlock(&SRC.mu);
@@ -491,6 +506,9 @@ static void src_start(void)
     memset(&SRC, 0, sizeof(SRC));
     pthread_mutex_init(&SRC.mu, NULL);
     SRC.fetch_max = 18;
+    SRC.fetch_min = -1;
+    SRC.md_max = -1;
+    SRC.ofle_min = SRC.ofle_max = -1;
     SRC.leader_epoch = 5;
     SRC.sessions = true;
     SRC.topic_id = SRC_ID;
@@ -606,12 +624,12 @@ static void tc_setup(int32_t dst_epoch)
     CU_ASSERT_EQUAL_FATAL(km_fetch_mirror_set(T.fm, "m1", &T.mc, err, sizeof(err)), KM_OK);
 }
 
-static void tc_add(int64_t fetch_offset, int32_t lfe, int32_t dst_epoch)
+static void tc_add_id(int64_t fetch_offset, int32_t lfe, int32_t dst_epoch, kbx_uuid_t src_id)
 {
     km_fetch_part_spec_t s = {
         .mirror = "m1",
         .source_topic = "src",
-        .source_topic_id = SRC_ID,
+        .source_topic_id = src_id,
         .partition = 0,
         .dest_topic_id = DST_ID,
         .dest_leader_epoch = dst_epoch,
@@ -620,6 +638,11 @@ static void tc_add(int64_t fetch_offset, int32_t lfe, int32_t dst_epoch)
         .opaque = &T,
     };
     CU_ASSERT_EQUAL_FATAL(km_fetch_partition_add(T.fm, &s, &T.fp), KM_OK);
+}
+
+static void tc_add(int64_t fetch_offset, int32_t lfe, int32_t dst_epoch)
+{
+    tc_add_id(fetch_offset, lfe, dst_epoch, SRC_ID);
 }
 
 /* Step the fake host until cond() or the real-time deadline. */
@@ -1077,6 +1100,181 @@ static void test_ofle_below_v12(void)
     tc_teardown();
 }
 
+/* ---- source versions (design M93, M94) ----------------------------------------------------- */
+
+/* Every Fetch the source saw was at version v (and there was at least one). */
+static bool src_all_fetches_at(int16_t v)
+{
+    bool ok;
+    pthread_mutex_lock(&SRC.mu);
+    ok = SRC.nreqs > 0;
+    for (int i = 0; i < SRC.nreqs; i++)
+        ok = ok && SRC.reqs[i].ver == v;
+    pthread_mutex_unlock(&SRC.mu);
+    return ok;
+}
+
+static void dst_append(const uint8_t *b, size_t len)
+{
+    kbx_partition_t *p = NULL;
+    const kbx_api_t *api = fakehost_api(T.fh);
+
+    CU_ASSERT_EQUAL_FATAL(api->partition_acquire(fakehost_host(T.fh), &DST_ID, 0, 10, &p), KBX_OK);
+    CU_ASSERT_EQUAL(api->log_append(fakehost_host(T.fh), p, b, len, NULL), KBX_OK);
+    api->partition_release(fakehost_host(T.fh), p);
+}
+
+/*
+ * The test hook KMIRROR_TEST_FETCH_MAX_VERSION=11 (read when the manager is created) makes a
+ * v18 source be fetched at v11, so divergence goes through OffsetsForLeaderEpoch: the local log
+ * has records of epoch 3 (4..5) that the source's new leader lacks (its epoch 3 ended at 4, epoch
+ * 4 starts there). DIVERGED (3, 4); the owner truncates at 4 and resumes; the fetcher checks
+ * again and mirrors epoch 4; the destination log then equals the source's byte for byte.
+ */
+static void test_fetch_cap_hook_v11(void)
+{
+    const km_fetch_event_t *ev;
+    uint8_t *a, *lost, *c;
+    size_t alen, lostlen, clen, dlen;
+    const uint8_t *d;
+    kbx_partition_t *p = NULL;
+    const kbx_api_t *api;
+
+    CU_ASSERT_EQUAL_FATAL(setenv("KMIRROR_TEST_FETCH_MAX_VERSION", "11", 1), 0);
+    tc_setup(10);
+    unsetenv("KMIRROR_TEST_FETCH_MAX_VERSION");
+    api = fakehost_api(T.fh);
+    CU_ASSERT_FATAL(fakehost_batch_build(0, 3, -1, -1, false, 4, &a, &alen) == 0);
+    CU_ASSERT_FATAL(fakehost_batch_build(4, 3, -1, -1, false, 2, &lost, &lostlen) == 0);
+    CU_ASSERT_FATAL(fakehost_batch_build(4, 4, -1, -1, false, 6, &c, &clen) == 0);
+    dst_append(a, alen);
+    dst_append(lost, lostlen);
+    pthread_mutex_lock(&SRC.mu);
+    SRC.log = malloc(alen + clen);
+    memcpy(SRC.log, a, alen);
+    memcpy(SRC.log + alen, c, clen);
+    SRC.log_len = alen + clen;
+    SRC.ofle_epoch = 3;
+    SRC.ofle_end = 4;
+    pthread_mutex_unlock(&SRC.mu);
+
+    tc_add(-1, -1, 10);
+    WANT_EV = KM_FETCH_EV_DIVERGED;
+    CU_ASSERT_FATAL(tc_wait(c_ev));
+    ev = tc_find(KM_FETCH_EV_DIVERGED);
+    CU_ASSERT_EQUAL(ev->epoch, 3);
+    CU_ASSERT_EQUAL(ev->end_offset, 4);
+    CU_ASSERT(SRC.n_ofle >= 1);
+    CU_ASSERT_EQUAL(SRC.ofle_ver, 4);
+    /* the owner's truncation, then resume */
+    CU_ASSERT_EQUAL_FATAL(api->partition_acquire(fakehost_host(T.fh), &DST_ID, 0, 10, &p), KBX_OK);
+    CU_ASSERT_EQUAL(api->log_truncate(fakehost_host(T.fh), p, ev->end_offset), KBX_OK);
+    api->partition_release(fakehost_host(T.fh), p);
+    CU_ASSERT_EQUAL(km_fetch_partition_resume(T.fm, T.fp, -1), KM_OK);
+    WANT_LEO = 10;
+    if (!tc_wait(c_leo)) {
+        for (int i = 0; i < T.nev; i++)
+            fprintf(stderr, "\n    event %s: %s", km_fetch_event_name(T.evs[i].type),
+                    T.evs[i].message);
+        fprintf(stderr, "\n    leo %" PRId64 " ofle %d fetches %d\n", tc_dst_leo(), SRC.n_ofle,
+                SRC.nreqs);
+        CU_FAIL_FATAL("the destination did not reach the source's log end");
+    }
+    d = fakehost_partition_log(T.fh, &DST_ID, 0, &dlen, NULL);
+    CU_ASSERT_EQUAL(dlen, alen + clen);
+    pthread_mutex_lock(&SRC.mu);
+    CU_ASSERT(dlen == SRC.log_len && memcmp(d, SRC.log, dlen) == 0);
+    pthread_mutex_unlock(&SRC.mu);
+    CU_ASSERT(SRC.n_ofle >= 2); /* checked again after the resume */
+    CU_ASSERT(src_all_fetches_at(11));
+    CU_ASSERT_PTR_NULL(tc_find(KM_FETCH_EV_FATAL));
+    free(a);
+    free(lost);
+    free(c);
+    tc_teardown();
+}
+
+static void expect_unsupported(const char *const *parts, int64_t leo)
+{
+    const km_fetch_event_t *ev;
+    km_fetch_status_t st;
+
+    WANT_EV = KM_FETCH_EV_FATAL;
+    CU_ASSERT_FATAL(tc_wait(c_ev));
+    ev = tc_find(KM_FETCH_EV_FATAL);
+    CU_ASSERT_EQUAL(ev->error_code, KP_ERR_UNSUPPORTED_VERSION);
+    CU_ASSERT_EQUAL(ev->error_class, KM_FETCH_ERR_FATAL);
+    for (int i = 0; parts[i] != NULL; i++) {
+        CU_ASSERT_PTR_NOT_NULL(strstr(ev->message, parts[i]));
+        if (strstr(ev->message, parts[i]) == NULL)
+            fprintf(stderr, "\n    \"%s\" lacks \"%s\"\n", ev->message, parts[i]);
+    }
+    km_fetch_partition_status(T.fm, T.fp, &st);
+    CU_ASSERT_EQUAL(st.state, KM_FETCH_ST_HELD);
+    CU_ASSERT_EQUAL(tc_dst_leo(), leo);
+}
+
+/* A source that serves Fetch v0..3 only (old message sets): FATAL naming broker, API, versions;
+ * nothing fetched. */
+static void test_source_too_old(void)
+{
+    static const char *const want[] = {
+        "src-0 at offset 0", "source broker 0", "serves Fetch v0..3", "v4..18", "magic 2", NULL};
+
+    tc_setup(10);
+    SRC.fetch_min = 0;
+    SRC.fetch_max = 3;
+    src_add_batch(0, 3, 4);
+    tc_add(0, -1, 10);
+    expect_unsupported(want, 0);
+    CU_ASSERT_EQUAL(SRC.nreqs, 0);
+    tc_teardown();
+}
+
+/* Fetch up to v11 but no OffsetForLeaderEpoch v2+ (as Kafka 2.0): a local log that must be
+ * checked for divergence first is refused, the source's records never appended. */
+static void test_source_ofle_too_old(void)
+{
+    static const char *const want[] = {"src-0 at offset 4", "source broker 0",
+                                       "serves OffsetForLeaderEpoch v0..1", "Fetch only up to v11",
+                                       NULL};
+    uint8_t *b;
+    size_t len;
+
+    tc_setup(10);
+    SRC.fetch_max = 11;
+    SRC.ofle_min = 0;
+    SRC.ofle_max = 1;
+    CU_ASSERT_FATAL(fakehost_batch_build(0, 3, -1, -1, false, 4, &b, &len) == 0);
+    dst_append(b, len);
+    free(b);
+    src_add_batch(0, 3, 4);
+    src_add_batch(4, 3, 4);
+    tc_add(-1, -1, 10);
+    expect_unsupported(want, 4);
+    CU_ASSERT_EQUAL(SRC.n_ofle, 0);
+    tc_teardown();
+}
+
+/* A source without topic ids (Metadata below v10, as Kafka before 2.8) that serves Fetch v13+:
+ * the fetcher stays below topic ids (v12, topic names) and mirrors. */
+static void test_source_without_topic_ids(void)
+{
+    static const kbx_uuid_t zero = {{0}};
+
+    tc_setup(10);
+    SRC.md_max = 9;
+    src_add_batch(0, 5, 3);
+    src_add_batch(3, 5, 2);
+    tc_add_id(0, -1, 10, zero);
+    WANT_LEO = 5;
+    CU_ASSERT_FATAL(tc_wait(c_leo));
+    CU_ASSERT_EQUAL(SRC.md_ver, 9);
+    CU_ASSERT(src_all_fetches_at(12));
+    CU_ASSERT_PTR_NULL(tc_find(KM_FETCH_EV_FATAL));
+    tc_teardown();
+}
+
 static void test_epoch_exceeded_then_resume(void)
 {
     const km_fetch_event_t *ev;
@@ -1295,6 +1493,10 @@ int main(void)
         {"out_of_range_above_end", test_out_of_range_above_end},
         {"diverging_epoch", test_diverging_epoch},
         {"ofle_below_v12", test_ofle_below_v12},
+        {"fetch_cap_hook_v11", test_fetch_cap_hook_v11},
+        {"source_too_old", test_source_too_old},
+        {"source_ofle_too_old", test_source_ofle_too_old},
+        {"source_without_topic_ids", test_source_without_topic_ids},
         {"epoch_exceeded_then_resume", test_epoch_exceeded_then_resume},
         {"fenced", test_fenced},
         {"config_refused", test_config_refused},
