@@ -44,6 +44,8 @@ PEERS=$REPO/tests/peers
 KPEER_HOME=${KPEER_HOME:-$REPO/.kpeer}
 export KPEER_HOME
 BENCHPY=$HERE/lib/bench.py
+# shellcheck source=lib/common.sh
+. "$HERE/lib/common.sh"
 ORIG_ARGS="$*"
 
 die() { echo "broker-throughput: FATAL: $*" >&2; exit 1; }
@@ -148,8 +150,6 @@ rm -rf "$LOGS"
 mkdir -p "$LOGS" "$INPUTS"
 : >"$RESULTS"
 : >"$META"
-meta() { printf '%s=%s\n' "$1" "$(printf '%s' "$2" | tr '\n\t' '  ')" >>"$META"; }
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
 # ------------------------------------------------------------------------------ inputs
 LIBS=$("$PEERS/kafka-libs.sh" "$KAFKA_4_VERSION" 2>"$LOGS/kafka-libs.log" | tail -1) \
@@ -193,15 +193,8 @@ KB_OVR=(num.partitions=$PARTS offsets.topic.replication.factor=1
 # machine and settings
 meta date "$(date -u '+%Y-%m-%d %H:%M UTC')"
 meta command "tests/bench/broker-throughput.sh${ORIG_ARGS:+ $ORIG_ARGS}"
-meta cpu "$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)"
-meta cores "$(nproc)"
-meta ram "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
-meta kernel "Linux $(uname -r)"
-meta os "$(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-?}")"
-meta jdk "OpenJDK $(java -version 2>&1 | sed -n '1s/^[a-z]* version "\([^"]*\)".*/\1/p') ($(java -version 2>&1 | sed -n '2s/.*(build \(.*\))$/\1/p'))"
-meta python "$(python3 --version 2>&1)"
+bench_machine_meta "$WORK"
 meta kcat "$(command -v kcat >/dev/null && kcat -V 2>&1 | sed -n 's/^Version \([^ ]*\) (.*librdkafka \([^ ]*\).*/\1 (librdkafka \2)/p' | head -1 || echo 'not installed')"
-meta disk "$(df -h --output=fstype,size "$WORK" | tail -1 | awk '{print $1 ", " $2}')"
 meta kafka_version "$KAFKA_4_VERSION"
 meta records "$RECORDS"
 meta consume_records "$((2 * RECORDS))"
@@ -221,39 +214,7 @@ meta kbroker_overrides "${KB_OVR[*]}"
 meta results_path "`<build dir>/bench/broker-throughput/` (`results.tsv`, `meta.env`, `logs/`)"
 
 # ------------------------------------------------------------------------------ measuring
-now_ns() { date +%s%N; }
-cpu_ticks() { # utime+stime of a process, in clock ticks
-  local s
-  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  s=${s##*) }
-  # shellcheck disable=SC2086
-  set -- $s
-  echo $((${12} + ${13}))
-}
-sys_busy() { # busy ticks of the whole machine (user nice system irq softirq steal)
-  local _c u n s i w q sq st
-  read -r _c u n s i w q sq st _ </proc/stat
-  echo $((u + n + s + q + sq + st))
-}
-sys_total() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; print t; exit}' /proc/stat; }
-wait_quiet() { # up to WAIT_QUIET s for a 3 s window with the machine < 25 % busy
-  [ "$WAIT_QUIET" -gt 0 ] || return 0
-  local end=$((SECONDS + WAIT_QUIET)) b0 t0 b1 t1 pct
-  while :; do
-    b0=$(sys_busy) t0=$(sys_total)
-    sleep 3
-    b1=$(sys_busy) t1=$(sys_total)
-    pct=$(((b1 - b0) * 100 / (t1 - t0 > 0 ? t1 - t0 : 1)))
-    [ "$pct" -lt 25 ] && return 0
-    if [ $SECONDS -ge $end ]; then
-      log "machine still ${pct}% busy after waiting ${WAIT_QUIET}s: measuring anyway"
-      return 0
-    fi
-  done
-}
-hwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
-rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
-reset_hwm() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || true; }
+# now_ns, cpu_ticks, sys_busy, sys_total, wait_quiet, hwm_kb, rss_kb, reset_hwm: lib/common.sh
 
 BNAME= BPID= BS= BPEAK=0 APIS=
 broker_alive() { [ -n "$BPID" ] && kill -0 "$BPID" 2>/dev/null; }

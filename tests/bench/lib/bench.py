@@ -471,18 +471,21 @@ def mib(kb):
     return v / 1024.0 if v else None
 
 
-def update_doc(path, section_lines):
+def update_doc(path, section_lines, title=SECTION_TITLE, begin=BEGIN, end=END):
+    """Replaces the generated block (begin .. end) of the section `title` in the doc at path, or
+    appends the section; warns when the hand-written reading below the block is about an older
+    run. Shared with the other benchmarks of tests/bench (mirror_bench.py)."""
     text = ""
     if os.path.exists(path):
         with open(path) as f:
             text = f.read()
-    gen = "\n".join(section_lines[section_lines.index(BEGIN):])  # BEGIN .. END
-    if BEGIN in text and END in text:
-        a = text.index(BEGIN)
-        b = text.index(END) + len(END)
+    gen = "\n".join(section_lines[section_lines.index(begin):])  # begin .. end
+    if begin in text and end in text:
+        a = text.index(begin)
+        b = text.index(end) + len(end)
         text = text[:a] + gen + text[b:]
-    elif SECTION_TITLE in text:
-        a = text.index(SECTION_TITLE) + len(SECTION_TITLE)
+    elif title in text:
+        a = text.index(title) + len(title)
         text = text[:a] + "\n\n" + gen + "\n" + text[a:]
     else:
         if not text:
@@ -491,7 +494,7 @@ def update_doc(path, section_lines):
         text = text.rstrip("\n") + "\n\n" + "\n".join(section_lines) + "\n"
     if not text.endswith("\n"):
         text += "\n"
-    after = text[text.index(END) + len(END):]
+    after = text[text.index(end) + len(end):]
     nxt = after.find("\n## ")
     after = after if nxt < 0 else after[:nxt]
     m = re.search(r"Reading of the run of ([0-9-]+ [0-9:]+ UTC)", after)
