@@ -7,3 +7,6 @@ cd "$(dirname "$0")/.."
 . tests/peers/versions.env
 export KPEER_HOME=${KPEER_HOME:-$(pwd)/.kpeer}
 tests/peers/kafka-libs.sh "$KAFKA_4_VERSION" "$KPEER_HOME/kafka-$KAFKA_4_VERSION"
+# The older source versions of the interop suites (brokers only; MM2 runs from the 4.x jars).
+tests/peers/kafka-libs.sh --no-mm2 "$KAFKA_39_VERSION" "$KPEER_HOME/kafka-$KAFKA_39_VERSION"
+tests/peers/kafka-libs.sh --no-mm2 "$KAFKA_28_VERSION" "$KPEER_HOME/kafka-$KAFKA_28_VERSION"

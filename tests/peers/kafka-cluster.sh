@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# kafka-cluster.sh — run a real Apache Kafka cluster (KRaft, combined broker+controller nodes,
-# static voters) on 127.0.0.1 from the Maven jars that kafka-libs.sh resolves.
+# kafka-cluster.sh — run a real Apache Kafka cluster on 127.0.0.1 from the Maven jars that
+# kafka-libs.sh resolves: KRaft (combined broker+controller nodes, static voters) for 3.9.x and 4.x,
+# ZooKeeper mode (one ZooKeeper server from the zookeeper jar Kafka depends on, plus the brokers)
+# for 2.x and 3.0-3.8.
 #
 #   kafka-cluster.sh start --name N [--nodes 1|3] [--version V] [--base-port P]
 #                          [--override k=v]... [--heap 512m] [--perf] [--jvm-opts "..."]
@@ -22,6 +24,9 @@
 # --controllers: "all" (default) makes every node a combined broker+controller voter; "node1"
 # makes node 1 the only controller (broker,controller) and the others brokers; "separate" adds a
 # controller-only node N+1 (controller port P+10*N+1, no client port) to N broker-only nodes.
+# ZooKeeper mode: the ZooKeeper server listens on P+1 (zk.properties, zk.log, zk.pid, zk/data), is
+# started and answering (`srvr`) before the brokers, and is stopped after them; --controllers does
+# not apply. Kafka 2.x/3.x log through log4j 1 (log4j.properties), 4.x through log4j2.
 # Per node (tests/cluster): kill = SIGKILL and wait until gone; restart = run the node's saved
 # command line again (storage kept, log appended; --wait waits for readiness); pause/resume =
 # SIGSTOP/SIGCONT; pid prints the node's pid.
@@ -35,13 +40,13 @@ KPEER_HOME=${KPEER_HOME:-$REPO/.kpeer}
 
 die() { echo "kafka-cluster: $*" >&2; exit 1; }
 log() { echo "kafka-cluster: $*" >&2; }
-usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
 
 now_ms() { date +%s%3N; }
 
 CMD=${1:-}; [ -n "$CMD" ] || usage; shift
 NAME= NODES=1 VERSION=$KAFKA_4_VERSION BASE_PORT=19092 HEAP=512m PERF=0 JVM_EXTRA= TIMEOUT=
-LOGLEVEL=WARN CONTROLLERS=all NODE= WAIT=0
+LOGLEVEL=WARN CONTROLLERS=all NODE= WAIT=0 MODE=
 OVERRIDES=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -71,11 +76,21 @@ ctrl_port() { echo $((BASE_PORT + 10 * ($1 - 1) + 1)); }
 # Processes: the NODES brokers, plus the controller-only node NODES+1 with --controllers separate.
 total_nodes() { if [ "${CONTROLLERS:-all}" = separate ]; then echo $((NODES + 1)); else echo "$NODES"; fi; }
 is_broker() { [ "$1" -le "$NODES" ]; }
+# kraft for 3.9.x and 4.x; zk for 2.x and 3.0-3.8 (their KRaft was early access or preview).
+mode_of() {
+  case "$1" in
+    4.* | 3.9.*) echo kraft ;;
+    2.* | 3.[0-8].*) echo zk ;;
+    *) return 1 ;;
+  esac
+}
+zk_port() { ctrl_port 1; }
 
 load_env() {
   [ -f "$CDIR/cluster.env" ] || die "no cluster '$NAME' under $KPEER_HOME (never started?)"
   # shellcheck disable=SC1091
   . "$CDIR/cluster.env"
+  MODE=${MODE:-kraft} # cluster.env files written before ZooKeeper mode existed
 }
 
 bootstrap_list() {
@@ -86,13 +101,16 @@ bootstrap_list() {
 
 # pid_of I: prints the pid of node I if its pid file names a live process that is really that
 # node (its command line contains the node's config path; guards against pid reuse).
-pid_of() {
-  local f=$CDIR/node$1.pid pid
+pid_of() { proc_pid "node$1"; }
+# proc_pid BASE: the same for any process of this cluster whose files are BASE.pid/BASE.properties
+# (node<i>, zk).
+proc_pid() {
+  local f=$CDIR/$1.pid pid
   [ -f "$f" ] || return 1
   pid=$(cat "$f")
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   [ -r "/proc/$pid/cmdline" ] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$CDIR/node$1.properties" || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$CDIR/$1.properties" || return 1
   echo "$pid"
 }
 
@@ -104,6 +122,7 @@ stray_pids() {
     { cl=$(tr '\0' ' ' <"$p/cmdline"); } 2>/dev/null || continue
     case "$cl" in
       *kafka.Kafka\ "$CDIR"/node*.properties*) echo "${p#/proc/}" ;;
+      *QuorumPeerMain\ "$CDIR"/zk.properties*) echo "${p#/proc/}" ;;
     esac
   done
 }
@@ -120,10 +139,14 @@ tail_logs() {
       tail -n "${1:-40}" "$CDIR/node$i.log" >&2
     fi
   done
+  if [ "$MODE" = zk ] && [ -f "$CDIR/zk.log" ]; then
+    echo "----- tail of $CDIR/zk.log -----" >&2
+    tail -n "${1:-40}" "$CDIR/zk.log" >&2
+  fi
 }
 
 do_stop() {
-  local i pid pids=() t0 ctl=
+  local i pid pids=() t0 ctl= zk=
   t0=$(now_ms)
   for ((i = 1; i <= $(total_nodes); i++)); do
     if pid=$(pid_of "$i"); then
@@ -132,18 +155,23 @@ do_stop() {
       if { [ "$CONTROLLERS" = node1 ] && [ "$i" = 1 ]; } || ! is_broker "$i"; then ctl=$pid; else pids+=("$pid"); fi
     fi
   done
+  zk=$(proc_pid zk) || zk=
   for pid in $(stray_pids); do
-    [[ " ${pids[*]} $ctl " == *" $pid "* ]] || { log "found stray node process $pid of '$NAME'"; pids+=("$pid"); }
+    [[ " ${pids[*]} $ctl $zk " == *" $pid "* ]] && continue
+    log "found stray process $pid of '$NAME'"
+    if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q QuorumPeerMain; then zk=$pid; else pids+=("$pid"); fi
   done
-  if [ ${#pids[@]} -eq 0 ] && [ -z "$ctl" ]; then
+  if [ ${#pids[@]} -eq 0 ] && [ -z "$ctl" ] && [ -z "$zk" ]; then
     log "cluster '$NAME': no running node"
-    rm -f "$CDIR"/node*.pid
+    rm -f "$CDIR"/node*.pid "$CDIR/zk.pid"
     return 0
   fi
   [ ${#pids[@]} -eq 0 ] || stop_pids "${pids[@]}"
   [ -z "$ctl" ] || stop_pids "$ctl"
-  rm -f "$CDIR"/node*.pid
-  log "cluster '$NAME' stopped ($((${#pids[@]} + (${#ctl} > 0 ? 1 : 0))) processes) in $(( $(now_ms) - t0 )) ms"
+  # ZooKeeper last: the brokers' controlled shutdown goes through it.
+  [ -z "$zk" ] || stop_pids "$zk"
+  rm -f "$CDIR"/node*.pid "$CDIR/zk.pid"
+  log "cluster '$NAME' stopped ($((${#pids[@]} + (${#ctl} > 0 ? 1 : 0) + (${#zk} > 0 ? 1 : 0))) processes) in $(( $(now_ms) - t0 )) ms"
 }
 
 # stop_pids PID...: SIGTERM, wait up to the deadline, SIGKILL, verify gone.
@@ -176,9 +204,55 @@ stop_pids() {
   return 0
 }
 
+# ZooKeeper mode: the ZooKeeper server (standalone, 127.0.0.1 only, no admin server: it would want
+# Jetty and port 8080) and the brokers (broker.id = node number, zookeeper.connect to it).
+write_configs_zk() {
+  local i rf=$((NODES < 3 ? NODES : 3)) misr=$((NODES < 3 ? 1 : 2))
+  cat >"$CDIR/zk.properties" <<EOF
+# generated by tests/peers/kafka-cluster.sh for cluster '$NAME': ZooKeeper server (Kafka $VERSION)
+dataDir=$CDIR/zk/data
+clientPort=$(zk_port)
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+tickTime=2000
+admin.enableServer=false
+4lw.commands.whitelist=srvr,ruok
+EOF
+  for ((i = 1; i <= NODES; i++)); do
+    cat >"$CDIR/node$i.properties" <<EOF
+# generated by tests/peers/kafka-cluster.sh for cluster '$NAME', node $i (Kafka $VERSION, ZooKeeper mode)
+broker.id=$i
+zookeeper.connect=127.0.0.1:$(zk_port)
+zookeeper.connection.timeout.ms=60000
+zookeeper.session.timeout.ms=30000
+listeners=PLAINTEXT://127.0.0.1:$(client_port "$i")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(client_port "$i")
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$CDIR/node$i/data
+num.partitions=1
+default.replication.factor=1
+offsets.topic.replication.factor=$rf
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$misr
+# test-speed and small-machine settings
+log.cleaner.dedupe.buffer.size=2097152
+group.initial.rebalance.delay.ms=0
+offsets.topic.num.partitions=5
+transaction.state.log.num.partitions=5
+num.network.threads=2
+num.io.threads=2
+background.threads=2
+num.recovery.threads.per.data.dir=1
+num.replica.fetchers=1
+auto.create.topics.enable=false
+EOF
+  done
+}
+
 write_configs() {
   local i voters= rf=$((NODES < 3 ? NODES : 3)) misr=$((NODES < 3 ? 1 : 2)) roles listeners
-  case "$CONTROLLERS" in
+  if [ "$MODE" = zk ]; then write_configs_zk; fi
+  [ "$MODE" = zk ] || case "$CONTROLLERS" in
     all) for ((i = 1; i <= NODES; i++)); do voters+="${voters:+,}$i@127.0.0.1:$(ctrl_port "$i")"; done ;;
     node1) voters="1@127.0.0.1:$(ctrl_port 1)" ;;
     separate) voters="$((NODES + 1))@127.0.0.1:$(ctrl_port $((NODES + 1)))" ;;
@@ -200,6 +274,7 @@ background.threads=2
 EOF
   fi
   for ((i = 1; i <= NODES; i++)); do
+    [ "$MODE" = kraft ] || break
     roles=broker,controller
     listeners="PLAINTEXT://127.0.0.1:$(client_port "$i"),CONTROLLER://127.0.0.1:$(ctrl_port "$i")"
     if [ "$CONTROLLERS" = separate ] || { [ "$CONTROLLERS" = node1 ] && [ "$i" != 1 ]; }; then
@@ -258,6 +333,36 @@ rootLogger.appenderRef.out.ref = OUT
 logger.server.name = kafka.server
 logger.server.level = INFO
 EOF
+  # Kafka 2.x/3.x (and their ZooKeeper) log through log4j 1 (log4j 1.2.17 or reload4j).
+  cat >"$CDIR/log4j.properties" <<EOF
+log4j.rootLogger=$LOGLEVEL, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.server=INFO
+log4j.logger.org.apache.zookeeper.server.ZooKeeperServer=INFO
+EOF
+}
+
+# log_opt: the JVM option that points this version's logging at our config.
+log_opt() {
+  case "$VERSION" in
+    4.*) echo "-Dlog4j2.configurationFile=$CDIR/log4j2.properties" ;;
+    *) echo "-Dlog4j.configuration=file:$CDIR/log4j.properties" ;;
+  esac
+}
+
+# wait_zk DEADLINE_S: until the ZooKeeper server answers `srvr` as a standalone server, while its
+# process lives.
+wait_zk() {
+  local end=$((SECONDS + $1)) out
+  while :; do
+    kill -0 "$(cat "$CDIR/zk.pid")" 2>/dev/null || return 1
+    out=$(timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf srvr >&3 && cat <&3' _ "$(zk_port)" 2>/dev/null) || true
+    [[ "$out" == *"Mode: standalone"* ]] && return 0
+    [ $SECONDS -lt $end ] || return 2
+    sleep 0.2 # poll interval of a deadline-bounded wait
+  done
 }
 
 do_start() {
@@ -265,13 +370,17 @@ do_start() {
   case "$CONTROLLERS" in all | node1 | separate) ;; *) die "--controllers must be all, node1 or separate" ;; esac
   [[ "$BASE_PORT" =~ ^[0-9]+$ ]] && [ "$BASE_PORT" -ge 1024 ] && [ "$BASE_PORT" -le 65000 ] \
     || die "bad --base-port '$BASE_PORT'"
-  case "$VERSION" in 4.* | 3.9.*) ;; *) die "version $VERSION: only KRaft versions (3.9.x, 4.x) are supported here" ;; esac
+  MODE=$(mode_of "$VERSION") || die "version $VERSION: not supported (KRaft: 3.9.x, 4.x; ZooKeeper: 2.x, 3.0-3.8)"
+  if [ "$MODE" = zk ]; then
+    [ "$CONTROLLERS" = all ] || die "--controllers does not apply to Kafka $VERSION (ZooKeeper mode)"
+  fi
   command -v java >/dev/null || die "java not found"
 
   # Refuse to clobber a running cluster of the same name, and refuse ports that are taken.
   if [ -f "$CDIR/cluster.env" ]; then
     # shellcheck disable=SC1091
-    (. "$CDIR/cluster.env"; for ((i = 1; i <= $(total_nodes); i++)); do pid_of "$i" >/dev/null && exit 1; done; exit 0) \
+    (. "$CDIR/cluster.env"; proc_pid zk >/dev/null && exit 1
+     for ((i = 1; i <= $(total_nodes); i++)); do pid_of "$i" >/dev/null && exit 1; done; exit 0) \
       || die "cluster '$NAME' is already running; run: $0 stop --name $NAME"
   fi
   [ -z "$(stray_pids)" ] || die "processes of cluster '$NAME' are still running ($(stray_pids | tr '\n' ' ')); run: $0 stop --name $NAME"
@@ -283,7 +392,7 @@ do_start() {
   done
 
   local libs
-  libs=$("$HERE/kafka-libs.sh" "$VERSION" | tail -1)
+  libs=$("$HERE/kafka-libs.sh" --no-mm2 "$VERSION" | tail -1) # the brokers never need MM2
   "$HERE/mvn-build.sh" "$REPO/tests/java/peer-tools" peer-tools.jar >/dev/null
 
   local t0
@@ -295,11 +404,17 @@ do_start() {
     mkdir -p "$CDIR/node$i/data"
     [ -f "$CDIR/node$i.log" ] && mv -f "$CDIR/node$i.log" "$CDIR/node$i.log.prev"
   done
-  rm -f "$CDIR"/node*.pid
+  rm -f "$CDIR"/node*.pid "$CDIR/zk.pid" "$CDIR/zk.cmdline"
+  rm -rf "$CDIR/zk"
+  [ -f "$CDIR/zk.log" ] && mv -f "$CDIR/zk.log" "$CDIR/zk.log.prev"
   local cid
-  cid=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)
-  # A leading '-' would be read as an option by StorageTool; any base64url letter keeps it a uuid.
-  [[ "$cid" == -* ]] && cid="A${cid:1}"
+  if [ "$MODE" = zk ]; then
+    cid=zk # chosen by the first broker; read from meta.properties once the cluster is ready
+  else
+    cid=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)
+    # A leading '-' would be read as an option by StorageTool; any base64url letter keeps it a uuid.
+    [[ "$cid" == -* ]] && cid="A${cid:1}"
+  fi
   cat >"$CDIR/cluster.env" <<EOF
 NAME=$NAME
 VERSION=$VERSION
@@ -307,20 +422,40 @@ NODES=$NODES
 BASE_PORT=$BASE_PORT
 CLUSTER_ID=$cid
 CONTROLLERS=$CONTROLLERS
+MODE=$MODE
 EOF
   write_configs
 
   local fast="-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
-  local tool_opts="-Xms64m -Xmx256m $fast -Djava.awt.headless=true -Dlog4j2.configurationFile=$CDIR/log4j2.properties"
-  # Format every node's storage (in parallel; each is a short JVM).
+  local tool_opts="-Xms64m -Xmx256m $fast -Djava.awt.headless=true $(log_opt)"
+  if [ "$MODE" = zk ]; then
+    # ZooKeeper first, answering before any broker starts (no storage format in ZooKeeper mode).
+    mkdir -p "$CDIR/zk/data"
+    local zkargs=(java -Xms32m -Xmx128m $fast -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true
+                  "$(log_opt)" -cp "$libs/*" org.apache.zookeeper.server.quorum.QuorumPeerMain
+                  "$CDIR/zk.properties")
+    printf '%s\n' "${zkargs[@]}" >"$CDIR/zk.cmdline"
+    setsid "${zkargs[@]}" >"$CDIR/zk.log" 2>&1 </dev/null &
+    echo $! >"$CDIR/zk.pid"
+    local zrc=0
+    wait_zk "${TIMEOUT:-120}" || zrc=$?
+    if [ "$zrc" != 0 ]; then
+      tail_logs 60
+      do_stop >/dev/null 2>&1 || true
+      [ "$zrc" = 1 ] && die "ZooKeeper of '$NAME' exited during startup"
+      die "ZooKeeper of '$NAME' did not answer on 127.0.0.1:$(zk_port) within ${TIMEOUT:-120}s"
+    fi
+  fi
+  # Format every node's storage (in parallel; each is a short JVM). KRaft only.
   local fpids=()
   for ((i = 1; i <= $(total_nodes); i++)); do
+    [ "$MODE" = kraft ] || break
     # shellcheck disable=SC2086
     java $tool_opts -cp "$libs/*" kafka.tools.StorageTool format -t "$cid" \
       -c "$CDIR/node$i.properties" >"$CDIR/node$i.format.log" 2>&1 &
     fpids+=($!)
   done
-  for ((i = 1; i <= $(total_nodes); i++)); do
+  for ((i = 1; i <= ${#fpids[@]}; i++)); do
     wait "${fpids[$((i - 1))]}" || { cat "$CDIR/node$i.format.log" >&2; die "storage format of node $i failed"; }
   done
   local tf
@@ -332,7 +467,7 @@ EOF
   else
     jvm+=" $fast"
   fi
-  jvm+=" -Dlog4j2.configurationFile=$CDIR/log4j2.properties $JVM_EXTRA"
+  jvm+=" $(log_opt) $JVM_EXTRA"
   for ((i = 1; i <= $(total_nodes); i++)); do
     # setsid: the node outlives this script and is not hit by signals sent to our process group.
     # The command line is saved (one argument a line) for `restart`.
@@ -375,8 +510,13 @@ EOF
   local t1 rss=
   t1=$(now_ms)
   for ((i = 1; i <= $(total_nodes); i++)); do rss+=" node$i=$(rss_mb "$(pid_of "$i")")MB"; done
-  log "cluster '$NAME' (Kafka $VERSION, $NODES node(s), id $cid) ready at $bs:" \
-      "format $((tf - t0)) ms, start-to-ready $((t1 - tf)) ms, total $((t1 - t0)) ms; RSS$rss"
+  if [ "$MODE" = zk ]; then
+    rss+=" zk=$(rss_mb "$(proc_pid zk)")MB"
+    cid=$(sed -n 's/^cluster\.id=//p' "$CDIR/node1/data/meta.properties" 2>/dev/null)
+    sed -i "s/^CLUSTER_ID=.*/CLUSTER_ID=${cid:-unknown}/" "$CDIR/cluster.env"
+  fi
+  log "cluster '$NAME' (Kafka $VERSION, $MODE, $NODES node(s), id $cid) ready at $bs:" \
+      "$([ "$MODE" = zk ] && echo zookeeper || echo format) $((tf - t0)) ms, start-to-ready $((t1 - tf)) ms, total $((t1 - t0)) ms; RSS$rss"
 }
 
 do_status() {
@@ -398,6 +538,15 @@ do_status() {
       echo "node$i down"; ok=1
     fi
   done
+  if [ "$MODE" = zk ]; then
+    if pid=$(proc_pid zk); then
+      known+="$pid "
+      if port_in_use "$(zk_port)"; then echo "zookeeper pid=$pid 127.0.0.1:$(zk_port) listening rss=$(rss_mb "$pid")MB"
+      else echo "zookeeper pid=$pid 127.0.0.1:$(zk_port) NOT listening"; ok=1; fi
+    else
+      echo "zookeeper down"; ok=1
+    fi
+  fi
   local sp= p
   for p in $(stray_pids); do [[ "$known" == *" $p "* ]] || sp+="$p "; done
   [ -z "$sp" ] || { echo "processes of this cluster without a pid file: $sp(run stop)"; ok=1; }
@@ -468,7 +617,7 @@ case "$CMD" in
   resume) load_env; do_signal CONT ;;
   pid) load_env; need_node; pid_of "$NODE" || die "node $NODE of '$NAME' is not running" ;;
   stop) load_env; do_stop ;;
-  status) load_env; echo "cluster $NAME: Kafka $VERSION, $NODES node(s), id $CLUSTER_ID"; do_status ;;
+  status) load_env; echo "cluster $NAME: Kafka $VERSION ($MODE), $NODES node(s), id $CLUSTER_ID"; do_status ;;
   bootstrap) load_env; bootstrap_list ;;
   -h | --help | help) usage ;;
   *) die "unknown command '$CMD' (start|stop|status|bootstrap|kill|restart|pause|resume|pid)" ;;
