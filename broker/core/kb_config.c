@@ -611,20 +611,6 @@ static int kb_config_lookup_protocol(const char *map, const char *name, char *pr
     return -1;
 }
 
-static bool kb_config_list_has(const char *list, const char *item, bool nocase)
-{
-    size_t ilen = strlen(item);
-    const char *p = list;
-    while (p && *p) {
-        const char *comma = strchr(p, ',');
-        size_t elen = comma ? (size_t)(comma - p) : strlen(p);
-        if (elen == ilen && (nocase ? strncasecmp(p, item, ilen) : strncmp(p, item, ilen)) == 0)
-            return true;
-        p = comma ? comma + 1 : NULL;
-    }
-    return false;
-}
-
 static void kb_config_check_listeners(kb_config_t *cfg)
 {
     static const char *const valid_protocols[] = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL",
@@ -742,7 +728,7 @@ static void kb_config_check_listeners(kb_config_t *cfg)
             return;
         for (size_t i = 0; i < cfg->lst_cnt; i++) {
             if (cfg->controller_listener_names &&
-                kb_config_list_has(cfg->controller_listener_names, cfg->lst[i].name, true))
+                kb_props_list_has(cfg->controller_listener_names, cfg->lst[i].name, true))
                 continue;
             cfg->adv[cfg->adv_cnt] = cfg->lst[i];
             cfg->adv_cnt++;
@@ -1037,7 +1023,7 @@ int kb_config_foreach_prefix(const kb_config_t *cfg, const char *prefix,
 
 bool kb_config_has_role(const kb_config_t *cfg, const char *role)
 {
-    return cfg->process_roles && kb_config_list_has(cfg->process_roles, role, false);
+    return cfg->process_roles && kb_props_list_has(cfg->process_roles, role, false);
 }
 
 /* ---------------------------------------------------------------- printing */

@@ -27,6 +27,7 @@
 #include "kb_err.h"
 #include "kb_net.h"
 #include "kb_part.h"
+#include "kb_props.h"
 #ifdef KB_HAVE_REPL
 #include "kb_replmod.h"
 #endif
@@ -147,21 +148,10 @@ static kp_str_t kb_ctrl_view(const char *s)
 static bool kb_ctrl_listener_ok(const kb_ctrl_t *ctl, const kb_reqctx_t *ctx)
 {
     const char *names = ctl->cfg->controller_listener_names;
-    size_t llen;
+
     if (!names || !*names)
         return true;
-    if (!ctx->listener)
-        return false;
-    llen = strlen(ctx->listener);
-    for (const char *p = names; *p;) {
-        size_t n = strcspn(p, ",");
-        if (n == llen && strncasecmp(p, ctx->listener, n) == 0)
-            return true;
-        p += n;
-        if (*p == ',')
-            p++;
-    }
-    return false;
+    return kb_props_list_has(names, ctx->listener, true);
 }
 
 static int kb_ctrl_decode(kb_reqctx_t *ctx, const kp_msg_desc_t *desc, void *msg)
@@ -2130,17 +2120,9 @@ static void kb_ctrl_self_channel(kb_ctrl_t *ctl, kb_broker_t *kb)
 
     if (!names || !*names || !kb_repl_of(kb))
         return; /* a self-contained node: no other broker, no follower, no ISR change */
-    for (size_t i = 0; i < cfg->lst_cnt && !l; i++) {
-        size_t len = strlen(cfg->lst[i].name);
-        for (const char *p = names; *p && !l;) {
-            size_t n = strcspn(p, ",");
-            if (n == len && !strncasecmp(p, cfg->lst[i].name, n))
-                l = &cfg->lst[i];
-            p += n;
-            if (*p == ',')
-                p++;
-        }
-    }
+    for (size_t i = 0; i < cfg->lst_cnt && !l; i++)
+        if (kb_props_list_has(names, cfg->lst[i].name, true))
+            l = &cfg->lst[i];
     if (!l)
         return;
     host = !l->host[0] || !strcmp(l->host, "0.0.0.0") ? "127.0.0.1"

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "kb_err.h"
+#include "kb_props.h"
 #include "kp_msgs.h"
 
 /* Kafka API keys are int16; we index a table by key and ignore keys outside it. */
@@ -67,23 +68,12 @@ int kb_api_set_controller_listeners(kb_api_registry_t *reg, const char *names)
 
 bool kb_api_advertised_on(kb_api_registry_t *reg, const kb_api_range_t *api, const char *listener)
 {
-    bool yes = false;
-    size_t llen;
+    bool yes;
 
     if (!(api->flags & KB_API_CONTROLLER_ONLY))
         return true;
-    if (!listener)
-        return false;
-    llen = strlen(listener);
     pthread_rwlock_rdlock(&reg->lock);
-    for (const char *p = reg->ctrl_listeners; p && *p && !yes;) {
-        size_t n = strcspn(p, ",");
-        /* the config layer keeps list items trimmed; listener names compare case-insensitively */
-        yes = n == llen && strncasecmp(p, listener, n) == 0;
-        p += n;
-        if (*p == ',')
-            p++;
-    }
+    yes = kb_props_list_has(reg->ctrl_listeners, listener, true);
     pthread_rwlock_unlock(&reg->lock);
     return yes;
 }

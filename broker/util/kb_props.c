@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kb_err.h"
 
@@ -313,4 +314,23 @@ close_file:
     free(data);
     fclose(f);
     return r;
+}
+
+bool kb_props_list_has(const char *list, const char *item, bool nocase)
+{
+    size_t ilen;
+
+    if (!list || !item)
+        return false;
+    ilen = strlen(item);
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+
+        if (n == ilen && (nocase ? strncasecmp(p, item, n) : strncmp(p, item, n)) == 0)
+            return true;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return false;
 }

@@ -20,6 +20,7 @@
 #ifndef KB_PROPS_H
 #define KB_PROPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /** Called once per key/value pair in file order. @p lineno is the line where the pair starts.
@@ -38,5 +39,9 @@ int kb_props_parse(const char *buf, size_t len, kb_props_cb *cb, void *opaque, c
 /** Read and parse the file at @p path. KB_E_IO (with the path and strerror) if unreadable. */
 int kb_props_load_file(const char *path, kb_props_cb *cb, void *opaque, char *errstr,
                        size_t errstr_size);
+
+/** Whether the comma-separated list @p list (a list-typed value, items trimmed; NULL: empty)
+ *  holds @p item (NULL: never); compared case-insensitively when @p nocase (listener names). */
+bool kb_props_list_has(const char *list, const char *item, bool nocase);
 
 #endif /* KB_PROPS_H */

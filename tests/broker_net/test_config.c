@@ -197,6 +197,22 @@ static void test_props_errors(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent/kbt.properties"));
 }
 
+/* kb_props_list_has: whole items only, case as asked, NULL list or item never matches. */
+static void test_props_list_has(void)
+{
+    CU_ASSERT_TRUE(kb_props_list_has("broker,controller", "controller", false));
+    CU_ASSERT_TRUE(kb_props_list_has("broker,controller", "broker", false));
+    CU_ASSERT_FALSE(kb_props_list_has("broker,controller", "Broker", false));
+    CU_ASSERT_TRUE(kb_props_list_has("CONTROLLER,INTERNAL", "internal", true));
+    CU_ASSERT_FALSE(kb_props_list_has("CONTROLLER,INTERNAL", "CONTROL", true));
+    CU_ASSERT_FALSE(kb_props_list_has("CONTROL", "CONTROLLER", true));
+    CU_ASSERT_FALSE(kb_props_list_has("", "x", true));
+    CU_ASSERT_FALSE(kb_props_list_has(NULL, "x", true));
+    CU_ASSERT_FALSE(kb_props_list_has("x", NULL, true));
+    CU_ASSERT_TRUE(kb_props_list_has("a,,b", "", false));  /* an empty item is an item */
+    CU_ASSERT_FALSE(kb_props_list_has("a,b,", "", false)); /* a trailing comma is not */
+}
+
 /* ------------------------------------------------------------------ config */
 
 static void test_config_defaults(void)
@@ -582,6 +598,7 @@ int main(void)
     CU_add_test(s, "line continuation", test_props_continuation);
     CU_add_test(s, "escapes", test_props_escapes);
     CU_add_test(s, "errors", test_props_errors);
+    CU_add_test(s, "list has", test_props_list_has);
     s = CU_add_suite("config", NULL, NULL);
     CU_add_test(s, "defaults", test_config_defaults);
     CU_add_test(s, "minimal valid", test_config_minimal_valid);
