@@ -20,13 +20,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "kbat.h"
+#include "kbt_client.h"
 #include "kp_errcode.h"
 
 #define DEADLINE_MS 20000
@@ -73,22 +73,6 @@ static pid_t spawn(char *const argv[], int *outfd)
     close(p[1]);
     *outfd = p[0];
     return pid;
-}
-
-static int wait_exit(pid_t pid, int ms)
-{
-    int pfd = pidfd_open(pid, 0), st;
-    struct pollfd p = {.fd = pfd, .events = POLLIN};
-    if (pfd < 0)
-        return -1;
-    if (poll(&p, 1, ms) <= 0) {
-        close(pfd);
-        return -1;
-    }
-    close(pfd);
-    if (waitpid(pid, &st, 0) != pid)
-        return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 /* The listener port from the readiness line on the broker's stdout, or -1. */
@@ -248,7 +232,7 @@ static void create_and_kill(int fd, pid_t pid, int round, int n)
         CHECK(kbat_send(fd, KP_APIKEY_CreateTopics, 7, 1000 + k, NULL, &rq) == 0, "send");
     }
     kill(pid, SIGKILL);
-    CHECK(wait_exit(pid, DEADLINE_MS) == 128 + SIGKILL, "kbroker did not die of SIGKILL");
+    CHECK(kbt_wait_exit(pid, DEADLINE_MS) == 128 + SIGKILL, "kbroker did not die of SIGKILL");
 }
 
 int main(int argc, char **argv)
@@ -281,7 +265,7 @@ int main(int argc, char **argv)
         CHECK(port > 0, "round %d: kbroker did not start", round);
         if (port <= 0) {
             kill(pid, SIGKILL);
-            wait_exit(pid, DEADLINE_MS);
+            kbt_wait_exit(pid, DEADLINE_MS);
             close(out);
             break;
         }
@@ -292,7 +276,7 @@ int main(int argc, char **argv)
             create_and_kill(fd, pid, round, 3 + (int)(rand_r(&seed) % 8));
         } else {
             kill(pid, SIGTERM);
-            CHECK(wait_exit(pid, DEADLINE_MS) == 0, "kbroker did not stop cleanly on SIGTERM");
+            CHECK(kbt_wait_exit(pid, DEADLINE_MS) == 0, "kbroker did not stop cleanly on SIGTERM");
         }
         close(fd);
         close(out);

@@ -34,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -168,30 +167,14 @@ static int broker_start(broker_t *b, const char *extra)
     return b->port > 0 ? 0 : -1;
 }
 
-static int wait_exit(pid_t pid, int ms)
-{
-    int pfd = pidfd_open(pid, 0), st;
-    struct pollfd p = {.fd = pfd, .events = POLLIN};
-    if (pfd < 0)
-        return -1;
-    if (poll(&p, 1, ms) <= 0) {
-        close(pfd);
-        return -1;
-    }
-    close(pfd);
-    if (waitpid(pid, &st, 0) != pid)
-        return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static int broker_stop(broker_t *b)
 {
     int rc;
     kill(b->pid, SIGTERM);
-    rc = wait_exit(b->pid, DEADLINE_MS);
+    rc = kbt_wait_exit(b->pid, DEADLINE_MS);
     if (rc < 0) {
         kill(b->pid, SIGKILL);
-        wait_exit(b->pid, DEADLINE_MS);
+        kbt_wait_exit(b->pid, DEADLINE_MS);
     }
     close(b->out);
     return rc;

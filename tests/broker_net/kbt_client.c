@@ -7,7 +7,9 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -155,4 +157,21 @@ int kbt_parse_apiversions(const uint8_t *buf, size_t len, int16_t ver, kp_arena_
     if (kp_ApiVersionsResponse_decode(&rd, ar, out, ver) != 0)
         return -1;
     return kp_reader_remaining(&rd) == 0 ? 0 : -1;
+}
+
+int kbt_wait_exit(pid_t pid, int timeout_ms)
+{
+    int pfd = pidfd_open(pid, 0), st;
+    struct pollfd p = {.fd = pfd, .events = POLLIN};
+
+    if (pfd < 0)
+        return -1;
+    if (poll(&p, 1, timeout_ms) <= 0) {
+        close(pfd);
+        return -1;
+    }
+    close(pfd);
+    if (waitpid(pid, &st, 0) != pid)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

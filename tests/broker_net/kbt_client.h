@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "kp_msgs.h"
 
@@ -34,5 +35,9 @@ int kbt_wait_closed(int fd, int timeout_ms);
  *  @p ar). Stores the correlation id in *corr. 0 or -1. */
 int kbt_parse_apiversions(const uint8_t *buf, size_t len, int16_t ver, kp_arena_t *ar,
                           int32_t *corr, kp_ApiVersionsResponse_t *out);
+
+/** Wait (a pidfd, no sleeps) up to @p timeout_ms for the child @p pid to exit and reap it.
+ *  Returns its exit status, 128 + the signal that ended it, or -1 (not within the time). */
+int kbt_wait_exit(pid_t pid, int timeout_ms);
 
 #endif /* KBT_CLIENT_H */

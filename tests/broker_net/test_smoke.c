@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -88,23 +87,6 @@ static pid_t spawn(char *const argv[], int *outfd, int quiet_stdout)
     close(p[1]);
     *outfd = p[0];
     return pid;
-}
-
-/* Wait for @p pid to exit within @p ms using a pidfd. Returns the exit status or -1. */
-static int wait_exit(pid_t pid, int ms)
-{
-    int pfd = pidfd_open(pid, 0), st;
-    struct pollfd p = {.fd = pfd, .events = POLLIN};
-    if (pfd < 0)
-        return -1;
-    if (poll(&p, 1, ms) <= 0) {
-        close(pfd);
-        return -1;
-    }
-    close(pfd);
-    if (waitpid(pid, &st, 0) != pid)
-        return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 /* Read lines from @p fd until one starts with "kbroker started"; returns the listener port. */
@@ -319,7 +301,7 @@ int main(int argc, char **argv)
             char *kargs[] = {"kcat", "-b", addr, "-L", "-m", "5", NULL};
             k = spawn(kargs, &kout, 1);
         }
-        st = wait_exit(k, 30000);
+        st = kbt_wait_exit(k, 30000);
         if (st < 0) {
             kill(k, SIGKILL);
             waitpid(k, NULL, 0);
@@ -369,7 +351,7 @@ stop:
         int64_t t0 = now_ms();
         int st;
         kill(pid, SIGTERM);
-        st = wait_exit(pid, 10000);
+        st = kbt_wait_exit(pid, 10000);
         CHECK(st == 0, "exit status after SIGTERM: %d", st);
         if (st < 0) {
             kill(pid, SIGKILL);
