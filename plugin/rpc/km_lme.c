@@ -523,6 +523,19 @@ static void km_lme_batch_done(km_lme_t *l, km_lme_batch_t *b)
         km_lme_flush_post(l);
 }
 
+/* The start of a source answer's callback: the lookup service that goes on with batch b, or NULL
+ * (b freed) when the plugin shuts down or the service is gone. */
+static km_lme_t *km_lme_answer_owner(km_plugin_t *cm, km_lme_batch_t *b,
+                                     const km_srcadm_result_t *res)
+{
+    if (res->err == KM_ERR_SHUTDOWN || cm->mirror.lme == NULL) {
+        /* on shutdown maybe not on the loop: touch nothing else */
+        km_lme_batch_free(cm, b);
+        return NULL;
+    }
+    return cm->mirror.lme;
+}
+
 /* The peer's current leader epochs (Metadata), for the items answered with an LME. */
 static void km_lme_on_epochs(km_plugin_t *cm, void *arg, const km_srcadm_result_t *res,
                              const uint8_t *body, size_t len)
@@ -534,15 +547,9 @@ static void km_lme_on_epochs(km_plugin_t *cm, void *arg, const km_srcadm_result_
     kp_arena_t ar;
     char fail[320];
 
-    if (res->err == KM_ERR_SHUTDOWN) {
-        km_lme_batch_free(cm, b); /* maybe not on the loop: touch nothing else */
+    l = km_lme_answer_owner(cm, b, res);
+    if (l == NULL)
         return;
-    }
-    l = cm->mirror.lme;
-    if (l == NULL) {
-        km_lme_batch_free(cm, b);
-        return;
-    }
     kp_arena_init(&ar, KM_RPC_ARENA_LIMIT);
     kp_MetadataResponse_init(&resp);
     fail[0] = '\0';
@@ -628,15 +635,9 @@ static void km_lme_on_answer(km_plugin_t *cm, void *arg, const km_srcadm_result_
     char fail[320];
     km_err_t err;
 
-    if (res->err == KM_ERR_SHUTDOWN) {
-        km_lme_batch_free(cm, b); /* maybe not on the loop: touch nothing else */
+    l = km_lme_answer_owner(cm, b, res);
+    if (l == NULL)
         return;
-    }
-    l = cm->mirror.lme;
-    if (l == NULL) {
-        km_lme_batch_free(cm, b);
-        return;
-    }
     kp_arena_init(&ar, KM_RPC_ARENA_LIMIT);
     kp_DescribeMirrorsResponse_init(&resp);
     fail[0] = '\0';
