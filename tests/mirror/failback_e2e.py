@@ -28,6 +28,10 @@ import urllib.request
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
+# me2e.scan_log: the record batches of a partition directory (tests/mirror_e2e)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mirror_e2e"))
+import me2e  # noqa: E402
+
 KB, SO, KMC, CMP, W = sys.argv[1:6]
 PROCS = {}
 PORTS = {}
@@ -154,24 +158,6 @@ def writable(bs, topic):
         return False
 
 
-def segment_bytes(partdir, start):
-    """Bytes of the record batches at or after offset start in a partition directory."""
-    total = 0
-    for seg in sorted(f for f in os.listdir(partdir) if f.endswith(".log")):
-        with open(os.path.join(partdir, seg), "rb") as f:
-            data = f.read()
-        pos = 0
-        while pos + 12 <= len(data):
-            base = int.from_bytes(data[pos:pos + 8], "big")
-            length = int.from_bytes(data[pos + 8:pos + 12], "big")
-            if pos + 12 + length > len(data):
-                break
-            if base >= start:
-                total += 12 + length
-            pos += 12 + length
-    return total
-
-
 def describe(bs, mirror, topic):
     return kmc(bs, "--describe", "--mirror", mirror, "--topic", topic, ok=False)
 
@@ -238,7 +224,7 @@ r = subprocess.run([CMP, "--same-end", pa, pb], capture_output=True, text=True, 
 print(r.stdout.strip(), flush=True)
 if r.returncode != 0:
     fail("A's and B's orders-0 differ after the failback:\n%s%s" % (r.stdout, r.stderr))
-delta = segment_bytes(pb, hist["orders"])
+delta = sum(bt["size"] for bt in me2e.scan_log(pb) if bt["base"] >= hist["orders"])
 if delta <= 0:
     fail("no delta on B")
 limit = 1.05 * delta + OVERHEAD
