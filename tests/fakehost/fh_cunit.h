@@ -6,6 +6,9 @@
 
 #include <CUnit/Basic.h>
 #include <CUnit/CUnit.h>
+#include <stdio.h>
+
+#include "fakehost.h"
 
 /* Run the suites; exit status is nonzero when a test failed or the registry failed. */
 static inline int fh_cunit_run(CU_SuiteInfo *suites)
@@ -24,6 +27,18 @@ static inline int fh_cunit_run(CU_SuiteInfo *suites)
     fails += CU_get_number_of_suites_failed();
     CU_cleanup_registry();
     return fails != 0 ? 1 : 0;
+}
+
+/* The fake host holds nothing of the plugin's any more: a CUnit failure (and what is left, on
+ * stderr) when it does. */
+static inline void fh_cunit_assert_clean(const fakehost_t *fh)
+{
+    char buf[512];
+    int rc = fakehost_check_clean(fh, buf, sizeof(buf));
+
+    CU_ASSERT_EQUAL(rc, 0);
+    if (rc != 0)
+        fprintf(stderr, "\n    fake host not clean: %s\n", buf);
 }
 
 #endif /* FH_CUNIT_H */

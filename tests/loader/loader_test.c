@@ -24,16 +24,6 @@ static fakehost_t *ld_host(uint16_t minor, const char *enable)
     return fh;
 }
 
-static void ld_assert_clean(fakehost_t *fh)
-{
-    char buf[512];
-    int rc = fakehost_check_clean(fh, buf, sizeof(buf));
-
-    CU_ASSERT_EQUAL(rc, 0);
-    if (rc != 0)
-        fprintf(stderr, "\n    fake host not clean: %s\n", buf);
-}
-
 /* Load path into a fresh host and expect a refusal whose message contains each needle. */
 static void ld_expect_refusal(const char *path, const kbx_loader_opts_t *opts, uint16_t minor,
                               const char *enable, int32_t want_err, const char *needle1,
@@ -52,7 +42,7 @@ static void ld_expect_refusal(const char *path, const kbx_loader_opts_t *opts, u
         CU_ASSERT_PTR_NOT_NULL(strstr(err, needle2));
     if (strstr(err, needle1) == NULL || (needle2 != NULL && strstr(err, needle2) == NULL))
         fprintf(stderr, "\n    message was: %s\n", err);
-    ld_assert_clean(fh);
+    fh_cunit_assert_clean(fh);
     fakehost_free(fh);
 }
 
@@ -77,7 +67,7 @@ static void ld_test_kmirror_loads(void)
     CU_ASSERT_EQUAL(events, 2 * 2); /* per host event: the coordinator's op and the catalog's */
     kbx_loader_unload(lp);
     CU_ASSERT_TRUE(fakehost_log_contains(fh, "kmirror stopped"));
-    ld_assert_clean(fh);
+    fh_cunit_assert_clean(fh);
     fakehost_free(fh);
 }
 
@@ -105,10 +95,10 @@ static void ld_test_two_instances(void)
     CU_ASSERT_EQUAL(ea, 4 * 2); /* per host event: the coordinator's op and the catalog's */
     CU_ASSERT_EQUAL(eb, 2 * 2);
     kbx_loader_unload(la);
-    ld_assert_clean(a);
+    fh_cunit_assert_clean(a);
     CU_ASSERT_EQUAL(fakehost_thread_count(b), 2); /* b untouched by a's fini */
     kbx_loader_unload(lb);
-    ld_assert_clean(b);
+    fh_cunit_assert_clean(b);
     fakehost_free(a);
     fakehost_free(b);
 }
@@ -190,7 +180,7 @@ static void ld_test_older_minor_loads(void)
     CU_ASSERT_TRUE(fakehost_log_contains(fh, want));
     kbx_loader_unload(lp);
     CU_ASSERT_TRUE(fakehost_log_contains(fh, "tp_good fini"));
-    ld_assert_clean(fh);
+    fh_cunit_assert_clean(fh);
     fakehost_free(fh);
 
     /* kmirror.so itself into the newer host. */
@@ -199,7 +189,7 @@ static void ld_test_older_minor_loads(void)
                                           &lp, err, sizeof(err)),
                           KBX_OK);
     kbx_loader_unload(lp);
-    ld_assert_clean(fh);
+    fh_cunit_assert_clean(fh);
     fakehost_free(fh);
 }
 
@@ -215,7 +205,7 @@ static void ld_test_host_lacks_member(void)
                                     err, sizeof(err)),
                     -5);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "lacks latch_create"));
-    ld_assert_clean(fh);
+    fh_cunit_assert_clean(fh);
 
     /* A table smaller than 1.0 is a host bug the loader reports before loading anything. */
     fakehost_api_mut(fh)->struct_size = (uint32_t)(KBX_API_SIZE_1_0 - 8);

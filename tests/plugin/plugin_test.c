@@ -27,16 +27,6 @@ static fakehost_t *pt_host(void)
     return fh;
 }
 
-static void pt_assert_clean(fakehost_t *fh)
-{
-    char buf[512];
-    int rc = fakehost_check_clean(fh, buf, sizeof(buf));
-
-    CU_ASSERT_EQUAL(rc, 0);
-    if (rc != 0)
-        fprintf(stderr, "\n    fake host not clean: %s\n", buf);
-}
-
 static int32_t pt_init(fakehost_t *fh, void **ctx, char *err, size_t n)
 {
     const kbx_plugin_desc_t *desc = kbx_plugin_entry();
@@ -89,7 +79,7 @@ static void pt_test_lifecycle(void)
     fakehost_advance_ms(fh, 10 * KM_COORD_TICK_MS);
     CU_ASSERT_EQUAL(cm->coord.ops_done, done);
     kbx_plugin_entry()->fini(ctx);
-    pt_assert_clean(fh);
+    fh_cunit_assert_clean(fh);
     fakehost_free(fh);
 }
 
@@ -110,7 +100,7 @@ static void pt_test_fini_drains(void)
     CU_ASSERT_FALSE(fakehost_log_contains(fh, "metadata delta at offset 41"));
     kbx_plugin_entry()->fini(ctx);
     CU_ASSERT_TRUE(fakehost_log_contains(fh, "metadata delta at offset 41"));
-    pt_assert_clean(fh);
+    fh_cunit_assert_clean(fh);
     fakehost_free(fh);
 }
 
@@ -170,7 +160,7 @@ static void pt_test_post(void)
     kbx_plugin_entry()->fini(ctx);
     CU_ASSERT_EQUAL(p.ran, 3);
     CU_ASSERT_EQUAL(p.dropped, 1);
-    pt_assert_clean(fh);
+    fh_cunit_assert_clean(fh);
     fakehost_free(fh);
 }
 
@@ -194,10 +184,10 @@ static void pt_test_two_instances(void)
     CU_ASSERT_EQUAL(((km_plugin_t *)cb)->coord.ops_done, 3 * PT_OPS);
     /* Stop them in the other order than they started; each host sees only its own. */
     kbx_plugin_entry()->fini(cb);
-    pt_assert_clean(b);
+    fh_cunit_assert_clean(b);
     CU_ASSERT_EQUAL(fakehost_thread_count(a), 2);
     kbx_plugin_entry()->fini(ca);
-    pt_assert_clean(a);
+    fh_cunit_assert_clean(a);
     fakehost_free(a);
     fakehost_free(b);
 }
@@ -224,7 +214,7 @@ static void pt_alloc_countdown(bool sticky)
             CU_ASSERT_PTR_NULL(ctx);
             CU_ASSERT(err[0] != '\0');
             CU_ASSERT(fakehost_alloc_failures(fh) > failed_before);
-            pt_assert_clean(fh);
+            fh_cunit_assert_clean(fh);
             fakehost_free(fh);
             CU_ASSERT_FATAL(n < 10000);
             continue;
@@ -232,7 +222,7 @@ static void pt_alloc_countdown(bool sticky)
         /* init succeeded: it made fewer than n + 1 allocations, or survived the failure. */
         fakehost_run_until_idle(fh);
         kbx_plugin_entry()->fini(ctx);
-        pt_assert_clean(fh);
+        fh_cunit_assert_clean(fh);
         if (fakehost_alloc_failures(fh) == 0) {
             fakehost_free(fh);
             break;
@@ -268,7 +258,7 @@ static void pt_test_alloc_failure_in_callback(void)
     fakehost_advance_ms(fh, KM_COORD_TICK_MS);
     CU_ASSERT_TRUE(fakehost_log_contains(fh, "1 metadata events were lost"));
     kbx_plugin_entry()->fini(ctx);
-    pt_assert_clean(fh);
+    fh_cunit_assert_clean(fh);
     fakehost_free(fh);
 }
 
@@ -292,7 +282,7 @@ static void pt_test_host_tables(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a 1.x table"));
     CU_ASSERT_PTR_NULL(ctx);
     CU_ASSERT_EQUAL(pt_init(fh, NULL, err, sizeof(err)), KM_ERR_INVALID);
-    pt_assert_clean(fh);
+    fh_cunit_assert_clean(fh);
     fakehost_free(fh);
 }
 
@@ -323,7 +313,7 @@ static void pt_test_bug_on(void)
     CU_ASSERT_TRUE(fakehost_log_contains(fh, "BUG_ON(cm->coord.magic != 0) at"));
     fakehost_set_fatal(fh, NULL, NULL);
     kbx_plugin_entry()->fini(cm);
-    pt_assert_clean(fh);
+    fh_cunit_assert_clean(fh);
     fakehost_free(fh);
 }
 

@@ -46,14 +46,8 @@ static void rt_start(rt_env_t *e)
 
 static void rt_stop(rt_env_t *e)
 {
-    char buf[512];
-    int rc;
-
     kbx_plugin_entry()->fini(e->ctx);
-    rc = fakehost_check_clean(e->fh, buf, sizeof(buf));
-    CU_ASSERT_EQUAL(rc, 0);
-    if (rc != 0)
-        fprintf(stderr, "\n    not clean: %s\n", buf);
+    fh_cunit_assert_clean(e->fh);
     fakehost_free(e->fh);
 }
 
@@ -366,13 +360,7 @@ static void rt_test_fini_in_flight(void)
     CU_ASSERT_EQUAL(fakehost_call_state(call), FAKEHOST_CALL_PENDING);
     kbx_plugin_entry()->fini(e.ctx);
     CU_ASSERT_EQUAL(fakehost_call_state(call), FAKEHOST_CALL_COMPLETED);
-    {
-        char buf[512];
-        int rc = fakehost_check_clean(e.fh, buf, sizeof(buf));
-        CU_ASSERT_EQUAL(rc, 0);
-        if (rc != 0)
-            fprintf(stderr, "\n    not clean: %s\n", buf);
-    }
+    fh_cunit_assert_clean(e.fh);
     fakehost_free(e.fh);
 }
 

@@ -655,14 +655,8 @@ static void ts_env_init(ts_env_t *env)
 
 static void ts_env_stop(ts_env_t *env)
 {
-    char buf[512];
-    int rc;
-
     kbx_plugin_entry()->fini(env->ctx);
-    rc = fakehost_check_clean(env->fh, buf, sizeof(buf));
-    CU_ASSERT_EQUAL(rc, 0);
-    if (rc != 0)
-        fprintf(stderr, "\n    fake host not clean: %s\n", buf);
+    fh_cunit_assert_clean(env->fh);
     fakehost_free(env->fh);
 }
 

@@ -164,14 +164,8 @@ static void sc_start(sc_env_t *e, const char *groups_ms)
 
 static void sc_stop(sc_env_t *e)
 {
-    char buf[512];
-    int rc;
-
     kbx_plugin_entry()->fini(e->ctx);
-    rc = fakehost_check_clean(e->fh, buf, sizeof(buf));
-    CU_ASSERT_EQUAL(rc, 0);
-    if (rc != 0)
-        fprintf(stderr, "\n    not clean: %s\n", buf);
+    fh_cunit_assert_clean(e->fh);
     fakehost_free(e->fh);
 }
 
