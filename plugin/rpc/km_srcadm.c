@@ -273,6 +273,29 @@ static void km_srcadm_on_metadata(kc_client_t *kc, int err, int16_t ver, const u
     kp_reader_t rd;
     kp_arena_t ar;
 
+    if (err == KC_E_NO_VERSION) {
+        /* Name the API and both version ranges (design M93): a source too old (or too new)
+         * for a request kmirror sends. */
+        const kp_msg_desc_t *d = q->desc != NULL ? q->desc : &kp_MetadataRequest_desc;
+        int16_t cap = q->desc != NULL ? q->max_ver : 12, lo = -1, hi = -1;
+        char served[48];
+        if (cap < 0 || cap > d->max_ver)
+            cap = d->max_ver;
+        if (kc_client_api_range(kc, q->node, d->api_key, &lo, &hi) == KC_E_OK)
+            snprintf(served, sizeof(served), "serves API %d v%d..%d", (int)d->api_key, (int)lo,
+                     (int)hi);
+        else
+            snprintf(served, sizeof(served), "does not serve API %d", (int)d->api_key);
+        kc_client_node_remove(kc, q->node);
+        snprintf(q->res.errmsg, sizeof(q->res.errmsg),
+                 "%s:%d: the source broker %s (%s); kmirror sends v%d..%d: no version in common",
+                 q->hosts[q->next - 1], q->ports[q->next - 1], served, d->name, (int)d->min_ver,
+                 (int)cap);
+        q->res.err = KM_ERR_HOST;
+        km_log_warn(sa->cm, "%s", q->res.errmsg);
+        km_srcadm_finish(q);
+        return;
+    }
     kc_client_node_remove(kc, q->node);
     if (err != KC_E_OK) {
         snprintf(q->res.errmsg, sizeof(q->res.errmsg), "%s:%d: %s", q->hosts[q->next - 1],

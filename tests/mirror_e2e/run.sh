@@ -34,6 +34,8 @@
 #                             each must FAIL)
 #          [--inject sd-noexclude] (sync-topics: mirror msd without topics.exclude, so the
 #                             excluded sd-skip1 is mirrored; must FAIL)
+#          [--inject fv-no-cap] (fetch-v11: its destination runs without the Fetch v11 cap, so the
+#                             divergence is not found by OffsetsForLeaderEpoch; must FAIL)
 #
 # One source cluster (3 kbroker brokers with kmirror.so, for the failback, node 1 also the
 # controller) and one destination cluster (3 kbroker brokers with kmirror.so + a controller-only
@@ -85,6 +87,12 @@
 #              and librdkafka consumer groups read and commit for a fixed window with a bounded
 #              number of Metadata / OffsetForLeaderEpoch requests (destination brokers' /metrics,
 #              metrics.listener on an ephemeral port); after failover new batches carry a higher epoch.
+#   fetch-v11  (not in the default list yet; --scenario fetch-v11)
+#              (own topic fv-0, mirror mfv, a 1-broker destination of its own running with
+#              KMIRROR_TEST_FETCH_MAX_VERSION=11) the source's follower killed, records on the
+#              leader alone mirrored, the leader killed and the follower elected unclean: the
+#              divergence found through OffsetsForLeaderEpoch (Fetch below v12), truncated,
+#              source replicas and mirror byte-identical.
 #   crash-stopping  its own topics cs-0..cs-6 and mirror mcs: for each STOPPING crash point in turn
 #              the partition's leader restarts armed (KMIRROR_TEST_CRASH_POINT), dies in --stop,
 #              restarts; STOPPED with the LME from before, one ABORT + one MIRROR_PID_RESET after

@@ -39,6 +39,7 @@
 #include "kp_msgs.h"
 #include "kp_reader.h"
 #include "kp_writer.h"
+#include "rpc/km_srcadm.h"
 
 #define WAIT_MS 10000
 
@@ -83,6 +84,7 @@ typedef struct src_s {
     int16_t fetch_min; /* advertised Fetch min version (-1: the codec's) */
     int16_t md_max;    /* advertised Metadata max version (-1: the codec's) */
     int16_t ofle_min, ofle_max; /* advertised OffsetForLeaderEpoch range (-1: the codec's) */
+    int16_t dc_max;             /* >= 0: DescribeConfigs v0..dc_max advertised too */
     int32_t leader_epoch;
     kbx_uuid_t topic_id;
     bool sessions;
@@ -158,7 +160,7 @@ static void src_apiversions(int fd, int32_t corr, int16_t ver)
     static const int16_t keys[] = {KP_APIKEY_Fetch, KP_APIKEY_Metadata, KP_APIKEY_ListOffsets,
                                    KP_APIKEY_OffsetForLeaderEpoch, KP_APIKEY_ApiVersions};
     kp_ApiVersionsResponse_t resp;
-    kp_ApiVersionsResponse_ApiVersion_t av[5];
+    kp_ApiVersionsResponse_ApiVersion_t av[6];
     kp_writer_t wr;
 
     kp_ApiVersionsResponse_init(&resp);
@@ -181,6 +183,13 @@ static void src_apiversions(int fd, int32_t corr, int16_t ver)
     }
     resp.ApiKeys.v = av;
     resp.ApiKeys.cnt = 5;
+    if (SRC.dc_max >= 0) {
+        memset(&av[5], 0, sizeof(av[5]));
+        av[5].ApiKey = KP_APIKEY_DescribeConfigs;
+        av[5].MinVersion = 0;
+        av[5].MaxVersion = SRC.dc_max;
+        resp.ApiKeys.cnt = 6;
+    }
     if (ver > 3)
         ver = 3;
     kp_writer_init(&wr);
@@ -509,6 +518,7 @@ static void src_start(void)
     SRC.fetch_min = -1;
     SRC.md_max = -1;
     SRC.ofle_min = SRC.ofle_max = -1;
+    SRC.dc_max = -1;
     SRC.leader_epoch = 5;
     SRC.sessions = true;
     SRC.topic_id = SRC_ID;
@@ -1275,6 +1285,60 @@ static void test_source_without_topic_ids(void)
     tc_teardown();
 }
 
+/* The source admin client (plugin/rpc/km_srcadm.c) against a source without a version of the
+ * API in common: the query fails naming the address, the API and both ranges. */
+static km_srcadm_result_t SA_RES;
+static int SA_DONE;
+
+static void sa_cb(km_plugin_t *cm, void *arg, const km_srcadm_result_t *res, const uint8_t *body,
+                  size_t len)
+{
+    (void)cm;
+    (void)arg;
+    (void)body;
+    (void)len;
+    SA_RES = *res;
+    SA_DONE = 1;
+}
+
+static bool c_sa_done(void)
+{
+    return SA_DONE != 0;
+}
+
+static void sa_expect(const char *const *parts)
+{
+    kp_DescribeConfigsRequest_t rq;
+
+    kp_DescribeConfigsRequest_init(&rq);
+    SA_DONE = 0;
+    CU_ASSERT_EQUAL_FATAL(km_srcadm_request(T.cm->rpc.srcadm, &T.mc.bootstrap_servers,
+                                            &kp_DescribeConfigsRequest_desc, 4, &rq, 5000, sa_cb,
+                                            NULL),
+                          KM_OK);
+    CU_ASSERT_FATAL(tc_wait(c_sa_done));
+    CU_ASSERT_NOT_EQUAL(SA_RES.err, KM_OK);
+    for (int i = 0; parts[i] != NULL; i++) {
+        CU_ASSERT_PTR_NOT_NULL(strstr(SA_RES.errmsg, parts[i]));
+        if (strstr(SA_RES.errmsg, parts[i]) == NULL)
+            fprintf(stderr, "\n    \"%s\" lacks \"%s\"\n", SA_RES.errmsg, parts[i]);
+    }
+}
+
+static void test_srcadm_no_common_version(void)
+{
+    static const char *const absent[] = {"127.0.0.1:", "does not serve API 32", "DescribeConfigs",
+                                         "kmirror sends v1..4", NULL};
+    static const char *const old[] = {"serves API 32 v0..0", "kmirror sends v1..4",
+                                      "no version in common", NULL};
+
+    tc_setup(10);
+    sa_expect(absent);
+    SRC.dc_max = 0;
+    sa_expect(old);
+    tc_teardown();
+}
+
 static void test_epoch_exceeded_then_resume(void)
 {
     const km_fetch_event_t *ev;
@@ -1497,6 +1561,7 @@ int main(void)
         {"source_too_old", test_source_too_old},
         {"source_ofle_too_old", test_source_ofle_too_old},
         {"source_without_topic_ids", test_source_without_topic_ids},
+        {"srcadm_no_common_version", test_srcadm_no_common_version},
         {"epoch_exceeded_then_resume", test_epoch_exceeded_then_resume},
         {"fenced", test_fenced},
         {"config_refused", test_config_refused},
