@@ -26,7 +26,9 @@
 # source's; for (c) the follower's log bytes = the leader's), so startup (a JVM, a mirror's
 # PREPARING) is outside it. In the window: MiB/s and records/s of payload; CPU = utime+stime of
 # every broker of both clusters and of MM2's JVM (/proc/PID/stat) minus the brokers' idle rate
-# measured for 3 s before, per GiB of payload; wire = kbroker_network_{received,sent}_bytes_total
+# measured for 3 s before, per GiB of payload; also the threads doing the mirroring alone
+# (kmirror's "kmirror-*"/"MirrorFetcherThread-*", MM2's whole JVM, kbroker's "kb-rf-*" follower
+# fetchers, from /proc/PID/task/*/stat); wire = kbroker_network_{received,sent}_bytes_total
 # of every node (each connection has exactly one kbroker server end) from the start of the case
 # to its end, minus the idle rate, per byte of payload. Latency: tests/bench/lib/mirror_bench.py latency (kafka-python producer at
 # --lat-rate records/s, acks=1, value = send time + padding; a consumer on the destination),
@@ -244,10 +246,11 @@ if git -C "$REPO" rev-parse --git-dir >/dev/null 2>&1; then
   rev="kbroker $("$BUILD_DIR/bin/kbroker" --version 2>&1 | head -1 | awk '{print $2}'), commit $(git -C "$REPO" log -1 --format='%h, %cs')"
   [ -z "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" ] || rev+=", with uncommitted changes"
 fi
-meta kbroker_rev "$rev ($(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null) build)"
+btype=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null || true)
+meta kbroker_rev "$rev (${btype:-default (CMakeLists.txt)} build)"
 meta topology "source: 3 kbroker brokers (node 1 also the controller), benchmark topics with all $PARTS partitions on node 1 (RF 1); destination: 3 kbroker brokers with kmirror.so, default.replication.factor=1, node 1 also the controller; every node with a metrics listener. The three modes run one after the other against the same two clusters."
 meta fr_how "topic fr-<codec> on the destination, $PARTS partitions each on nodes 1:2 (leader 1, min.insync.replicas=1); node 2 killed (SIGKILL), the leader filled with acks=1, node 2 restarted: the window is its catch-up (bytes of its *.log files = the leader's), the node's restart before the first byte outside it."
-meta method "Catch-up window: from the first 100 ms poll that sees data on the destination to the one that sees all of it (destination end offsets = the source's; follower: its log bytes = the leader's). MiB/s, records/s: payload (records × record size) moved in the window. CPU: utime+stime (/proc/PID/stat) of all 6 brokers and of MM2's JVM in the window, minus the brokers' idle rate measured for 3 s before the start, per GiB of payload. Wire: kbroker_network_received_bytes_total + kbroker_network_sent_bytes_total over all 6 brokers from the start of the case to its end (every connection has one kbroker server end: source→mirror, MM2→both, follower→leader), minus the idle rate, per byte of payload. Latency: see Workload."
+meta method "Catch-up window: from the first 100 ms poll that sees data on the destination to the one that sees all of it (destination end offsets = the source's; follower: its log bytes = the leader's). MiB/s, records/s: payload (records × record size) moved in the window. CPU: utime+stime (/proc/PID/stat) of all 6 brokers and of MM2's JVM in the window, minus the brokers' idle rate measured for 3 s before the start, per GiB of payload; and the same for the threads doing the mirroring alone: kmirror's (kmirror-*, MirrorFetcherThread-*), MM2's whole JVM, kbroker's follower fetchers (kb-rf-*), from /proc/PID/task/*/stat. Wire: kbroker_network_received_bytes_total + kbroker_network_sent_bytes_total over all 6 brokers from the start of the case to its end (every connection has one kbroker server end: source→mirror, MM2→both, follower→leader), minus the idle rate, per byte of payload. Latency: see Workload."
 
 # ------------------------------------------------------------------------------ clusters
 log "records/case $RECORDS x $RSIZE B, $PARTS partitions, $REPS round(s), modes $MODES, codecs $CODECS; load average $(loadavg)"
@@ -257,13 +260,14 @@ log "records/case $RECORDS x $RSIZE B, $PARTS partitions, $REPS round(s), modes 
 "$REPO/tests/peers/mvn-build.sh" "$REPO/tests/java/cluster-tools" cluster-tools.jar >/dev/null || die "cluster-tools does not build"
 # Ports 32768-60999 are also the kernel's ephemeral range: another process's outgoing connection
 # may hold one of ours as its local port. free_base P: P or the next P+200 (at most 4 tries) with
-# no socket at all on P, P+1, P+10, P+20; a start that still loses the race is retried likewise.
+# no socket but TIME-WAIT ones (the brokers listen with SO_REUSEADDR) on P, P+1, P+10, P+20; a
+# start that still loses the race is retried likewise.
 free_base() {
   local b=$1 o busy i
   for i in 1 2 3 4; do
     busy=0
     for o in 0 1 10 20; do
-      [ -z "$(ss -Htan "( sport = :$((b + o)) )" 2>/dev/null)" ] || busy=1
+      [ -z "$(ss -Htan exclude time-wait "( sport = :$((b + o)) )" 2>/dev/null)" ] || busy=1
     done
     [ "$busy" = 0 ] && { echo "$b"; return 0; }
     b=$((b + 200))
@@ -387,8 +391,9 @@ for ((ROUND = 1; ROUND <= REPS; ROUND++)); do
           --leader-dirs "$KPEER_HOME/$DST/node1/data/$t-*" --follower-dirs "$KPEER_HOME/$DST/node2/data/$t-*"
       else
         skip catchup fr "$z" "filling $t failed"
-        "$CL" restart 2 --name "$DST" >>"$LOGS/fr.log" 2>&1
       fi
+      # node 2 back whatever happened (a case that failed before its trigger leaves it down)
+      "$CL" pid 2 --name "$DST" >/dev/null 2>&1 || "$CL" restart 2 --name "$DST" >>"$LOGS/fr.log" 2>&1
       "$CL" admin wait --name "$DST" --topic "$t" --partition all --until isr-full --timeout-ms 300000 \
         >>"$LOGS/fr.log" 2>&1 || die "destination node 2 did not rejoin the ISR of $t within 300 s"
     fi
