@@ -231,6 +231,8 @@ typedef struct km_fetch_counters {
     uint64_t epoch_requests; /**< OffsetsForLeaderEpoch requests */
     int32_t last_session_id;
     int32_t last_session_epoch;
+    int32_t fetch_version_min; /**< lowest / highest Fetch version sent (0 before the first) */
+    int32_t fetch_version_max;
 } km_fetch_counters_t;
 
 void km_fetch_counters(km_fetch_mgr_t *fm, km_fetch_counters_t *out);

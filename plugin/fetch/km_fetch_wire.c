@@ -1303,6 +1303,10 @@ static int km_fw_fetch_encode(kp_writer_t *wr, int16_t ver, void *opaque)
     t->fm->counters.forgotten_sent += t->nforget;
     t->fm->counters.last_session_id = t->rq.SessionId;
     t->fm->counters.last_session_epoch = t->rq.SessionEpoch;
+    if (t->fm->counters.fetch_version_min == 0 || ver < t->fm->counters.fetch_version_min)
+        t->fm->counters.fetch_version_min = ver;
+    if (ver > t->fm->counters.fetch_version_max)
+        t->fm->counters.fetch_version_max = ver;
     if (t->m_sess_id != NULL)
         cm->ref.api->metric_record(cm->ref.host, t->m_sess_id, (double)t->rq.SessionId);
     if (t->m_sess_epoch != NULL)

@@ -43,6 +43,7 @@
 static const kbx_uuid_t DST_ID = {{0xd5, 7, 7, 7, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}};
 
 static const char *kbroker_bin, *python_bin;
+static int16_t fetch_max; /* --fetch-max N: the fetcher capped at Fetch vN (test hook) */
 static char dir[] = "/tmp/km_fetch_src_XXXXXX";
 static pid_t src_pid = -1;
 static int src_port;
@@ -340,6 +341,24 @@ static void set_want_from_source(void)
     }
 }
 
+/* --fetch-max: every Fetch at that version; below v12 the (re)starts and leader changes went
+ * through OffsetsForLeaderEpoch (no LastFetchedEpoch there), with no divergence */
+static void check_fetch_cap(void)
+{
+    km_fetch_counters_t cv;
+
+    if (fetch_max <= 0)
+        return;
+    km_fetch_counters(T.fm, &cv);
+    CU_ASSERT_EQUAL(cv.fetch_version_min, fetch_max);
+    CU_ASSERT_EQUAL(cv.fetch_version_max, fetch_max);
+    if (fetch_max < 12)
+        CU_ASSERT(cv.epoch_requests > 0);
+    printf("\n    Fetch v%d..%d, %llu OffsetsForLeaderEpoch request(s)\n",
+           (int)cv.fetch_version_min, (int)cv.fetch_version_max,
+           (unsigned long long)cv.epoch_requests);
+}
+
 static void test_mirror_real_source(void)
 {
     void *ctx = NULL;
@@ -392,6 +411,7 @@ static void test_mirror_real_source(void)
         kbx_plugin_entry()->init(fakehost_api(T.fh), fakehost_host(T.fh), &ctx, err, sizeof(err)),
         0);
     T.cm = ctx;
+    o.fetch_max_version = fetch_max;
     T.fm = km_fetch_mgr_create(T.cm, &o, err, sizeof(err));
     CU_ASSERT_PTR_NOT_NULL_FATAL(T.fm);
     CU_ASSERT_EQUAL_FATAL(km_config_init(T.cm, &km_config_mirror_scope, &T.mc, err, sizeof(err)),
@@ -518,6 +538,8 @@ static void test_mirror_real_source(void)
         compare_all(&ctrl, &txn);
         CU_ASSERT_EQUAL(T.nev[KM_FETCH_EV_FATAL], 0);
     }
+
+    check_fetch_cap();
 
     km_fetch_mgr_destroy(T.fm);
     km_config_free(T.cm, &km_config_mirror_scope, &T.mc);
@@ -778,6 +800,7 @@ static void test_leader_move(void)
         kbx_plugin_entry()->init(fakehost_api(T.fh), fakehost_host(T.fh), &ctx, err, sizeof(err)),
         0);
     T.cm = ctx;
+    o.fetch_max_version = fetch_max;
     T.fm = km_fetch_mgr_create(T.cm, &o, err, sizeof(err));
     CU_ASSERT_PTR_NOT_NULL_FATAL(T.fm);
     CU_ASSERT_EQUAL_FATAL(km_config_init(T.cm, &km_config_mirror_scope, &T.mc, err, sizeof(err)),
@@ -833,6 +856,7 @@ static void test_leader_move(void)
     CU_ASSERT_EQUAL(T.nev[KM_FETCH_EV_FATAL], 0);
     CU_ASSERT_EQUAL(T.nev[KM_FETCH_EV_DIVERGED], 0);
 
+    check_fetch_cap();
     km_fetch_mgr_destroy(T.fm);
     km_config_free(T.cm, &km_config_mirror_scope, &T.mc);
     kbx_plugin_entry()->fini(T.cm);
@@ -870,9 +894,12 @@ int main(int argc, char **argv)
             python_bin = argv[++i];
         else if (strcmp(argv[i], "--cluster") == 0)
             cluster = true;
+        else if (strcmp(argv[i], "--fetch-max") == 0 && i + 1 < argc)
+            fetch_max = (int16_t)atoi(argv[++i]);
     }
     if (kbroker_bin == NULL) {
-        fprintf(stderr, "usage: %s --kbroker PATH [--python PATH] [--cluster]\n", argv[0]);
+        fprintf(stderr, "usage: %s --kbroker PATH [--python PATH] [--cluster] [--fetch-max N]\n",
+                argv[0]);
         return 2;
     }
     if (mkdtemp(dir) == NULL)
