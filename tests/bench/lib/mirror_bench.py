@@ -101,9 +101,11 @@ def metric_ports(globs):
 
 
 def wire_bytes(globs):
-    """Sum of the bytes every kbroker node read from and wrote to its client connections."""
-    total = 0.0
-    pat = re.compile(r"^kbroker_network_(received|sent)_bytes_total(\{[^}]*\})? ([0-9.e+]+)$")
+    """(bytes every kbroker node read from and wrote to its client connections, of which the
+    responses to follower fetches) summed over the nodes."""
+    total = repl = 0.0
+    pat = re.compile(r"^kbroker_(network_received|network_sent|replica_fetch_response)"
+                     r"_bytes_total(\{[^}]*\})? ([0-9.e+]+)$")
     for port in metric_ports(globs):
         try:
             body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read()
@@ -111,9 +113,11 @@ def wire_bytes(globs):
             continue  # a node being restarted: its counters start again from 0 anyway
         for line in body.decode(errors="replace").splitlines():
             m = pat.match(line)
-            if m:
+            if m and m.group(1) == "replica_fetch_response":
+                repl += float(m.group(3))
+            elif m:
                 total += float(m.group(3))
-    return total
+    return total, repl
 
 
 # The threads that do the mirroring, by name (/proc/PID/task/TID/comm, 15 characters): kmirror's
@@ -149,7 +153,7 @@ class Snap:
         self.pids = read_pids(a.pidfiles)
         self.cpu = {pf: proc_ticks(pid) for pf, pid in self.pids.items()}
         self.thr = {pf: thread_ticks(pid) for pf, pid in self.pids.items()}
-        self.wire = wire_bytes(a.metrics_logs)
+        self.wire, self.repl = wire_bytes(a.metrics_logs)
         self.busy, self.total = sys_ticks()
 
 
@@ -310,6 +314,7 @@ def cmd_catchup(a):
         "work_cpu_s_per_gib": work / (payload / GIB),
         "wire_bytes": wire,
         "wire_per_byte": wire / (a.records * a.size),
+        "replica_fetch_bytes": s_done.repl - b1.repl,
         "other_cpu_s": max(0.0, busy - sum(cpu.values())),
         "other_share": max(0.0, busy - sum(cpu.values())) / (win * os.cpu_count()),
     })
