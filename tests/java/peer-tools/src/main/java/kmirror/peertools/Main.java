@@ -54,6 +54,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * admin-create-topic --bootstrap B --topic T --partitions P --rf R [--config k=v]... [--timeout-ms T]
  * produce            --bootstrap B --topic T --count N [--seed S] [--size BYTES] [--acks all]
  *                    [--idempotent true] [--compression none|gzip|snappy|lz4|zstd] [--linger-ms L]
+ *                    [--rate R]
  *                    [--transactional-id ID [--txn-records R] [--abort-every K]
  *                     [--open-records O --release-file F [--hold-ms H]]]
  * consume-verify     --bootstrap B --topic T --count N [--seed S] [--size BYTES]
@@ -70,6 +71,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * K-th transaction (the K-th, 2K-th, ...) is flushed (all its records acknowledged) and then
  * aborted. The sha256 then covers the committed records only, and the summary line also says
  * "committed C aborted A transactions".
+ * produce --rate R: at most R records a second (record i is sent no earlier than i/R s after the
+ * first), so that a test can act while the producer still writes; default 0, no limit.
  * produce --open-records O (transactional only): after the N records, one more transaction of O
  * records (indices N..N+O-1) is begun and flushed (all acknowledged), a line "open transaction:
  * O records flushed, neither committed nor aborted" is printed, and the producer then holds it
@@ -338,6 +341,7 @@ public final class Main {
     long openRecords = o.num("open-records", 0);
     String releaseFile = o.str("release-file", "");
     long holdMs = o.num("hold-ms", 300000);
+    long rate = o.num("rate", 0);
     if (openRecords > 0 && (txnId.isEmpty() || releaseFile.isEmpty()))
       usage("--open-records needs --transactional-id and --release-file");
     if (!txnId.isEmpty()) {
@@ -349,6 +353,12 @@ public final class Main {
       if (!txnId.isEmpty()) prod.initTransactions();
       List<byte[][]> txnKv = new ArrayList<>();
       for (long i = 0; i < n && err.get() == null; i++) {
+        if (rate > 0) {
+          // pacing, not synchronisation: record i is due i/R seconds after the start
+          long due = t0 + i * 1_000_000_000L / rate;
+          long wait = due - System.nanoTime();
+          if (wait > 0) TimeUnit.NANOSECONDS.sleep(wait);
+        }
         if (!txnId.isEmpty() && i % txnRecords == 0) prod.beginTransaction();
         byte[] k = key(i);
         byte[] v = value(seed, i, size);

@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# run.sh -- real Apache Kafka as the mirror's SOURCE (issue 7; docs/testing-kafka-source.md).
+#
+#   run.sh --version V [--nodes 1|3] [--cases a,b,...] [--build DIR] [--python PY]
+#          [--base-port P] [--prefix NAME] [--keep]
+#
+# Starts an Apache Kafka V source (tests/peers/kafka-cluster.sh: KRaft, StandardAuthorizer with
+# the broker principal User:ANONYMOUS as super user, so ACLs can be created and described while
+# every PLAINTEXT client may do everything) and a destination of 3 kbroker brokers with
+# kmirror.so plus a controller-only node (tests/cluster/cluster.sh, the same settings as
+# tests/mirror_e2e), once, then runs the cases on them in order, each with its own topics and
+# its own mirror:
+#   identity     topics written by the Java producer (idempotent, every codec; transactional
+#                with aborted transactions) before and while mirroring; caught up; every
+#                partition byte-identical (kc_replicacmp over every source replica and the 3
+#                destination replicas); kafka-python reads both sides (read_uncommitted and
+#                read_committed): the same records at the same offsets
+#   compacted    a compacted topic (many updates of few keys) cleaned by Kafka's log cleaner
+#                BEFORE the mirror starts (the source shows offset gaps), then mirrored: the
+#                same batches at the same offsets (gaps preserved), read back equal
+#   group        a Java consumer group reads part of a topic on the source and commits; the
+#                group offset sync (1 s) copies the commit; --stop; the same group on the
+#                destination resumes exactly at the commit (every record once)
+#   sync         retention.ms / cleanup.policy / max.message.bytes set on a Kafka topic appear
+#                on the destination; ACLs created on Kafka (CreateAcls) appear on every
+#                destination broker, those outside acls.include never
+#   leader-kill  (3 nodes only) the leader of a source partition is killed -9 while a Java
+#                producer (acks=all, idempotent) writes and the mirror copies: the mirror
+#                follows the new leader; every acknowledged record mirrored, byte-identical
+# The version-specific choices (default nodes, case list, authorizer) are in version_defaults
+# below and nowhere else.
+# Cluster names: <prefix>-src / <prefix>-dst (default prefix mirror-kafka-<V without dots>).
+# Ports: the source on P, P+10, P+20 (+1: controller), the destination on P+100.. (default
+# P 19992). Exit 0 pass, 1 fail (each failure printed as FAIL: ...), 2 setup error.
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+REPO=$(cd "$HERE/../.." && pwd -P)
+export KPEER_HOME=${KPEER_HOME:-$REPO/.kpeer}
+# shellcheck disable=SC1091
+. "$REPO/tests/peers/versions.env"
+VERSION= NODES= CASES= BUILD=$REPO/build PY= BASE=19992 PREFIX= KEEP=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --version) VERSION=$2; shift 2 ;;
+    --nodes) NODES=$2; shift 2 ;;
+    --cases) CASES=$2; shift 2 ;;
+    --build) BUILD=$2; shift 2 ;;
+    --python) PY=$2; shift 2 ;;
+    --base-port) BASE=$2; shift 2 ;;
+    --prefix) PREFIX=$2; shift 2 ;;
+    --keep) KEEP=1; shift ;;
+    *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+setup_error() { echo "SETUP ERROR: $*"; exit 2; }
+[ -n "$VERSION" ] || VERSION=$KAFKA_4_VERSION
+
+# ------------------------------------------------------------------------ per Kafka version
+# version_defaults -- the one place for what differs between Kafka versions: nodes of the
+# source, the cases, and the source's authorizer settings (SRC_AUTH, --override k=v each).
+version_defaults() {
+  case "$VERSION" in
+    4.*)
+      DEF_NODES=3
+      DEF_CASES=identity,compacted,group,sync,leader-kill
+      SRC_AUTH=(authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer) ;;
+    3.9.*)
+      DEF_NODES=1
+      DEF_CASES=identity,compacted,group,sync
+      SRC_AUTH=(authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer) ;;
+    2.8.*)
+      # ZooKeeper mode: the ZooKeeper-era authorizer
+      DEF_NODES=1
+      DEF_CASES=identity,compacted,group,sync
+      SRC_AUTH=(authorizer.class.name=kafka.security.authorizer.AclAuthorizer) ;;
+    *) setup_error "no case list for Kafka $VERSION (version_defaults in $0)" ;;
+  esac
+  # every PLAINTEXT client and the brokers themselves are User:ANONYMOUS
+  SRC_AUTH+=(super.users=User:ANONYMOUS allow.everyone.if.no.acl.found=true)
+}
+version_defaults
+NODES=${NODES:-$DEF_NODES}
+CASES=${CASES:-$DEF_CASES}
+case "$NODES" in 1 | 3) ;; *) setup_error "--nodes must be 1 or 3" ;; esac
+PREFIX=${PREFIX:-mirror-kafka-${VERSION//./}}
+SRC=$PREFIX-src DST=$PREFIX-dst
+SRC_PORT=$BASE DST_PORT=$((BASE + 100))
+RF=$NODES
+
+BUILD=$(cd "$BUILD" && pwd -P) || exit 2
+KC=$REPO/tests/peers/kafka-cluster.sh
+CL=$REPO/tests/cluster/cluster.sh
+PEER=$REPO/tests/peers/peer-tools.sh
+KM=$BUILD/bin/kafka-mirrors
+CMP=$BUILD/bin/kc_replicacmp
+SO=$BUILD/lib/kmirror.so
+E2E=$REPO/tests/mirror_e2e
+T0=$SECONDS
+FAILS=0
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+step() { echo; echo "== [$((SECONDS - T0))s] $*"; }
+for f in "$KM" "$CMP" "$SO" "$BUILD/bin/kbroker"; do [ -e "$f" ] || setup_error "$f not built"; done
+command -v kcat >/dev/null || setup_error "kcat not installed (scripts/deps.sh)"
+[ -n "$PY" ] || PY=$("$REPO/tests/clients/setup-venv.sh") || setup_error "no clients venv"
+ME2E=("$PY" "$E2E/me2e.py")
+MK=("$PY" "$HERE/mk.py")
+WORK=$KPEER_HOME/$PREFIX-work
+rm -rf "$WORK" && mkdir -p "$WORK"
+# The cases: each is a function case_<name> (dashes become underscores) in its own file
+# case_<name>.sh next to this one; it uses the helpers below and reports with fail().
+for f in "$HERE"/case_*.sh; do
+  # shellcheck source=/dev/null
+  . "$f"
+done
+IFS=, read -r -a CS <<<"$CASES"
+for c in "${CS[@]}"; do
+  declare -F "case_${c//-/_}" >/dev/null || setup_error "unknown case $c (no case_${c//-/_} in $HERE/case_*.sh)"
+done
+[ "$NODES" = 3 ] || [[ ",$CASES," != *,leader-kill,* ]] || setup_error "case leader-kill needs --nodes 3"
+
+stop_all() {
+  "$KC" stop --name "$SRC" >/dev/null 2>&1
+  "$CL" stop --name "$DST" >/dev/null 2>&1
+}
+cleanup() {
+  local rc=$?
+  if [ "$KEEP" = 1 ]; then
+    echo "clusters kept running: $SRC ($KC), $DST ($CL); work files $WORK"
+    return
+  fi
+  stop_all
+  if [ "$FAILS" -ne 0 ] || [ "$rc" -ne 0 ]; then
+    echo "logs kept: $KPEER_HOME/$SRC, $KPEER_HOME/$DST, $WORK"
+  else
+    rm -rf "$WORK"
+  fi
+}
+trap cleanup EXIT
+
+# until_ok SECONDS WHAT CMD... -- run CMD (output to $WORK/last) until it succeeds or the deadline
+until_ok() {
+  local secs=$1 what=$2 end
+  shift 2
+  end=$((SECONDS + secs))
+  until "$@" >"$WORK/last" 2>&1; do
+    if [ "$SECONDS" -ge "$end" ]; then
+      fail "$what: not within ${secs}s; last output:"
+      sed 's/^/  /' "$WORK/last" | tail -20
+      return 1
+    fi
+    sleep 1 # poll interval of the condition
+  done
+  echo "ok: $what ($((SECONDS - end + secs))s)"
+}
+
+# ------------------------------------------------------------------------ the two clusters
+step "start the source ($SRC: Apache Kafka $VERSION, $NODES node(s), port $SRC_PORT) and the destination ($DST: 3 kbroker brokers with kmirror.so + controller node, port $DST_PORT)"
+stop_all
+"$REPO/tests/peers/kafka-libs.sh" --no-mm2 "$VERSION" >"$WORK/libs.log" 2>&1 ||
+  { cat "$WORK/libs.log"; setup_error "the Kafka $VERSION jars (tests/peers/kafka-libs.sh)"; }
+# both starts run the Java readiness probe: build its jar once first (a parallel rebuild corrupts it)
+"$REPO/tests/peers/mvn-build.sh" "$REPO/tests/java/peer-tools" peer-tools.jar >/dev/null ||
+  setup_error "the peer-tools jar does not build (tests/peers/mvn-build.sh)"
+ov=()
+for kv in "${SRC_AUTH[@]}" log.cleaner.backoff.ms=500 min.insync.replicas=$((NODES > 1 ? 2 : 1)); do
+  ov+=(--override "$kv")
+done
+"$KC" start --name "$SRC" --version "$VERSION" --nodes "$NODES" --base-port "$SRC_PORT" \
+  --heap 512m --timeout 180 "${ov[@]}" >"$WORK/src-start.log" 2>&1 &
+spid=$!
+# the destination as tests/mirror_e2e/run.sh starts it (authorizer for the ACL sync, topic
+# discovery every second)
+"$CL" start --name "$DST" --backend kbroker --build "$BUILD" --base-port "$DST_PORT" \
+  --controllers separate --override "plugin.paths=$SO" --override mirror.enable=true \
+  --override default.replication.factor=3 --override min.insync.replicas=2 \
+  --override authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer \
+  --override allow.everyone.if.no.acl.found=true \
+  --override mirror.metadata.refresh.interval.ms=1000 \
+  --timeout 180 >"$WORK/dst-start.log" 2>&1 || { cat "$WORK/dst-start.log"; wait "$spid"; setup_error "destination cluster did not start"; }
+wait "$spid" || { cat "$WORK/src-start.log"; setup_error "source cluster did not start"; }
+S=$("$KC" bootstrap --name "$SRC")
+D=$("$CL" bootstrap --name "$DST")
+echo "source $S (Kafka $VERSION), destination $D"
+
+# src_partdir NODE TOPIC PART -- the Kafka node's directory of that partition
+src_partdir() { echo "$KPEER_HOME/$SRC/node$1/data/$2-$3"; }
+
+# mirror_listed MIRROR -- every destination broker lists MIRROR
+mirror_listed() {
+  local b
+  for b in $(tr , ' ' <<<"$D"); do
+    "$KM" --bootstrap-server "$b" --list | grep -q "^$1 " || { echo "$b does not list $1 yet"; return 1; }
+  done
+}
+# mirror_start MIRROR TOPIC_REGEX [k=v]... -- create MIRROR (source S, extra configs), wait
+# until every destination broker lists it, --start --wait the topics
+mirror_start() {
+  local m=$1 re=$2
+  shift 2
+  printf '%s\n' "bootstrap.servers=$S" "$@" >"$WORK/$m.properties"
+  "$KM" --bootstrap-server "$D" --create --mirror "$m" --mirror-config "$WORK/$m.properties" ||
+    { fail "kafka-mirrors --create --mirror $m"; return 1; }
+  until_ok 30 "every destination broker lists mirror $m" mirror_listed "$m" || return 1
+  "$KM" --bootstrap-server "$D" --start --mirror "$m" --topic "$re" --wait --timeout-ms 90000 \
+    >"$WORK/$m-start.out" 2>&1 || { tail -12 "$WORK/$m-start.out"; fail "kafka-mirrors --start --mirror $m --topic '$re'"; return 1; }
+}
+
+# cmp_partition TOPIC PART [--live N...] -- kc_replicacmp --same-end over the source replicas
+# (every node, or the listed live ones) and the 3 destination replicas; every replica starts at
+# the same offset (the whole log of the source is compared)
+cmp_partition() {
+  local t=$1 p=$2 dirs=() i nodes n
+  nodes=${CMP_NODES:-$(seq 1 "$NODES")}
+  for i in $nodes; do dirs+=("$(src_partdir "$i" "$t" "$p")"); done
+  for i in 1 2 3; do dirs+=("$("$CL" partdir "$i" "$t" "$p" --name "$DST")"); done
+  "$CMP" --same-end "${dirs[@]}" >"$WORK/cmp-$t-$p.txt" 2>&1 || return 1
+  n=$(sed -n 's/^replica [0-9]* .*, offsets \([0-9]*\)\.\..*/\1/p' "$WORK/cmp-$t-$p.txt" | sort -u | wc -l)
+  [ "$n" = 1 ] || { echo "the replicas start at different offsets"; return 1; }
+  cat "$WORK/cmp-$t-$p.txt"
+}
+# cmp_topic TOPIC PARTS -- every partition 0..PARTS-1; polled, 60 s for them all
+cmp_topic() {
+  local t=$1 p ok b=0 end=$((SECONDS + 60))
+  for ((p = 0; p < $2; p++)); do
+    ok=0
+    while :; do
+      if cmp_partition "$t" "$p" >"$WORK/cmp.out" 2>&1; then ok=1; break; fi
+      [ "$SECONDS" -lt "$end" ] || break
+      sleep 1 # poll interval (followers may still fetch the last batches)
+    done
+    if [ "$ok" = 0 ]; then
+      fail "$t-$p: the source and destination replicas differ (kc_replicacmp --same-end):"
+      cat "$WORK/cmp.out" | sed 's/^/  /' | head -20
+      continue
+    fi
+    b=$((b + $(sed -n 's/^replicacmp: OK: [0-9]* replicas hold the same \([0-9]*\) batches.*/\1/p' "$WORK/cmp-$t-$p.txt")))
+  done
+  echo "ok: $t: $2 partition(s) identical on every source replica and the 3 destination replicas ($b batches)"
+}
+
+# ------------------------------------------------------------------------ the cases
+for c in "${CS[@]}"; do
+  "case_${c//-/_}"
+done
+echo
+if [ "$FAILS" -ne 0 ]; then
+  echo "mirror_kafka $VERSION: FAILED ($FAILS failure(s)) in $((SECONDS - T0))s"
+  exit 1
+fi
+echo "mirror_kafka $VERSION ($NODES node(s)): OK ($CASES) in $((SECONDS - T0))s"
