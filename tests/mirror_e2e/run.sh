@@ -198,21 +198,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# until_ok SECONDS WHAT CMD... -- run CMD (output to $WORK/last) until it succeeds or the deadline
-until_ok() {
-  local secs=$1 what=$2 end
-  shift 2
-  end=$((SECONDS + secs))
-  until "$@" >"$WORK/last" 2>&1; do
-    if [ "$SECONDS" -ge "$end" ]; then
-      fail "$what: not within ${secs}s; last output:"
-      sed 's/^/  /' "$WORK/last" | tail -20
-      return 1
-    fi
-    sleep 1 # poll interval of the condition
-  done
-  echo "ok: $what ($((SECONDS - end + secs))s)"
-}
+# until_ok, mirror_listed, me2e_dst_start (shared with tests/mirror_kafka)
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
 
 # ------------------------------------------------------------------------ the two clusters
 step "start the source cluster ($SRC: 3 kbroker brokers) and the destination ($DST: 3 brokers with kmirror.so + controller node)"
@@ -248,27 +236,13 @@ METRICS=http://127.0.0.1:0
   --override "plugin.paths=$SO" --override mirror.enable=true --override "metrics.listener=$METRICS" \
   >"$WORK/src-start.log" 2>&1 &
 spid=$!
-"$CL" start --name "$DST" --backend kbroker --build "$BUILD" --base-port "$DST_PORT" \
-  --controllers separate --override "plugin.paths=$SO" --override mirror.enable=true \
-  --override default.replication.factor=3 --override min.insync.replicas=2 \
-  --override authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer \
-  --override allow.everyone.if.no.acl.found=true \
-  --override mirror.metadata.refresh.interval.ms=1000 \
-  --override "metrics.listener=$METRICS" >"$WORK/dst-start.log" 2>&1 || { cat "$WORK/dst-start.log"; setup_error "destination cluster did not start"; }
+me2e_dst_start "$DST" "$BUILD" "$DST_PORT" --override "metrics.listener=$METRICS" \
+  >"$WORK/dst-start.log" 2>&1 || { cat "$WORK/dst-start.log"; setup_error "destination cluster did not start"; }
 wait "$spid" || { cat "$WORK/src-start.log"; setup_error "source cluster did not start"; }
 S=$("$CL" bootstrap --name "$SRC")
 D=$("$CL" bootstrap --name "$DST")
 echo "source $S, destination $D"
 
-# mirror_listed MIRROR [CLUSTER] -- every broker of CLUSTER (a bootstrap list; default the
-# destination) lists MIRROR. A definition reaches the other brokers through the metadata log: a
-# --start through a broker that has not applied it yet answers UNKNOWN_CLUSTER_MIRROR.
-mirror_listed() {
-  local b
-  for b in $(tr , ' ' <<<"${2:-$D}"); do
-    "$KM" --bootstrap-server "$b" --list | grep -q "^$1 " || { echo "$b does not list $1 yet"; return 1; }
-  done
-}
 # mirror_unlisted MIRROR [CLUSTER] -- no broker of CLUSTER (default the destination) lists MIRROR
 mirror_unlisted() {
   local b

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # case_group.sh -- case group of tests/mirror_kafka/run.sh (sourced by it; uses its helpers and
-# variables: S, D, RF, PY, E2E, PEER, KM, ME2E, WORK, fail, step, until_ok, mirror_start).
+# variables: S, D, RF, PY, E2E, PEER, KM, ME2E, WORK, fail, step, until_ok, injected,
+# mirror_start).
 #
 # Failover with a Java consumer group: kg-t (2 partitions) gets KG_A records per partition, the
 # Java group kg-java (peer-tools consume-group: subscribe, commit after every poll) reads them
@@ -17,10 +18,13 @@ KG_A=(40 25)
 KG_B=(15 30)
 KG_D=3
 kg_py() { "$PY" "$E2E/sync-groups.py" "$@"; }
-# kg_produce BOOTSTRAP PARTITION FIRST COUNT [TAG]
+# kg_produce BOOTSTRAP PARTITION FIRST COUNT [TAG] -- idempotent: a retried record keeps its place
+# (seen: the first record written on the destination right after the failover was retried and
+# landed after the next two without idempotence)
 kg_produce() {
   seq "$3" $(($3 + $4 - 1)) | sed "s/.*/p$2 ${5:-r}&/" |
     timeout 60 kcat -b "$1" -P -t "$KG_T" -p "$2" -X acks=all -X linger.ms=0 -X batch.num.messages=1 \
+      -X enable.idempotence=true \
       2>>"$WORK/kg-kcat.log" || { fail "group: kcat produce to $KG_T-$2 on $1"; return 1; }
 }
 # kg_same -- the destination's commits of kg-java on kg-t equal Kafka's (offsets and epochs)
@@ -60,6 +64,10 @@ case_group() {
     >"$WORK/kg-stop.out" 2>&1 || { cat "$WORK/kg-stop.out"; fail "group: kafka-mirrors --stop --mirror mkg"; return; }
   for p in 0 1; do kg_produce "$D" "$p" 0 "$KG_D" d || return; done
 
+  if injected group-skip; then
+    kg_py commit "$D" kg-java "$KG_T:0=$((KG_A[0] + 1))" >/dev/null
+    echo "INJECTED: kg-java's destination commit on partition 0 moved to $((KG_A[0] + 1)) (the run must fail)"
+  fi
   step "group: on the destination kg-java resumes at its commit: every record from it once, then the $KG_D new ones per partition"
   "$PEER" consume-group --bootstrap "$D" --topic "$KG_T" --group kg-java --sessions 1 \
     --duration-ms 1000 --min-records $((KG_B[0] + KG_B[1] + 2 * KG_D)) --timeout-ms 60000 \

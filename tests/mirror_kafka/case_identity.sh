@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # case_identity.sh -- case identity of tests/mirror_kafka/run.sh (sourced by it; uses its helpers
-# and variables: S, D, RF, PEER, KM, ME2E, WORK, fail, step, until_ok, mirror_start, cmp_topic).
+# and variables: S, D, RF, CL, DST, PY, PEER, KM, ME2E, WORK, fail, step, until_ok, injected,
+# mirror_start, cmp_topic).
 #
 # Topics written by the Java producer (kafka-clients of the source's release line is what
 # peer-tools is built with; idempotent, acks=all): one per codec, and two transactional ones
@@ -52,6 +53,12 @@ case_identity() {
   until_ok 180 "$np partitions caught up" "${ME2E[@]}" caught-up "$KM" "$D" "$S" mki "$np" || return
   tail -1 "$WORK/last"
 
+  if injected flip; then
+    local seg
+    seg=$(ls "$("$CL" partdir 2 ki-zstd 1 --name "$DST")"/*.log | tail -1)
+    "$PY" -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(-5, 2); b = f.read(1); f.seek(-5, 2); f.write(bytes([b[0] ^ 0x55])); f.close()' "$seg"
+    echo "INJECTED: one byte flipped 5 bytes before the end of $seg (the run must fail)"
+  fi
   step "identity: kc_replicacmp: every batch byte-identical on every Kafka replica and the 3 destination replicas"
   for t in "${KI_CODECS[@]/#/ki-}" ki-txn-zstd ki-txn-none; do cmp_topic "$t" "$KI_PARTS"; done
 

@@ -2,7 +2,13 @@
 # run.sh -- real Apache Kafka as the mirror's SOURCE (issue 7; docs/testing-kafka-source.md).
 #
 #   run.sh --version V [--nodes 1|3] [--cases a,b,...] [--build DIR] [--python PY]
-#          [--base-port P] [--prefix NAME] [--keep]
+#          [--base-port P] [--prefix NAME] [--keep] [--inject NAME,...]
+#
+# --inject shows that the checks can fail (the run must FAIL):
+#   flip        identity: one byte of a destination replica of ki-zstd partition 1 is flipped
+#               after the catch-up (kc_replicacmp and the read-back must fail)
+#   group-skip  group: before the destination consumer starts, kg-java's destination commit on
+#               partition 0 is moved one record ahead (the resume check must fail)
 #
 # Starts an Apache Kafka V source (tests/peers/kafka-cluster.sh: KRaft, StandardAuthorizer with
 # the broker principal User:ANONYMOUS as super user, so ACLs can be created and described while
@@ -39,7 +45,7 @@ REPO=$(cd "$HERE/../.." && pwd -P)
 export KPEER_HOME=${KPEER_HOME:-$REPO/.kpeer}
 # shellcheck disable=SC1091
 . "$REPO/tests/peers/versions.env"
-VERSION= NODES= CASES= BUILD=$REPO/build PY= BASE=19992 PREFIX= KEEP=0
+VERSION= NODES= CASES= BUILD=$REPO/build PY= BASE=19992 PREFIX= KEEP=0 INJECT=
 while [ $# -gt 0 ]; do
   case "$1" in
     --version) VERSION=$2; shift 2 ;;
@@ -50,10 +56,13 @@ while [ $# -gt 0 ]; do
     --base-port) BASE=$2; shift 2 ;;
     --prefix) PREFIX=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --inject) INJECT=$2; shift 2 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 setup_error() { echo "SETUP ERROR: $*"; exit 2; }
+# injected NAME -- --inject lists NAME
+injected() { [[ ",$INJECT," == *",$1,"* ]]; }
 [ -n "$VERSION" ] || VERSION=$KAFKA_4_VERSION
 
 # ------------------------------------------------------------------------ per Kafka version
@@ -138,21 +147,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# until_ok SECONDS WHAT CMD... -- run CMD (output to $WORK/last) until it succeeds or the deadline
-until_ok() {
-  local secs=$1 what=$2 end
-  shift 2
-  end=$((SECONDS + secs))
-  until "$@" >"$WORK/last" 2>&1; do
-    if [ "$SECONDS" -ge "$end" ]; then
-      fail "$what: not within ${secs}s; last output:"
-      sed 's/^/  /' "$WORK/last" | tail -20
-      return 1
-    fi
-    sleep 1 # poll interval of the condition
-  done
-  echo "ok: $what ($((SECONDS - end + secs))s)"
-}
+# until_ok, mirror_listed, me2e_dst_start (shared with tests/mirror_e2e)
+# shellcheck source=../mirror_e2e/lib.sh
+. "$E2E/lib.sh"
 
 # ------------------------------------------------------------------------ the two clusters
 step "start the source ($SRC: Apache Kafka $VERSION, $NODES node(s), port $SRC_PORT) and the destination ($DST: 3 kbroker brokers with kmirror.so + controller node, port $DST_PORT)"
@@ -171,13 +168,8 @@ done
 spid=$!
 # the destination as tests/mirror_e2e/run.sh starts it (authorizer for the ACL sync, topic
 # discovery every second)
-"$CL" start --name "$DST" --backend kbroker --build "$BUILD" --base-port "$DST_PORT" \
-  --controllers separate --override "plugin.paths=$SO" --override mirror.enable=true \
-  --override default.replication.factor=3 --override min.insync.replicas=2 \
-  --override authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer \
-  --override allow.everyone.if.no.acl.found=true \
-  --override mirror.metadata.refresh.interval.ms=1000 \
-  --timeout 180 >"$WORK/dst-start.log" 2>&1 || { cat "$WORK/dst-start.log"; wait "$spid"; setup_error "destination cluster did not start"; }
+me2e_dst_start "$DST" "$BUILD" "$DST_PORT" --timeout 180 >"$WORK/dst-start.log" 2>&1 ||
+  { cat "$WORK/dst-start.log"; wait "$spid"; setup_error "destination cluster did not start"; }
 wait "$spid" || { cat "$WORK/src-start.log"; setup_error "source cluster did not start"; }
 S=$("$KC" bootstrap --name "$SRC")
 D=$("$CL" bootstrap --name "$DST")
@@ -186,13 +178,6 @@ echo "source $S (Kafka $VERSION), destination $D"
 # src_partdir NODE TOPIC PART -- the Kafka node's directory of that partition
 src_partdir() { echo "$KPEER_HOME/$SRC/node$1/data/$2-$3"; }
 
-# mirror_listed MIRROR -- every destination broker lists MIRROR
-mirror_listed() {
-  local b
-  for b in $(tr , ' ' <<<"$D"); do
-    "$KM" --bootstrap-server "$b" --list | grep -q "^$1 " || { echo "$b does not list $1 yet"; return 1; }
-  done
-}
 # mirror_start MIRROR TOPIC_REGEX [k=v]... -- create MIRROR (source S, extra configs), wait
 # until every destination broker lists it, --start --wait the topics
 mirror_start() {
