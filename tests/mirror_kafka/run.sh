@@ -163,14 +163,38 @@ ov=()
 for kv in "${SRC_AUTH[@]}" log.cleaner.backoff.ms=500 min.insync.replicas=$((NODES > 1 ? 2 : 1)); do
   ov+=(--override "$kv")
 done
-"$KC" start --name "$SRC" --version "$VERSION" --nodes "$NODES" --base-port "$SRC_PORT" \
-  --heap 512m --timeout 180 "${ov[@]}" >"$WORK/src-start.log" 2>&1 &
-spid=$!
-# the destination as tests/mirror_e2e/run.sh starts it (authorizer for the ACL sync, topic
-# discovery every second)
-me2e_dst_start "$DST" "$BUILD" "$DST_PORT" --timeout 180 >"$WORK/dst-start.log" 2>&1 ||
-  { cat "$WORK/dst-start.log"; wait "$spid"; setup_error "destination cluster did not start"; }
-wait "$spid" || { cat "$WORK/src-start.log"; setup_error "source cluster did not start"; }
+# ports_free P -- none of the ports of both clusters on base P is listened on
+ports_free() {
+  local o
+  for o in 0 1 10 11 20 21 100 101 110 111 120 121 131; do
+    [ -z "$(ss -Hltn "( sport = :$(($1 + o)) )" 2>/dev/null)" ] || return 1
+  done
+}
+# start_both -- the source in the background, the destination (as tests/mirror_e2e/run.sh
+# starts it: authorizer for the ACL sync, topic discovery every second), then wait for both;
+# 1 if either failed (both stopped again)
+start_both() {
+  local spid rc=0
+  "$KC" start --name "$SRC" --version "$VERSION" --nodes "$NODES" --base-port "$SRC_PORT" \
+    --heap 512m --timeout 180 "${ov[@]}" >"$WORK/src-start.log" 2>&1 &
+  spid=$!
+  me2e_dst_start "$DST" "$BUILD" "$DST_PORT" --timeout 180 >"$WORK/dst-start.log" 2>&1 ||
+    { tail -n 30 "$WORK/dst-start.log"; rc=1; }
+  wait "$spid" || { tail -n 30 "$WORK/src-start.log"; rc=1; }
+  [ "$rc" = 0 ] || stop_all
+  return "$rc"
+}
+# The ports lie in the kernel's ephemeral range (32768-60999) on this machine: a client
+# connection elsewhere may take one between the check and the bind. A failed start is therefore
+# tried once more, 200 ports higher.
+for attempt in 1 2; do
+  ports_free "$SRC_PORT" || { SRC_PORT=$((SRC_PORT + 200)); DST_PORT=$((SRC_PORT + 100)); }
+  start_both && break
+  [ "$attempt" = 1 ] || setup_error "the clusters did not start twice (logs above)"
+  echo "the clusters did not start (above); once more on base port $((SRC_PORT + 200))"
+  SRC_PORT=$((SRC_PORT + 200))
+  DST_PORT=$((SRC_PORT + 100))
+done
 S=$("$KC" bootstrap --name "$SRC")
 D=$("$CL" bootstrap --name "$DST")
 echo "source $S (Kafka $VERSION), destination $D"
