@@ -5,8 +5,10 @@
 #
 # A compacted topic (1 partition, RF 1: followers clean their own logs on their own schedule, so
 # only the leader's log is the one the mirror reads) gets KC_ROUNDS rounds of KC_PER records
-# over KC_KEYS keys, one kcat process a round so that each round starts a new segment
-# (segment.ms=100); Kafka's log cleaner (log.cleaner.backoff.ms=500 on the source,
+# over KC_KEYS keys (kafka-python, mk.py produce-rounds), each round's records timestamped 1 s
+# after the previous round's, so that every round starts a new segment (segment.ms=100: Kafka
+# rolls on the difference of record timestamps; wall-clock gaps between kcat processes did
+# not roll reliably under load); Kafka's log cleaner (log.cleaner.backoff.ms=500 on the source,
 # min.cleanable.dirty.ratio=0.01) cleans everything below the active segment to one record
 # per key BEFORE the mirror starts. Then mirrored: the destination holds the same batches at
 # the same offsets (the gaps the cleaner left included; kc_replicacmp), kafka-python reads the
@@ -17,18 +19,15 @@ KC_KEYS=10
 KC_ROUNDS=6
 KC_PER=150
 case_compacted() {
-  local r leader=0 i dir n total=$((KC_ROUNDS * KC_PER))
+  local leader=0 i dir n total=$((KC_ROUNDS * KC_PER))
   step "compacted: $KC_TOPIC (cleanup.policy=compact, segment.ms=100, min.cleanable.dirty.ratio=0.01) on Kafka, $KC_ROUNDS rounds x $KC_PER updates of $KC_KEYS keys"
   "$PEER" admin-create-topic --bootstrap "$S" --topic "$KC_TOPIC" --partitions 1 --rf 1 \
     --config cleanup.policy=compact --config segment.ms=100 \
     --config min.cleanable.dirty.ratio=0.01 --config min.compaction.lag.ms=0 \
     >"$WORK/kc-create.log" 2>&1 || { fail "compacted: create $KC_TOPIC:"; tail -3 "$WORK/kc-create.log"; return; }
-  for ((r = 0; r < KC_ROUNDS; r++)); do
-    seq $((r * KC_PER)) $(((r + 1) * KC_PER - 1)) |
-      awk -v k="$KC_KEYS" '{ printf "key-%d:value %d of round '"$r"'\n", $1 % k, $1 }' |
-      timeout 60 kcat -b "$S" -P -t "$KC_TOPIC" -p 0 -K: -X acks=all 2>>"$WORK/kc-kcat.log" ||
-      { fail "compacted: kcat round $r"; return; }
-  done
+  "${MK[@]}" produce-rounds "$S" "$KC_TOPIC" "$KC_KEYS" "$KC_ROUNDS" "$KC_PER" >"$WORK/kc-produce.log" 2>&1 ||
+    { fail "compacted: produce the rounds:"; tail -5 "$WORK/kc-produce.log"; return; }
+  cat "$WORK/kc-produce.log"
   for ((i = 1; i <= NODES; i++)); do
     [ -d "$(src_partdir "$i" "$KC_TOPIC" 0)" ] && leader=$i
   done

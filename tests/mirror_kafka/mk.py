@@ -10,6 +10,14 @@ Runs with the clients venv (tests/clients/setup-venv.sh: kafka-python with every
                                          key) while that base offset is above KEYS (offset
                                          gaps). Prints "records R below B, end E, active
                                          segment base B"
+  produce-rounds BOOTSTRAP TOPIC KEYS ROUNDS PER
+                                         ROUNDS rounds of PER records "key-<N % KEYS>" =
+                                         "value <N> of round <R>" to partition 0 (acks=all,
+                                         flushed after each round); round R's records carry the
+                                         timestamp T0 + R s (T0 = now - 60 s), so that a small
+                                         segment.ms (< 1 s) rolls a segment at the first batch of
+                                         every round whatever the wall-clock gaps (Kafka rolls on
+                                         the difference of record timestamps)
   count BOOTSTRAP TOPIC                  prints the records readable in TOPIC (read_uncommitted)
   earliest BOOTSTRAP TOPIC               prints "P=OFFSET,..." (ListOffsets earliest) per partition
 
@@ -43,6 +51,27 @@ def cmd_cleaned(bootstrap, topic, partdir, keys):
     return 0 if len(below) == keys and base > keys else 1
 
 
+def cmd_produce_rounds(bootstrap, topic, keys, rounds, per):
+    import time
+    from kafka import KafkaProducer
+    keys, rounds, per = int(keys), int(rounds), int(per)
+    t0 = int(time.time() * 1000) - 60000
+    prod = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20,
+                         request_timeout_ms=30000)
+    try:
+        for r in range(rounds):
+            futs = [prod.send(topic, partition=0, key=b"key-%d" % (n % keys),
+                              value=b"value %d of round %d" % (n, r), timestamp_ms=t0 + 1000 * r)
+                    for n in range(r * per, (r + 1) * per)]
+            prod.flush(timeout=60)
+            for f in futs:
+                f.get(timeout=60)  # raises the send's error, if any
+    finally:
+        prod.close(timeout=10)
+    print("produced %d rounds x %d records over %d keys to %s-0" % (rounds, per, keys, topic))
+    return 0
+
+
 def cmd_count(bootstrap, topic):
     recs, _ = me2e.read_all(bootstrap, topic, False, deadline_s=60)
     print(sum(len(v) for v in recs.values()))
@@ -66,6 +95,8 @@ def main():
     cmd, a = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
     if cmd == "cleaned" and len(a) == 4:
         return cmd_cleaned(*a)
+    if cmd == "produce-rounds" and len(a) == 5:
+        return cmd_produce_rounds(*a)
     if cmd == "count" and len(a) == 2:
         return cmd_count(*a)
     if cmd == "earliest" and len(a) == 2:
