@@ -377,9 +377,11 @@ static void km_fw_unsupported(km_fetcher_t *t, int api)
     if (!have ||
         km_fetch_ver_choose(src, node, km_fw_fetch_max(t), &vers, NULL, why, sizeof(why))) {
         const km_fetch_vneed_t *need = km_fetch_ver_need(api);
-        snprintf(why, sizeof(why),
-                 "source broker %d has no version of %s in common with kmirror's v%d..%d (%s)",
-                 (int)t->broker, need->name, (int)need->min_ver, (int)need->max_ver, need->why_min);
+        char who[32] = "the source broker";
+        if (t->broker >= 0)
+            snprintf(who, sizeof(who), "source broker %d", (int)t->broker);
+        snprintf(why, sizeof(why), "%s has no version of %s in common with kmirror's v%d..%d (%s)",
+                 who, need->name, (int)need->min_ver, (int)need->max_ver, need->why_min);
     }
     for (km_fetch_part_t *p = t->parts, *next; p != NULL; p = next) {
         next = p->t_next;

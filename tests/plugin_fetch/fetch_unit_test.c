@@ -1266,6 +1266,24 @@ static void test_source_ofle_too_old(void)
     tc_teardown();
 }
 
+/* A source whose Metadata stops at v3 (no AllowAutoTopicCreation): the lookup (the mirror's
+ * lookup thread, through a bootstrap address) refuses it before any Fetch. */
+static void test_source_metadata_too_old(void)
+{
+    static const char *const want[] = {"src-0 at offset 0",     "the source broker",
+                                       "serves Metadata v0..3", "v4..12",
+                                       "auto-creation",         NULL};
+
+    tc_setup(10);
+    SRC.md_max = 3;
+    src_add_batch(0, 3, 4);
+    tc_add(0, -1, 10);
+    expect_unsupported(want, 0);
+    CU_ASSERT_EQUAL(SRC.n_metadata, 0);
+    CU_ASSERT_EQUAL(SRC.nreqs, 0);
+    tc_teardown();
+}
+
 /* A source without topic ids (Metadata below v10, as Kafka before 2.8) that serves Fetch v13+:
  * the fetcher stays below topic ids (v12, topic names) and mirrors. */
 static void test_source_without_topic_ids(void)
@@ -1561,6 +1579,7 @@ int main(void)
         {"source_too_old", test_source_too_old},
         {"source_ofle_too_old", test_source_ofle_too_old},
         {"source_without_topic_ids", test_source_without_topic_ids},
+        {"source_metadata_too_old", test_source_metadata_too_old},
         {"srcadm_no_common_version", test_srcadm_no_common_version},
         {"epoch_exceeded_then_resume", test_epoch_exceeded_then_resume},
         {"fenced", test_fenced},
