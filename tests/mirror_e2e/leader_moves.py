@@ -28,36 +28,12 @@ import struct
 import sys
 
 import me2e
+from me2e import STATE_TOPIC, murmur2
 from kmwire import TAGS, carr, cstr
 
-STATE_TOPIC = "__mirror_state"
 NOT_COORDINATOR = 16
 MIRRORING = 3  # MIRROR_STATE_MIRRORING, proto/schema/provisional.kps
 PARTITION_STATE = 2  # record type of the key, docs/state-format.md
-
-
-def murmur2(data):
-    """Kafka's murmur2 (the partitioner's), as an unsigned 32-bit value."""
-    m, h = 0x5BD1E995, (0x9747B28C ^ len(data)) & 0xFFFFFFFF
-    n4 = len(data) // 4
-    for i in range(n4):
-        k = struct.unpack_from("<I", data, 4 * i)[0]
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> 24
-        k = (k * m) & 0xFFFFFFFF
-        h = ((h * m) & 0xFFFFFFFF) ^ k
-    tail = data[4 * n4:]
-    if len(tail) >= 3:
-        h ^= tail[2] << 16
-    if len(tail) >= 2:
-        h ^= tail[1] << 8
-    if len(tail) >= 1:
-        h ^= tail[0]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h
 
 
 def shard_of(mirror, topic_id, partition, shards):

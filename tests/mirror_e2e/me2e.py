@@ -373,6 +373,49 @@ def metadata(addr, topics=None):
     return nodes, dict(rd.carr(topic) or [])
 
 
+STATE_TOPIC = "__mirror_state"
+
+
+def murmur2(data):
+    """Kafka's murmur2 (the partitioner's), as an unsigned 32-bit value."""
+    m, h = 0x5BD1E995, (0x9747B28C ^ len(data)) & 0xFFFFFFFF
+    n4 = len(data) // 4
+    for i in range(n4):
+        k = struct.unpack_from("<I", data, 4 * i)[0]
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> 24
+        k = (k * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    tail = data[4 * n4:]
+    if len(tail) >= 3:
+        h ^= tail[2] << 16
+    if len(tail) >= 2:
+        h ^= tail[1] << 8
+    if len(tail) >= 1:
+        h ^= tail[0]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h
+
+
+def mirror_coordinator(bootstrap, mirror):
+    """MIRROR's coordinator, asked through the first broker of BOOTSTRAP: the leader of the
+    __mirror_state partition toPositive(murmur2(name)) % partitions (docs/plugin.md "Mirror-level
+    records"). Returns (node id, "host:port"), or (None, why) when it has no live leader."""
+    nodes, tops = metadata(bootstrap.split(",")[0], [STATE_TOPIC])
+    st = tops.get(STATE_TOPIC)
+    if not st or st["ec"] != 0 or not st["parts"]:
+        return None, "%s: not in the metadata (%s)" % (STATE_TOPIC, st)
+    p = (murmur2(mirror.encode()) & 0x7FFFFFFF) % len(st["parts"])
+    leader = st["parts"][p]["leader"]
+    if leader not in nodes:
+        return None, "%s-%d (mirror %s): leader %d is not a live broker" % (STATE_TOPIC, p, mirror,
+                                                                            leader)
+    return leader, nodes[leader]
+
+
 def elect_preferred(addr, topic, partition):
     """ElectLeaders v1, PREFERRED, for one partition (forwarded to the controller by any
     broker): (top-level error code, partition error code, message). ELECTION_NOT_NEEDED (84)

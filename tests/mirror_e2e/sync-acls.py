@@ -11,7 +11,7 @@ v3) on bindings named by the table below.
                                       separated list holds each +NAME and no -NAME; prints why not
   create-mirror ADDR MIRROR K=V...    raw CreateMirror (97): prints "<error code> <message>"
   coordinator BOOTSTRAP MIRROR        the broker id leading MIRROR's `__mirror_state` partition
-                                      (murmur2 of the name, docs/state-format.md): the broker
+                                      (murmur2 of the name, me2e.mirror_coordinator): the broker
                                       that runs its sync and holds SYNCED_ACLS
   count NODELOG_GLOB MIRROR           "runs errors" of kmirror_sync_{runs,errors}_total for
                                       MIRROR's ACL kind, summed over the nodes' /metrics
@@ -115,17 +115,10 @@ def cmd_create_mirror(addr, mirror, *kvs):
 
 
 def cmd_coordinator(bootstrap, mirror):
-    import leader_moves  # murmur2 (Kafka's partitioner hash)
     import me2e
-    _nodes, tops = me2e.metadata(bootstrap.split(",")[0], ["__mirror_state"])
-    parts = tops.get("__mirror_state", {}).get("parts", {})
-    if not parts:
-        print("no __mirror_state partitions in the metadata")
-        return 1
-    p = (leader_moves.murmur2(mirror.encode()) & 0x7FFFFFFF) % len(parts)
-    leader = parts[p]["leader"]
-    if leader < 0:
-        print("__mirror_state-%d has no leader" % p)
+    leader, why = me2e.mirror_coordinator(bootstrap, mirror)
+    if leader is None:
+        print(why)
         return 1
     print(leader)
     return 0

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """sync-coordinator.py SUBCOMMAND ... -- the client side of scenario sync-coordinator of
 tests/mirror_e2e (docs/testing-mirror.md). Runs with the clients venv; wire framing from me2e.py /
-kmwire.py, murmur2 from leader_moves.py.
+kmwire.py, the coordinator from me2e.py.
 
   coordinator DST MIRROR            "node addr": the destination broker that is MIRROR's coordinator,
                                     the leader of the __mirror_state partition of the mirror name
@@ -27,23 +27,16 @@ import sys
 
 import me2e  # first: it puts tests/mirror_admin (kmwire) on the path
 import kmwire  # noqa: E402
-from leader_moves import STATE_TOPIC, murmur2  # noqa: E402
 
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs ConfigSource
 
 
 def cmd_coordinator(dst, mirror):
-    nodes, tops = me2e.metadata(dst.split(",")[0], [STATE_TOPIC])
-    st = tops.get(STATE_TOPIC)
-    if not st or st["ec"] != 0 or not st["parts"]:
-        print("%s: not in the metadata (%s)" % (STATE_TOPIC, st))
+    leader, addr = me2e.mirror_coordinator(dst, mirror)
+    if leader is None:
+        print(addr)
         return 1
-    p = (murmur2(mirror.encode()) & 0x7FFFFFFF) % len(st["parts"])
-    leader = st["parts"][p]["leader"]
-    if leader not in nodes:
-        print("%s-%d (mirror %s): leader %d is not a live broker" % (STATE_TOPIC, p, mirror, leader))
-        return 1
-    print("%d %s" % (leader, nodes[leader]))
+    print("%d %s" % (leader, addr))
     return 0
 
 
