@@ -22,10 +22,8 @@ Exit 0 pass, 1 fail, 2 setup error.
 """
 import os
 import random
-import re
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import me2e  # noqa: E402
@@ -46,35 +44,11 @@ def cmd_gen(first, count, size, tag):
     return 0
 
 
-def metric_ports(nodelogs):
-    ports = []
-    for log in nodelogs:
-        port = None
-        with open(log, errors="replace") as f:
-            for line in f:
-                m = re.search(r"metrics on http://[^:]*:(\d+)/metrics", line)
-                if m:
-                    port = int(m.group(1))  # the last start of the node wins
-        if port is not None:
-            ports.append(port)
-    return ports
-
-
 def cmd_metrics(nodelog_glob, regexes):
-    import glob
-    logs = sorted(glob.glob(nodelog_glob))
-    ports = metric_ports(logs)
-    if not ports:
+    sums = me2e.metric_sums(nodelog_glob, regexes)
+    if sums is None:
         print("no metrics listener in %s" % nodelog_glob, file=sys.stderr)
         return 2
-    sums = [0.0] * len(regexes)
-    pats = [re.compile(r) for r in regexes]
-    for port in ports:
-        body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read()
-        for line in body.decode().splitlines():
-            for i, p in enumerate(pats):
-                if p.match(line):
-                    sums[i] += float(line.rsplit(" ", 1)[1])
     print(" ".join("%d" % s for s in sums))
     return 0
 

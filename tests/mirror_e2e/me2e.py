@@ -26,12 +26,15 @@ Runs with the clients venv (tests/clients/setup-venv.sh: kafka-python with every
 
 Exit 0 pass, 1 fail (every failure printed as FAIL: ...), 2 setup error.
 """
+import glob
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
 import time
+import urllib.request
 
 # The wire primitives (compact encodings, the response reader, one request per connection, CRC32C)
 # are shared with tests/mirror_admin.
@@ -107,6 +110,33 @@ def open_txns(batches, below=None):
         elif bt["control"] in (CONTROL_ABORT, CONTROL_COMMIT):
             open_.pop(bt["pid"], None)
     return open_
+
+
+def metric_sums(nodelog_glob, regexes):
+    """The nodes whose logs match NODELOG_GLOB serve /metrics on the port their last start logged
+    ("metrics on http://..."): per regex (re.match on a line), the sum of the values of the lines it
+    matches over all of them. None when no log names a metrics listener."""
+    ports = []
+    for log in sorted(glob.glob(nodelog_glob)):
+        port = None
+        with open(log, errors="replace") as f:
+            for line in f:
+                m = re.search(r"metrics on http://[^:]*:(\d+)/metrics", line)
+                if m:
+                    port = int(m.group(1))  # the last start of the node wins
+        if port is not None:
+            ports.append(port)
+    if not ports:
+        return None
+    sums = [0.0] * len(regexes)
+    pats = [re.compile(r) for r in regexes]
+    for port in ports:
+        body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read()
+        for line in body.decode().splitlines():
+            for i, p in enumerate(pats):
+                if p.match(line):
+                    sums[i] += float(line.rsplit(" ", 1)[1])
+    return sums
 
 
 def check(cond, what):

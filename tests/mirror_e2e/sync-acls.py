@@ -18,11 +18,9 @@ v3) on bindings named by the table below.
 
 Exit 0 pass, 1 not (yet) / fail, 2 setup error.
 """
-import glob
 import os
 import re
 import sys
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mirror_admin"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -125,27 +123,14 @@ def cmd_coordinator(bootstrap, mirror):
 
 
 def cmd_count(nodelog_glob, mirror):
-    ports = []
-    for log in sorted(glob.glob(nodelog_glob)):
-        port = None
-        with open(log, errors="replace") as f:
-            for line in f:
-                m = re.search(r"metrics on http://[^:]*:(\d+)/metrics", line)
-                if m:
-                    port = int(m.group(1))  # the last start of the node wins
-        if port is not None:
-            ports.append(port)
-    if not ports:
+    import me2e
+    labels = r'\{(?=[^}]*mirror="%s")(?=[^}]*kind="acls")' % re.escape(mirror)
+    sums = me2e.metric_sums(nodelog_glob, [r"kmirror_sync_runs_total" + labels,
+                                           r"kmirror_sync_errors_total" + labels])
+    if sums is None:
         print("no metrics listener in %s" % nodelog_glob)
         return 2
-    sums = {"runs": 0, "errors": 0}
-    for port in ports:
-        body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read()
-        for line in body.decode().splitlines():
-            m = re.match(r'kmirror_sync_(runs|errors)_total\{(.*)\} (\S+)$', line)
-            if m and 'mirror="%s"' % mirror in m.group(2) and 'kind="acls"' in m.group(2):
-                sums[m.group(1)] += int(float(m.group(3)))
-    print("%d %d" % (sums["runs"], sums["errors"]))
+    print("%d %d" % (sums[0], sums[1]))
     return 0
 
 
