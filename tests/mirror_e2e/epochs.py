@@ -145,16 +145,6 @@ def rdk_consume(bootstrap, topic, group, seconds, sessions, min_records=0):
     total, max_epoch, errors, committed = 0, -1, [], ""
     deadline = time.time() + 90
 
-    def at_end(c):
-        asg = c.assignment()
-        if not asg:
-            return False
-        for tp in c.position(asg):
-            _, high = c.get_watermark_offsets(tp, timeout=10)
-            if tp.offset < high:
-                return False
-        return True
-
     for s in range(1, sessions + 1):
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                       "enable.auto.commit": False, "auto.offset.reset": "earliest",
@@ -169,7 +159,7 @@ def rdk_consume(bootstrap, topic, group, seconds, sessions, min_records=0):
                     errors.append("session %d: not done within 90 s (%d records)" % (s, n))
                     break
                 if now >= end and n > 0 and (s < sessions or (
-                        total + n >= int(min_records) and at_end(c))):
+                        total + n >= int(min_records) and me2e.rdk_at_end(c))):
                     break
                 msgs = c.consume(num_messages=500, timeout=0.2)
                 got = False

@@ -138,7 +138,6 @@ def metric_sums(nodelog_glob, regexes):
                     sums[i] += float(line.rsplit(" ", 1)[1])
     return sums
 
-
 def check(cond, what):
     print(("ok   " if cond else "FAIL: ") + what, flush=True)
     if not cond:
@@ -224,6 +223,18 @@ def read_all(bootstrap, topic, committed, deadline_s=120):
     finally:
         c.close()
 
+
+def rdk_at_end(c):
+    """A confluent_kafka Consumer has an assignment and its position in every assigned partition
+    is the partition's high watermark."""
+    asg = c.assignment()
+    if not asg:
+        return False
+    for tp in c.position(asg):
+        _, high = c.get_watermark_offsets(tp, timeout=10)
+        if tp.offset < high:
+            return False
+    return True
 
 def describe_one(km, addr, mirror):
     """DescribeMirrors (kafka-mirrors --json) through the one broker at addr: its partitions of
@@ -444,7 +455,6 @@ def mirror_coordinator(bootstrap, mirror):
         return None, "%s-%d (mirror %s): leader %d is not a live broker" % (STATE_TOPIC, p, mirror,
                                                                             leader)
     return leader, nodes[leader]
-
 
 def elect_preferred(addr, topic, partition):
     """ElectLeaders v1, PREFERRED, for one partition (forwarded to the controller by any

@@ -34,6 +34,8 @@ Exit 0 ok, 1 failed check (printed as FAIL: ...), 2 usage or setup error.
 import sys
 import time
 
+import me2e
+
 
 def parse_spec(spec):
     """ "0=60@0,1=40@-1" -> {0: (60, 0), 1: (40, -1)} (epoch -1 when left out)"""
@@ -56,16 +58,6 @@ def rdk_consume(bootstrap, topic, group, out):
                   "client.id": "mirror-e2e-sync-groups", "check.crcs": True})
     last, n, errors = {}, 0, []
     deadline = time.time() + 60
-
-    def at_end():
-        asg = c.assignment()
-        if not asg:
-            return False
-        for tp in c.position(asg):
-            _, high = c.get_watermark_offsets(tp, timeout=10)
-            if tp.offset < high:
-                return False
-        return True
 
     try:
         c.subscribe([topic])
@@ -91,7 +83,7 @@ def rdk_consume(bootstrap, topic, group, out):
                     n += 1
                 if got:
                     c.commit(asynchronous=False)
-                elif n > 0 and at_end():
+                elif n > 0 and me2e.rdk_at_end(c):
                     break
         md = c.list_topics(topic, timeout=10)
         tps = [TopicPartition(topic, p) for p in sorted(md.topics[topic].partitions)]
