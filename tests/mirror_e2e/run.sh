@@ -259,6 +259,57 @@ mirror_create() {
   until_ok 30 "every broker of $c lists mirror $1" mirror_listed "$1" "$c"
 }
 
+# A 1-broker source of a scenario's own beside the shared clusters: one kbroker that is broker and
+# controller (client listener PORT, controller PORT+1, no kmirror.so).
+# solo_port BASE -- the first PORT from BASE on (in steps of 2) where PORT and PORT+1 are free
+solo_port() {
+  local q=$1
+  while [ -n "$(ss -Hltn "( sport = :$q or sport = :$((q + 1)) )" 2>/dev/null)" ]; do q=$((q + 2)); done
+  echo "$q"
+}
+# solo_cluster_id C -- a fresh cluster id in Kafka's form (22 characters of base64url), first C
+solo_cluster_id() { echo "$1$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c2-22)"; }
+# solo_start DIR CLUSTER_ID PORT PIDFILE [KEY=VALUE...] -- start it with its data and node1.log in
+# DIR, its pid in PIDFILE, the KEY=VALUE lines added to its properties; does not wait for it
+solo_start() {
+  local dir=$1 cid=$2 q=$3 pidfile=$4
+  shift 4
+  mkdir -p "$dir/data"
+  cat >"$dir/node1.properties" <<EOF
+process.roles=broker,controller
+node.id=1
+cluster.id=$cid
+controller.quorum.voters=1@127.0.0.1:$((q + 1))
+listeners=PLAINTEXT://127.0.0.1:$q,CONTROLLER://127.0.0.1:$((q + 1))
+advertised.listeners=PLAINTEXT://127.0.0.1:$q
+inter.broker.listener.name=PLAINTEXT
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$dir/data
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+num.network.threads=2
+num.io.threads=2
+log.level=info
+EOF
+  printf '%s\n' "$@" >>"$dir/node1.properties"
+  setsid "$BUILD/bin/kbroker" --config "$dir/node1.properties" >>"$dir/node1.log" 2>&1 </dev/null &
+  echo $! >"$pidfile"
+}
+# solo_stop PIDFILE MARK -- stop the node of PIDFILE if its command line still holds MARK (a pid
+# file an aborted run left behind may name a reused pid): SIGTERM, 10 s to go, then SIGKILL
+solo_stop() {
+  local pid
+  [ -f "$1" ] || return 0
+  pid=$(cat "$1")
+  rm -f "$1"
+  grep -qs -- "$2" "/proc/$pid/cmdline" || return 0 # not ours (any more)
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done # until gone
+  kill -KILL "$pid" 2>/dev/null
+}
+
 # cmp_partition TOPIC PART -- kc_replicacmp --same-end over the 3 source and 3 destination
 # replicas; every replica must start at offset 0 (the whole log is compared).
 cmp_partition() {

@@ -35,41 +35,12 @@ sf_expect() { "${SF[@]}" expect "$KM" "$D" "$@"; }
 # The 1-broker source of mirror msf2: sf_alt_start ID DIR starts kbroker with cluster.id ID and
 # its data in DIR at $SFQ (client) / $SFQ+1 (controller); sf_alt_stop stops it.
 sf_alt_start() {
-  local cid=$1 dir=$2
-  mkdir -p "$dir/data"
-  cat >"$dir/node1.properties" <<EOF
-process.roles=broker,controller
-node.id=1
-cluster.id=$cid
-controller.quorum.voters=1@127.0.0.1:$((SFQ + 1))
-listeners=PLAINTEXT://127.0.0.1:$SFQ,CONTROLLER://127.0.0.1:$((SFQ + 1))
-advertised.listeners=PLAINTEXT://127.0.0.1:$SFQ
-inter.broker.listener.name=PLAINTEXT
-controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
-log.dirs=$dir/data
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-num.network.threads=2
-num.io.threads=2
-auto.create.topics.enable=false
-log.level=info
-EOF
-  setsid "$BUILD/bin/kbroker" --config "$dir/node1.properties" >>"$dir/node1.log" 2>&1 </dev/null &
-  echo $! >"$dir/node1.pid"
+  solo_start "$2" "$1" "$SFQ" "$2/node1.pid" auto.create.topics.enable=false
   "${SF[@]}" wait-up "127.0.0.1:$SFQ" 60
 }
 sf_alt_stop() {
-  local f pid
-  for f in "$KPEER_HOME/$SFALT"/*/node1.pid; do
-    [ -f "$f" ] || continue
-    pid=$(cat "$f")
-    rm -f "$f"
-    kill -TERM "$pid" 2>/dev/null || continue
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done # until gone
-    kill -KILL "$pid" 2>/dev/null
-  done
+  local f
+  for f in "$KPEER_HOME/$SFALT"/*/node1.pid; do solo_stop "$f" "$SFALT"; done
 }
 
 scenario_source_faults() {
@@ -155,12 +126,10 @@ sf_main() {
 
   # (3) The source of msf2 replaced by another cluster at the same address.
   step "source-faults: a 1-broker source of its own (cluster A) with sf-x, mirror msf2"
-  q=$((SRC_PORT + 100))
-  while [ -n "$(ss -Hltn "( sport = :$q or sport = :$((q + 1)) )" 2>/dev/null)" ]; do q=$((q + 2)); done
-  SFQ=$q
-  # two cluster ids in Kafka's form (22 characters of base64url), told apart by their first
-  cid1=A$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c2-22)
-  cid2=B$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c2-22)
+  SFQ=$(solo_port $((SRC_PORT + 100)))
+  # two cluster ids, told apart by their first character
+  cid1=$(solo_cluster_id A)
+  cid2=$(solo_cluster_id B)
   # --inject sf-same-cluster: B gets A's id, so the cluster check cannot fire (step 4 must FAIL)
   [ "$INJECT" != sf-same-cluster ] || cid2=$cid1
   rm -rf "${KPEER_HOME:?}/$SFALT"

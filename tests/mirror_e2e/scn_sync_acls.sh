@@ -15,16 +15,7 @@
 # The source node's pid file lives outside $WORK (which run.sh empties at its start), so that a
 # node an aborted run left behind is stopped by the next run.
 SA_PIDFILE=$KPEER_HOME/mirror-e2e-sa-src.pid
-sa_src_stop() {
-  local pid
-  [ -f "$SA_PIDFILE" ] || return 0
-  pid=$(cat "$SA_PIDFILE")
-  rm -f "$SA_PIDFILE"
-  grep -qs sa-src "/proc/$pid/cmdline" || return 0 # not ours (any more)
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done # until gone
-  kill -KILL "$pid" 2>/dev/null
-}
+sa_src_stop() { solo_stop "$SA_PIDFILE" sa-src; }
 
 # sa_term I -- SIGTERM destination node I (a clean stop) and wait until it is gone
 sa_term() {
@@ -70,39 +61,16 @@ sa_cleanup() {
 }
 
 scenario_sync_acls() {
-  local t0=$SECONDS q cid dir d1 r e c include='TOPIC;sa-.*,GROUP;sa-group.*;READ'
+  local t0=$SECONDS q d1 r e c include='TOPIC;sa-.*,GROUP;sa-group.*;READ'
   SA=("$PY" "$HERE/sync-acls.py")
   d1=${D%%,*}
 
   step "sync-acls: a 1-broker source of its own with an authorizer; destination-only bindings"
   sa_src_stop # one an aborted run left behind
-  q=$((SRC_PORT + 120))
-  while [ -n "$(ss -Hltn "( sport = :$q or sport = :$((q + 1)) )" 2>/dev/null)" ]; do q=$((q + 2)); done
-  cid=C$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c2-22)
-  dir=$WORK/sa-src
-  mkdir -p "$dir/data"
-  cat >"$dir/node1.properties" <<EOF
-process.roles=broker,controller
-node.id=1
-cluster.id=$cid
-controller.quorum.voters=1@127.0.0.1:$((q + 1))
-listeners=PLAINTEXT://127.0.0.1:$q,CONTROLLER://127.0.0.1:$((q + 1))
-advertised.listeners=PLAINTEXT://127.0.0.1:$q
-inter.broker.listener.name=PLAINTEXT
-controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
-log.dirs=$dir/data
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-num.network.threads=2
-num.io.threads=2
-authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
-allow.everyone.if.no.acl.found=true
-log.level=info
-EOF
-  setsid "$BUILD/bin/kbroker" --config "$dir/node1.properties" >>"$dir/node1.log" 2>&1 </dev/null &
-  echo $! >"$SA_PIDFILE"
+  q=$(solo_port $((SRC_PORT + 120)))
+  solo_start "$WORK/sa-src" "$(solo_cluster_id C)" "$q" "$SA_PIDFILE" \
+    authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer \
+    allow.everyone.if.no.acl.found=true
   until_ok 30 "the ACL source answers DescribeAcls" "${SA[@]}" expect "127.0.0.1:$q" -pre ||
     { sa_src_stop; return; }
   if [ "$INJECT" = sa-own ]; then
