@@ -613,9 +613,8 @@ static void km_sg_commit(km_sg_t *sg)
     rq.Topics.v = tv;
     rc = km_sg_dst_request(sg, sg->coord_dst, 8, KM_SG_DST_OFFSETCOMMIT_V,
                            &kp_OffsetCommitRequest_desc, &rq, km_sg_on_commit, 0);
-    if (rc != KBX_OK) {
+    if (rc != KBX_OK)
         km_sg_group_skip(sg, "destination OffsetCommit not sent (kbx status %d)", (int)rc);
-    }
 }
 
 static void km_sg_on_dst_fetch(km_sg_t *sg, int32_t status, const uint8_t *body, size_t len,
@@ -671,9 +670,8 @@ static void km_sg_dst_fetch(km_sg_t *sg)
     rq.RequireStable = false;
     rc = km_sg_dst_request(sg, sg->coord_dst, 9, KM_SG_DST_OFFSETFETCH_V,
                            &kp_OffsetFetchRequest_desc, &rq, km_sg_on_dst_fetch, 0);
-    if (rc != KBX_OK) {
+    if (rc != KBX_OK)
         km_sg_group_skip(sg, "destination OffsetFetch not sent (kbx status %d)", (int)rc);
-    }
 }
 
 static void km_sg_on_epochs(km_sg_t *sg, int32_t status, const uint8_t *body, size_t len,
@@ -887,9 +885,8 @@ static void km_sg_on_dst_coord(km_sg_t *sg, int32_t status, const uint8_t *body,
     rq.IncludeAuthorizedOperations = false;
     rc = km_sg_dst_request(sg, sg->coord_dst, 15, KM_SG_DST_DESCGROUPS_V,
                            &kp_DescribeGroupsRequest_desc, &rq, km_sg_on_describe, 0);
-    if (rc != KBX_OK) {
+    if (rc != KBX_OK)
         km_sg_group_skip(sg, "destination DescribeGroups not sent (kbx status %d)", (int)rc);
-    }
 }
 
 /* Add one source commit of the group (bounds and eligibility checked here). */
@@ -993,9 +990,8 @@ static void km_sg_on_src_fetch(km_plugin_t *cm, void *arg, const km_srcadm_resul
     rq.KeyType = 0;
     rc = km_sg_dst_request(sg, -1, 10, KM_SG_DST_FINDCOORD_V, &kp_FindCoordinatorRequest_desc, &rq,
                            km_sg_on_dst_coord, 0);
-    if (rc != KBX_OK) {
+    if (rc != KBX_OK)
         km_sg_group_skip(sg, "destination FindCoordinator not sent (kbx status %d)", (int)rc);
-    }
 }
 
 static void km_sg_on_src_coord(km_plugin_t *cm, void *arg, const km_srcadm_result_t *res,
@@ -1044,9 +1040,8 @@ static void km_sg_on_src_coord(km_plugin_t *cm, void *arg, const km_srcadm_resul
     err = km_sg_src_request(sg, &sg->src_coord.boot, &kp_OffsetFetchRequest_desc,
                             KM_SG_SRC_OFFSETFETCH_MAX, &sg->src_of, km_sg_src_timeout(def),
                             km_sg_on_src_fetch, sg);
-    if (err != KM_OK) {
+    if (err != KM_OK)
         km_sg_group_skip(sg, "source OffsetFetch not sent: %s", km_err_str(err));
-    }
 }
 
 /* Start the next group; false when it ended at once (then the caller goes on). */
