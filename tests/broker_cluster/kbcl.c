@@ -9,9 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "kbt_client.h"
 
 int kbcl_failures;
 kbcl_node_t kbcl_nodes[4];
@@ -34,22 +35,6 @@ int kbcl_init(const char *kbroker, const char *cluster_id, const char *extra)
 int kbcl_cport(void)
 {
     return g_cport;
-}
-
-int kbcl_wait_exit(pid_t pid, int ms)
-{
-    int pfd = (int)syscall(SYS_pidfd_open, pid, 0), st;
-    struct pollfd p = {.fd = pfd, .events = POLLIN};
-    if (pfd < 0)
-        return -1;
-    if (poll(&p, 1, ms) <= 0) {
-        close(pfd);
-        return -1;
-    }
-    close(pfd);
-    if (waitpid(pid, &st, 0) != pid)
-        return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 /* The port of listener @p name in the readiness line @p line, or -1. */
@@ -154,7 +139,7 @@ void kbcl_kill(int id, int sig, int expect_status)
     if (n->pid <= 0)
         return; /* not running: nothing to signal (kill(0) would hit the test itself) */
     kill(n->pid, sig);
-    st = kbcl_wait_exit(n->pid, KBCL_DEADLINE_MS);
+    st = kbt_wait_exit(n->pid, KBCL_DEADLINE_MS);
     if (expect_status >= 0)
         CHECK(st == expect_status, "node %d exited with %d after signal %d, expected %d", id, st,
               sig, expect_status);

@@ -60,8 +60,6 @@ int kbcl_cport(void);
 /** Signal node @p id and wait for its exit; with @p expect_status >= 0 CHECK the exit status
  *  (128 + signal when killed by one). Nothing when it is not running. */
 void kbcl_kill(int id, int sig, int expect_status);
-/** Wait at most @p ms for child @p pid to exit: its status as kbcl_kill, or -1. */
-int kbcl_wait_exit(pid_t pid, int ms);
 /** SIGTERM to every running node (CHECKing its exit status when @p term_status >= 0), "ok" /
  *  "FAILED", the directory removed when nothing failed; the exit status of the test (0 or 1). */
 int kbcl_finish(int term_status);
