@@ -316,7 +316,7 @@ static bool km_mirror_fetch_status(void *ctx, const km_mpart_id_t *id, km_mpart_
 /* Source errors that mean the source topic is gone or another one, the source is another
  * cluster, or a source the fetcher cannot serve (no request version in common, record batches of
  * magic 0/1; design M93): not retryable (an operator fixes the cause, then --recover). */
-static bool km_mirror_fatal_retryable(int16_t code)
+bool km_mirror_fatal_retryable(int16_t code)
 {
     return code != KP_ERR_UNKNOWN_TOPIC_OR_PARTITION && code != KP_ERR_UNKNOWN_TOPIC_ID &&
            code != KP_ERR_INCONSISTENT_TOPIC_ID && code != KP_ERR_INCONSISTENT_CLUSTER_ID &&

@@ -44,4 +44,10 @@ void km_mirror_destroy(km_plugin_t *cm);
  *  @thread coord */
 km_mpart_mgr_t *km_mirror_mgr(km_plugin_t *cm);
 
+/** Whether a FATAL fetcher event with Kafka error code @p code (-1: none) leaves the partition
+ *  FAILED retryable: false for a source topic gone or re-created, another source cluster, and a
+ *  source the fetcher cannot serve (UNSUPPORTED_VERSION, UNSUPPORTED_FOR_MESSAGE_FORMAT; design
+ *  M93). @thread any */
+bool km_mirror_fatal_retryable(int16_t code);
+
 #endif /* KM_MIRROR_H */

@@ -10,6 +10,8 @@
 
 #include "fetch/km_fetch_ver.h"
 #include "fh_cunit.h"
+#include "kp_errcode.h"
+#include "mirror/km_mirror.h"
 
 /* Ranges in the order of KM_FV_*: Fetch, ListOffsets, Metadata, OffsetForLeaderEpoch. */
 typedef struct {
@@ -164,6 +166,16 @@ static void test_needs_table(void)
     CU_ASSERT_PTR_NULL(km_fetch_ver_need(KM_FV_N));
 }
 
+/* What the partition state machine makes of the fetcher's FATAL codes (plugin/mirror). */
+static void test_failed_not_retryable(void)
+{
+    CU_ASSERT_FALSE(km_mirror_fatal_retryable(KP_ERR_UNSUPPORTED_VERSION));
+    CU_ASSERT_FALSE(km_mirror_fatal_retryable(KP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT));
+    CU_ASSERT_FALSE(km_mirror_fatal_retryable(KP_ERR_INCONSISTENT_CLUSTER_ID));
+    CU_ASSERT_FALSE(km_mirror_fatal_retryable(KP_ERR_INCONSISTENT_TOPIC_ID));
+    CU_ASSERT_TRUE(km_mirror_fatal_retryable(-1)); /* e.g. the destination refused a batch */
+}
+
 int main(void)
 {
     CU_TestInfo tests[] = {
@@ -177,6 +189,7 @@ int main(void)
         {"list_offsets_v0_only", test_list_offsets_v0_only},
         {"source_newer_than_us", test_source_newer_than_us},
         {"needs_table", test_needs_table},
+        {"failed_not_retryable", test_failed_not_retryable},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"fetch_ver", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
