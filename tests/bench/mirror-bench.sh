@@ -323,14 +323,16 @@ fill() { # BOOTSTRAP TOPIC CODEC: N records of RSIZE bytes, checked
 }
 past_deadline() { [ $SECONDS -ge $DEADLINE ] && { log "WARNING: --max-minutes $MAX_MIN reached: skipping the rest"; return 0; }; return 1; }
 skip() { # KIND MODE CODEC NOTE: a failed/skipped row
-  printf '{"kind": "%s", "mode": "%s", "codec": "%s", "round": %d, "status": "failed", "note": "%s"}\n' \
-    "$1" "$2" "$3" "$ROUND" "${4//\"/\'}" >>"$RESULTS"
+  python3 -c 'import json, sys; print(json.dumps({"kind": sys.argv[1], "mode": sys.argv[2],
+    "codec": sys.argv[3], "round": int(sys.argv[4]), "status": "failed", "note": sys.argv[5]}))' \
+    "$1" "$2" "$3" "$ROUND" "$4" >>"$RESULTS"
   OVERALL_RC=3
   log "r$ROUND $1 $2 $3: FAILED: $4"
 }
 catchup() { # MODE CODEC TRIGGER [extra mirror_bench args]: one measured case
   local m=$1 z=$2 trig=$3 out=$WORK/r$ROUND-$1-$2.json
   shift 3
+  rm -f "$out"
   wait_quiet
   if "$PY" "$MBPY" catchup --mode "$m" --codec "$z" --round "$ROUND" --records "$RECORDS" \
     --size "$RSIZE" --pidfiles "${NODE_PIDS[@]}" "$WORK/mm2.pid" --metrics-logs "${NODE_LOGS[@]}" \
@@ -340,11 +342,13 @@ catchup() { # MODE CODEC TRIGGER [extra mirror_bench args]: one measured case
     OVERALL_RC=3
     log "r$ROUND catch-up $m $z: FAILED: $(tail -3 "$LOGS/r$ROUND-catchup-$m-$z.log")"
   fi
-  [ -s "$out" ] && { cat "$out"; echo; } >>"$RESULTS"
+  if [ -s "$out" ]; then { cat "$out"; echo; } >>"$RESULTS"; else
+    skip catchup "$m" "$z" "no result: $(tail -1 "$LOGS/r$ROUND-catchup-$m-$z.log")"; fi
   return 0
 }
 latency() { # MODE SRC SRC_TOPIC DST DST_TOPIC
   local out=$WORK/r$ROUND-lat-$1.json
+  rm -f "$out"
   # the path runs end to end before the clock starts (MM2's JVM and tasks, the mirror's fetcher)
   if ! "$PY" "$MBPY" probe --src "$2" --src-topic "$3" --dst "$4" --dst-topic "$5" --timeout 300 \
     >"$LOGS/r$ROUND-lat-$1-probe.log" 2>&1; then
@@ -360,7 +364,8 @@ latency() { # MODE SRC SRC_TOPIC DST DST_TOPIC
     OVERALL_RC=3
     log "r$ROUND latency $1: FAILED: $(tail -3 "$LOGS/r$ROUND-lat-$1.log")"
   fi
-  [ -s "$out" ] && { cat "$out"; echo; } >>"$RESULTS"
+  if [ -s "$out" ]; then { cat "$out"; echo; } >>"$RESULTS"; else
+    skip latency "$1" - "no result: $(tail -1 "$LOGS/r$ROUND-lat-$1.log")"; fi
   return 0
 }
 mirror_on_all() { # every destination broker lists mirror bench
