@@ -346,6 +346,18 @@ static bool km_topics_visible(km_rpc_req_t *req)
 static void km_topics_recheck(km_rpc_req_t *req, int32_t status, const uint8_t *body, size_t len,
                               int32_t tag);
 
+/* How long the answer waits for the catalog: 5 s for our own changes (committed either way);
+ * 30 s when a create raced another one (topic discovery creates what a pattern just added to
+ * topics.include), since the raced topic's only other answer is an error: with 2,000 partitions
+ * on a loaded CI machine the other create's metadata took more than 5 s to reach this broker. */
+static int64_t km_topics_wait_ms(const km_topics_st_t *st)
+{
+    for (size_t i = 0; i < st->n; i++)
+        if (st->items[i].raced)
+            return 30000;
+    return 5000;
+}
+
 /* Answer once the metadata listener has brought the changes into the catalog, so that the
  * client's next request (through this broker) sees them; bounded by a deadline, after which
  * the answer goes anyway (the changes are committed). */
@@ -356,7 +368,7 @@ static void km_topics_answer(km_rpc_req_t *req)
     int64_t now = cm->ref.api->clock_monotonic_ns(cm->ref.host);
 
     if (st->wait_deadline_ns == 0)
-        st->wait_deadline_ns = now + (int64_t)5000 * 1000000;
+        st->wait_deadline_ns = now + (int64_t)km_topics_wait_ms(st) * 1000000;
     if (km_topics_visible(req) || now >= st->wait_deadline_ns ||
         km_rpc_after(req, 10, km_topics_recheck, 0) != KBX_OK) {
         if (!km_topics_visible(req))

@@ -993,7 +993,7 @@ static void rt_test_internal(void)
         a = (rt_internal_arg_t){&d, "m1", "raced-none", 3, KM_ERR_INVALID};
         CU_ASSERT_EQUAL_FATAL(km_coord_post(&e.cm->coord, rt_internal_start, NULL, &a), KM_OK);
         fakehost_run_until_idle(e.fh);
-        fakehost_advance_ms(e.fh, 4000);
+        fakehost_advance_ms(e.fh, 29000); /* a raced create waits 30 s, not 5 */
         CU_ASSERT_EQUAL(d.calls, 0);
         fakehost_advance_ms(e.fh, 1100);
         fakehost_run_until_idle(e.fh);
