@@ -230,7 +230,7 @@ cmp_partition() {
 }
 # cmp_topic TOPIC PARTS -- every partition 0..PARTS-1; polled, 60 s for them all
 cmp_topic() {
-  local t=$1 p ok b=0 end=$((SECONDS + 60))
+  local t=$1 p ok b=0 bad=0 end=$((SECONDS + 60))
   for ((p = 0; p < $2; p++)); do
     ok=0
     while :; do
@@ -240,11 +240,13 @@ cmp_topic() {
     done
     if [ "$ok" = 0 ]; then
       fail "$t-$p: the source and destination replicas differ (kc_replicacmp --same-end):"
-      cat "$WORK/cmp.out" | sed 's/^/  /' | head -20
+      sed 's/^/  /' "$WORK/cmp.out" | head -20
+      bad=$((bad + 1))
       continue
     fi
     b=$((b + $(sed -n 's/^replicacmp: OK: [0-9]* replicas hold the same \([0-9]*\) batches.*/\1/p' "$WORK/cmp-$t-$p.txt")))
   done
+  [ "$bad" = 0 ] || return 1
   echo "ok: $t: $2 partition(s) identical on every source replica and the 3 destination replicas ($b batches)"
 }
 
