@@ -37,7 +37,8 @@
 # below and nowhere else.
 # Cluster names: <prefix>-src / <prefix>-dst (default prefix mirror-kafka-<V without dots>).
 # Ports: the source on P, P+10, P+20 (+1: controller), the destination on P+100.. (default
-# P 19992). Exit 0 pass, 1 fail (each failure printed as FAIL: ...), 2 setup error.
+# P 20292: no other ctest uses 20xxx, and it lies below the kernel's ephemeral range).
+# Exit 0 pass, 1 fail (each failure printed as FAIL: ...), 2 setup error.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -45,7 +46,7 @@ REPO=$(cd "$HERE/../.." && pwd -P)
 export KPEER_HOME=${KPEER_HOME:-$REPO/.kpeer}
 # shellcheck disable=SC1091
 . "$REPO/tests/peers/versions.env"
-VERSION= NODES= CASES= BUILD=$REPO/build PY= BASE=19992 PREFIX= KEEP=0 INJECT=
+VERSION= NODES= CASES= BUILD=$REPO/build PY= BASE=20292 PREFIX= KEEP=0 INJECT=
 while [ $# -gt 0 ]; do
   case "$1" in
     --version) VERSION=$2; shift 2 ;;
