@@ -98,6 +98,9 @@ pick_base() { # a base port whose 4 ports are free
 # describe BOOTSTRAP MIRROR -- kafka-mirrors --describe (the broker asked gathers every broker's
 # partitions)
 describe() { "$KM" --bootstrap-server "$1" --describe --mirror "$2"; }
+# partitions BOOTSTRAP MIRROR -- the partition table of describe alone (the sync-status table that
+# follows it after a blank line is not parsed)
+partitions() { describe "$1" "$2" 2>&1 | awk 'NF == 0 { exit } { print }'; }
 total_lag_of() { # FILE -- sum of a describe table's LAG, or "-" while a partition has no number
     awk 'NR > 1 { if ($7 == "-") unknown = 1; else s += $7; n++ }
         END { if (unknown || n == 0) print "-"; else print s }' "$1"
@@ -167,7 +170,7 @@ run "$KM" --bootstrap-server "$DC2" --resume --mirror dc1 --topic orders
 end=$((SECONDS + 120))
 t0=$(date +%s%N)
 while :; do
-    describe "$DC2" dc1 >"$work/describe.txt" 2>&1 || true
+    partitions "$DC2" dc1 >"$work/describe.txt" || true
     lag=$(total_lag_of "$work/describe.txt")
     printf -- '-- %5.1f s  total lag %-6s %s\n' "$(( ($(date +%s%N) - t0) / 100000000 ))e-1" "$lag" \
         "$(awk 'NR > 1 { printf "  p%s %s %s/%s", $3, $4, $6, $5 }' "$work/describe.txt")"
@@ -207,7 +210,7 @@ run "$KM" --bootstrap-server "$DC1" --start --mirror dc2 --topic orders --wait -
 rc=$?
 set -e
 describe "$DC1" dc2
-describe "$DC1" dc2 >"$work/describe.txt" 2>&1 || true
+partitions "$DC1" dc2 >"$work/describe.txt" || true
 if [ "$rc" = 0 ] && [ "$(total_lag_of "$work/describe.txt")" = 0 ]; then
     echo "failback: dc1 mirrors orders from dc2 again; dc1 now holds what was written on dc2:"
     if same_records "$DC1" "$DC2" dc1 dc2; then
