@@ -23,54 +23,29 @@ FV_LOG=$FV_DIR/node1.log
 # fv_dst_start -- the 1-broker destination (broker + controller, kmirror.so) at $FVQ / $FVQ+1,
 # with the test hook in its environment (not with --inject fv-no-cap)
 fv_dst_start() {
-  local q=$((DST_PORT + 100)) cid
-  while [ -n "$(ss -Hltn "( sport = :$q or sport = :$((q + 1)) )" 2>/dev/null)" ]; do q=$((q + 2)); done
-  FVQ=$q
+  local cid
+  FVQ=$(solo_port $((DST_PORT + 100)))
   FVD=127.0.0.1:$FVQ
-  cid=F$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c2-22)
-  rm -rf "$FV_DIR" && mkdir -p "$FV_DIR/data"
-  cat >"$FV_DIR/node1.properties" <<EOF
-process.roles=broker,controller
-node.id=1
-cluster.id=$cid
-controller.quorum.voters=1@127.0.0.1:$((FVQ + 1))
-listeners=PLAINTEXT://127.0.0.1:$FVQ,CONTROLLER://127.0.0.1:$((FVQ + 1))
-advertised.listeners=PLAINTEXT://127.0.0.1:$FVQ
-inter.broker.listener.name=PLAINTEXT
-controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
-log.dirs=$FV_DIR/data
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-num.network.threads=2
-num.io.threads=2
-auto.create.topics.enable=false
-plugin.paths=$SO
-mirror.enable=true
-log.level=info
-EOF
+  cid=$(solo_cluster_id F)
+  rm -rf "$FV_DIR"
   if [ "$INJECT" = fv-no-cap ]; then
     echo "INJECTED: the destination runs without KMIRROR_TEST_FETCH_MAX_VERSION (the OffsetsForLeaderEpoch check must FAIL)"
-    env -u KMIRROR_TEST_FETCH_MAX_VERSION setsid "$BUILD/bin/kbroker" --config "$FV_DIR/node1.properties" \
-      >>"$FV_LOG" 2>&1 </dev/null &
+    (unset KMIRROR_TEST_FETCH_MAX_VERSION && fv_solo_start "$cid")
   else
-    KMIRROR_TEST_FETCH_MAX_VERSION=11 setsid "$BUILD/bin/kbroker" --config "$FV_DIR/node1.properties" \
-      >>"$FV_LOG" 2>&1 </dev/null &
+    (export KMIRROR_TEST_FETCH_MAX_VERSION=11 && fv_solo_start "$cid")
   fi
-  echo $! >"$FV_DIR/node1.pid"
   until_ok 60 "the fetch-v11 destination $FVD answers kafka-mirrors --list" "$KM" --bootstrap-server "$FVD" --list
 }
 
+# fv_solo_start CLUSTER_ID -- run.sh's solo_start with kmirror.so loaded (the environment decides
+# the test hook)
+fv_solo_start() {
+  solo_start "$FV_DIR" "$1" "$FVQ" "$FV_DIR/node1.pid" auto.create.topics.enable=false \
+    "plugin.paths=$SO" mirror.enable=true
+}
+
 fv_dst_stop() {
-  local pid
-  [ -f "$FV_DIR/node1.pid" ] || return 0
-  pid=$(cat "$FV_DIR/node1.pid")
-  rm -f "$FV_DIR/node1.pid"
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done # until gone
-  kill -KILL "$pid" 2>/dev/null
-  return 0
+  solo_stop "$FV_DIR/node1.pid" "$FV_DIR/node1.properties" || true
 }
 
 # fv_produce N TAG -- N keyed records to fv-0 (acks=all: the ISR there is what counts)
