@@ -16,8 +16,9 @@
  *
  * DeleteTopics by name or (v6) by id; delete.topic.enable; internal topics only internally.
  * CreatePartitions: grow only, assignments as CreateTopics' (one per new partition, partition
- * 0's replica count). DeleteRecords: up to the HW (-1 = HW), refused on read-only / pending
- * (mirror) partitions like Produce.
+ * 0's replica count); a mirror topic (mirror.name not .stopped/.removed) only on the internal path
+ * (clients: READ_ONLY_TOPIC naming the mirror). DeleteRecords: up to the HW (-1 = HW), refused on
+ * read-only / pending (mirror) partitions like Produce.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -363,10 +364,31 @@ static kb_api_result_t kb_delete_topics_handle(void *opaque, kb_req_t *req, kb_r
 /* ---- CreatePartitions -------------------------------------------------------------------------
  */
 
+/* A client's CreatePartitions on a mirror topic: refused unless the topic is stopped (the same
+ * rule as Produce's read-only check, by the desired state in mirror.name). Its partition count is
+ * the source topic's; the plugin's topic discovery grows it on the internal path (design M113).
+ * @return true (with the error and message set) when refused. */
+static bool kb_h_cp_mirror_refusal(kb_apisvc_t *svc, kb_reqctx_t *ctx, const char *name,
+                                   int16_t *err, kp_str_t *msg)
+{
+    char mirror[KB_TOPIC_NAME_MAX + 1];
+    bool stopped = false;
+    if (!kb_meta_topic_mirror(svc->meta, name, mirror, sizeof(mirror), &stopped) || stopped)
+        return false;
+    *err = KP_ERR_READ_ONLY_TOPIC;
+    *msg = kb_h_fmt(ctx->arena,
+                    "Topic '%s' is a mirror topic of cluster mirror '%s': its partitions follow "
+                    "the source topic's and cannot be added here. Stop mirroring the topic first "
+                    "(kafka-mirrors --stop --mirror %s --topic '%s').",
+                    name, mirror, mirror, name);
+    return true;
+}
+
 static kb_api_result_t kb_create_partitions_handle(void *opaque, kb_req_t *req, kb_resp_t **respp)
 {
     kb_apisvc_t *svc = opaque;
     kb_reqctx_t *ctx = kb_req_ctx(req);
+    bool privileged = kb_apisvc_privileged(ctx);
     kp_CreatePartitionsRequest_t rq;
     kp_CreatePartitionsResponse_t resp;
     int32_t n;
@@ -408,6 +430,9 @@ static kb_api_result_t kb_create_partitions_handle(void *opaque, kb_req_t *req, 
             r->ErrorMessage = kb_h_fmt(ctx->arena, "The topic '%s' does not exist.", name);
             continue;
         }
+        if (ti.mirror && !privileged &&
+            kb_h_cp_mirror_refusal(svc, ctx, name, &r->ErrorCode, &r->ErrorMessage))
+            continue;
         if (t->Assignments.cnt >= 0 && t->Count > ti.partitions) {
             asg = kp_arena_calloc(ctx->arena, (size_t)t->Assignments.cnt + 1, sizeof(*asg));
             if (!asg)

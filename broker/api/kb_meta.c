@@ -639,6 +639,20 @@ int kb_meta_topic_by_id(kb_meta_t *meta, const kp_uuid_t *id, kb_topic_info_t *o
     return rc;
 }
 
+bool kb_meta_topic_mirror(kb_meta_t *meta, const char *name, char *mirror, size_t size,
+                          bool *stopped)
+{
+    kb_mtopic_t *t;
+    const char *mn = NULL;
+    pthread_rwlock_rdlock(&meta->rw);
+    if ((t = kb_meta_find(meta, name)))
+        mn = kb_kv_get(t->cfg, t->cfg_cnt, KB_TCONF_MIRROR_NAME);
+    if (mn)
+        kb_tconf_mirror_value(mn, mirror, size, stopped);
+    pthread_rwlock_unlock(&meta->rw);
+    return mn != NULL;
+}
+
 static int kb_meta_info_cmp(const void *a, const void *b)
 {
     return strcmp(((const kb_topic_info_t *)a)->name, ((const kb_topic_info_t *)b)->name);

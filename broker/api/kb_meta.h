@@ -110,6 +110,12 @@ int64_t kb_meta_offset(kb_meta_t *meta);
 int kb_meta_topic_by_name(kb_meta_t *meta, const char *name, kb_topic_info_t *out);
 int kb_meta_topic_by_id(kb_meta_t *meta, const kp_uuid_t *id, kb_topic_info_t *out);
 
+/** The mirror topic @p name belongs to: its mirror.name without the state suffix into @p mirror
+ *  (truncated to @p size) and whether the suffix is .stopped/.removed into @p stopped.
+ *  @return true for a topic with mirror.name, false for any other (or unknown) topic. */
+bool kb_meta_topic_mirror(kb_meta_t *meta, const char *name, char *mirror, size_t size,
+                          bool *stopped);
+
 /** Every topic, sorted by name: malloc'd array (caller frees). 0 or KB_E_NOMEM. */
 int kb_meta_topics(kb_meta_t *meta, kb_topic_info_t **out, size_t *cnt);
 

@@ -332,6 +332,24 @@ bool kb_tconf_mirror_name_valid(const char *name, bool value)
     return kb_tconf_name_chars_ok(name, n);
 }
 
+void kb_tconf_mirror_value(const char *value, char *mirror, size_t size, bool *stopped)
+{
+    static const char *const sfx[] = {".paused", ".stopped", ".removed"};
+    size_t n = strlen(value);
+    bool st = false;
+    for (size_t i = 0; i < 3; i++) {
+        if (kb_tconf_ends_with(value, sfx[i])) {
+            n -= strlen(sfx[i]);
+            st = i > 0;
+            break;
+        }
+    }
+    if (mirror && size)
+        snprintf(mirror, size, "%.*s", (int)(n < size ? n : size - 1), value);
+    if (stopped)
+        *stopped = st;
+}
+
 static int16_t kb_tconf_check_value(const kb_tconf_def_t *d, const char *value, char *msg,
                                     size_t msg_size)
 {
@@ -633,8 +651,9 @@ void kb_tconf_build(const kb_kv_t *ov, size_t ov_cnt, const kb_config_t *cfg,
     }
     {
         const char *mn = ov ? kb_kv_get(ov, ov_cnt, KB_TCONF_MIRROR_NAME) : NULL;
-        ex->mirror_stopped =
-            mn && (kb_tconf_ends_with(mn, ".stopped") || kb_tconf_ends_with(mn, ".removed"));
+        ex->mirror_stopped = false;
+        if (mn)
+            kb_tconf_mirror_value(mn, NULL, 0, &ex->mirror_stopped);
     }
     /* The level of the chosen codec (kp_compress's default when the topic's is the default). */
     if (ex->compression == KP_CODEC_GZIP || ex->compression == KP_CODEC_LZ4 ||

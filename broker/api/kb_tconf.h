@@ -112,6 +112,11 @@ int16_t kb_tconf_validate_set(const kb_kv_t *kv, size_t cnt, const kb_config_t *
  *  .paused/.stopped/.removed are accepted in the mirror.name *value* only with @p value. */
 bool kb_tconf_mirror_name_valid(const char *name, bool value);
 
+/** A mirror.name value split: the mirror's name without a .paused/.stopped/.removed suffix into
+ *  @p mirror (truncated to @p size, may be NULL), and whether the desired state is stopped
+ *  (.stopped, or .removed read as .stopped) into @p stopped (may be NULL). */
+void kb_tconf_mirror_value(const char *value, char *mirror, size_t size, bool *stopped);
+
 /** Where an effective value came from, as DescribeConfigs shows it. */
 typedef struct kb_tconf_val_s {
     char value[1024]; /**< the effective value ("" with is_null for null) */

@@ -918,6 +918,39 @@ static int16_t produce_msg(const char *topic, kp_writer_t *wr, kp_str_t *msg)
     return resp.Responses.v[0].PartitionResponses.v[0].ErrorCode;
 }
 
+/* CreatePartitions v3 of @p topic to @p count partitions: its error code, @p msg its message. */
+static int16_t grow_msg(const char *topic, int32_t count, kp_str_t *msg)
+{
+    kp_CreatePartitionsRequest_t rq;
+    kp_CreatePartitionsResponse_t resp;
+    kp_CreatePartitionsRequest_CreatePartitionsTopic_t ct;
+    kp_CreatePartitionsRequest_init(&rq);
+    kp_CreatePartitionsRequest_CreatePartitionsTopic_init(&ct);
+    ct.Name = S(topic);
+    ct.Count = count;
+    ct.Assignments.cnt = -1;
+    rq.Topics.v = &ct;
+    rq.Topics.cnt = 1;
+    kp_CreatePartitionsResponse_init(&resp);
+    msg->ptr = NULL;
+    msg->len = -1;
+    if (kbat_call(g_fd, KP_APIKEY_CreatePartitions, 3, &rq, &resp, &g_ar) != 0 ||
+        resp.Results.cnt != 1)
+        return -1;
+    *msg = resp.Results.v[0].ErrorMessage;
+    return resp.Results.v[0].ErrorCode;
+}
+
+static bool str_has(kp_str_t s, const char *needle)
+{
+    char buf[1100];
+    if (s.len < 0 || (size_t)s.len >= sizeof(buf))
+        return false;
+    memcpy(buf, s.ptr, (size_t)s.len);
+    buf[s.len] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
 static void t_read_only(void)
 {
     char msg[256];
@@ -976,6 +1009,20 @@ static void t_read_only(void)
     CU_ASSERT_EQUAL(kbat_produce(g_fd, 9, "mt", 0, 1, &wr, &base, NULL), 0);
     CU_ASSERT_EQUAL(base, 2);
     kb_part_release(part);
+    /* A client cannot add partitions to a mirror topic (mirrored or paused: READ_ONLY_TOPIC with
+     * the mirror's name and the fix); a stopped one is the operator's again. */
+    CU_ASSERT_EQUAL(grow_msg("mt", 2, &m), KP_ERR_READ_ONLY_TOPIC);
+    CU_ASSERT(str_has(m, "'m1'") && str_has(m, "kafka-mirrors --stop --mirror m1 --topic 'mt'"));
+    CU_ASSERT_EQUAL(grow_msg("mtp", 2, &m), KP_ERR_READ_ONLY_TOPIC);
+    CU_ASSERT(str_has(m, "'m1'"));
+    CU_ASSERT_EQUAL(grow_msg("mts", 2, &m), 0);
+    {
+        kb_topic_info_t ti;
+        CU_ASSERT_EQUAL(kb_meta_topic_by_name(B.svc->meta, "mt", &ti), 0);
+        CU_ASSERT_EQUAL(ti.partitions, 1);
+        CU_ASSERT_EQUAL(kb_meta_topic_by_name(B.svc->meta, "mts", &ti), 0);
+        CU_ASSERT_EQUAL(ti.partitions, 2);
+    }
     /* a client cannot touch mirror.name; a full replacement keeps it */
     {
         kp_IncrementalAlterConfigsRequest_t irq;

@@ -22,7 +22,9 @@ Runs with the clients venv (tests/clients/setup-venv.sh: kafka-python with every
                                                of EXPECT.json on both clusters, read_uncommitted and
                                                read_committed: same records (offset, key, value,
                                                headers, timestamp) and the expected counts
-  read-only SRC DST MIRROR_TOPIC PLAIN_TOPIC   scenario read-only (raw wire client, see below)
+  read-only SRC DST MIRROR_TOPIC PLAIN_TOPIC MIRROR
+                                               scenario read-only (raw wire client and
+                                               kafka-python's admin, see below)
 
 Exit 0 pass, 1 fail (every failure printed as FAIL: ...), 2 setup error.
 """
@@ -558,10 +560,11 @@ def create_topic(addr, name, configs):
     return out[0][1], out[0][2]
 
 
-def cmd_read_only(src, dst, mtopic, plain):
+def cmd_read_only(src, dst, mtopic, plain, mirror):
     """Produce to a mirror topic: READ_ONLY_TOPIC on its leader, refused on every other broker,
     nothing appended on any replica; config requests that set or remove mirror.name refused;
-    a CreateTopics carrying mirror.name refused."""
+    a CreateTopics carrying mirror.name refused; CreatePartitions (kafka-python admin) refused
+    with READ_ONLY_TOPIC naming MIRROR, the partition count unchanged."""
     seed = dst.split(",")[0]
     nodes, tops = metadata(seed, [mtopic, plain])
     if not check(tops.get(mtopic, {}).get("ec") == 0 and tops.get(plain, {}).get("ec") == 0,
@@ -606,6 +609,12 @@ def cmd_read_only(src, dst, mtopic, plain):
         addr = seeds[i % len(seeds)]
         ec, msg = fn(addr)
         check(ec != 0, "%s (through %s): refused with %d: %s" % (what, addr, ec, msg))
+    # A client (kafka-python's admin) cannot add partitions to the mirror topic: READ_ONLY_TOPIC
+    # naming the mirror and the fix; its partition count stays the source's (design M113).
+    ec, msg = admin_grow(dst, mtopic, len(parts) + 2)
+    check(ec == READ_ONLY_TOPIC and ("'%s'" % mirror) in msg and "--stop" in msg,
+          "kafka-python create_partitions on %s (mirror %s): refused with %d (want READ_ONLY_TOPIC "
+          "%d, naming the mirror and --stop): %s" % (mtopic, mirror, ec, READ_ONLY_TOPIC, msg))
     # AlterConfigs replaces the override set; one without mirror.name must keep it (the topic
     # stays a mirror topic), as must everything above.
     ec, msg = alter_configs(seeds[0], mtopic, [("retention.ms", "86400000")])
@@ -626,7 +635,21 @@ def cmd_read_only(src, dst, mtopic, plain):
     pl = tops2[plain]["parts"][0]["leader"]
     ec, msg = produce(nodes[pl], plain, 0, -1)
     check(ec == 0, "the plain topic %s still takes writes: %d %s" % (plain, ec, msg))
+    check(len(tops2[mtopic]["parts"]) == len(parts), "%s still has %d partitions (metadata: %d)" % (
+        mtopic, len(parts), len(tops2[mtopic]["parts"])))
     done()
+
+
+def admin_grow(bootstrap, topic, count):
+    """kafka-python admin create_partitions of TOPIC to COUNT: (error code, message)."""
+    from kafka.admin import KafkaAdminClient
+    adm = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    try:
+        r = adm.create_partitions({topic: count}, timeout_ms=30000, raise_errors=False)
+    finally:
+        adm.close()
+    res = r.results[0]
+    return res.error_code, res.error_message or ""
 
 
 def main():

@@ -50,7 +50,8 @@
 #              kafka-python reads both sides, read_uncommitted and read_committed.
 #   read-only  (needs identity's mirror) raw Produce to a mirror topic: READ_ONLY_TOPIC (147) on
 #              the leader, refused on the other brokers, nothing appended (replicas still equal
-#              the source); config requests setting/removing mirror.name refused.
+#              the source); config requests setting/removing mirror.name refused;
+#              kafka-python's create_partitions refused (147 naming m1 and --stop), count unchanged.
 #   pause-resume (needs identity's mirror) a paused topic stays read-only and does not move while
 #              a running one catches up; --delete refused while running; --list shows the
 #              source's cluster id; resume catches up, replicas byte-identical to the source.
