@@ -8,6 +8,7 @@
 #include <sys/random.h>
 
 #include "catalog/km_catalog.h"
+#include "catalog/km_mconf.h"
 #include "core/km_config.h"
 #include "core/km_plugin_types.h"
 #include "kp_errcode.h"
@@ -372,6 +373,7 @@ void km_rpc_create_mirror(km_rpc_req_t *req)
     km_create_st_t *st;
     char err[512];
     km_err_t e;
+    int16_t ec;
 
     if (!km_rpc_authorized(req, KM_RPC_OP_ALTER)) {
         km_rpc_fail(req, KP_ERR_CLUSTER_MIRROR_AUTHORIZATION_FAILED,
@@ -400,9 +402,6 @@ void km_rpc_create_mirror(km_rpc_req_t *req)
                     st->name);
         return;
     }
-    if (km_config_init(cm, &km_config_mirror_scope, &st->conf, err, sizeof(err)) != KM_OK)
-        goto nomem;
-    st->conf_ready = true;
     if (rq->Config.cnt > 0) {
         st->keys = km_calloc(cm, (size_t)rq->Config.cnt, sizeof(*st->keys));
         st->values = km_calloc(cm, (size_t)rq->Config.cnt, sizeof(*st->values));
@@ -424,36 +423,20 @@ void km_rpc_create_mirror(km_rpc_req_t *req)
                         "%s: the value is not a valid string of at most 32767 bytes", key);
             return;
         }
-        for (size_t j = 0; j < st->n; j++) {
-            if (strcmp(st->keys[j], key) == 0) {
-                km_rpc_fail(req, KP_ERR_INVALID_CONFIG, "%s is given twice", key);
-                return;
-            }
-        }
-        e = km_config_set(cm, &km_config_mirror_scope, &st->conf, key, value, err, sizeof(err));
-        if (e == KM_ERR_NOMEM)
-            goto nomem;
-        if (e != KM_OK) {
-            km_rpc_fail(req, KP_ERR_INVALID_CONFIG, "%s", err);
-            return;
-        }
         st->keys[st->n] = km_strdup(cm, key);
         st->values[st->n] = value != NULL ? km_strdup(cm, value) : NULL;
         st->n++;
         if (st->keys[st->n - 1] == NULL || (value != NULL && st->values[st->n - 1] == NULL))
             goto nomem;
     }
-    if (strcmp(st->conf.security_protocol, "PLAINTEXT") != 0) {
-        km_rpc_fail(req, KP_ERR_INVALID_CONFIG,
-                    "security.protocol=%s is not supported yet: the source connection supports "
-                    "PLAINTEXT only (TLS and SASL are later work)",
-                    st->conf.security_protocol);
+    /* The same checks as a change of the mirror's configuration (km_mconf, design M114). */
+    ec = km_mconf_validate(cm, (const char *const *)st->keys, (const char *const *)st->values,
+                           st->n, &st->conf, err, sizeof(err));
+    if (ec != 0) {
+        km_rpc_fail(req, ec, "%s", err);
         return;
     }
-    if (km_config_check(&km_config_mirror_scope, &st->conf, err, sizeof(err)) != KM_OK) {
-        km_rpc_fail(req, KP_ERR_INVALID_CONFIG, "%s", err);
-        return;
-    }
+    st->conf_ready = true;
     km_rpc_req_hold(req); /* for the source query */
     e = km_srcadm_metadata(cm->rpc.srcadm, &st->conf.bootstrap_servers, false,
                            st->conf.request_timeout_ms, km_create_on_source, req);
