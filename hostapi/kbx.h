@@ -45,6 +45,8 @@
  *        offset, coordinator epoch) for the ABORT markers of a mirror failover;
  *        kbx_log_offsets_t.last_pid_reset_offset (offset of the newest MIRROR_PID_RESET batch)
  *        so a failover that resumes after a crash appends the reset exactly once.
+ *   1.2  kbx_rpc_ops_t.config_resource_type: a plugin serves one config resource type of
+ *        DescribeConfigs / IncrementalAlterConfigs (kmirror: the MIRROR resource).
  */
 #ifndef KBX_H
 #define KBX_H
@@ -58,7 +60,7 @@ extern "C" {
 #endif
 
 #define KBX_ABI_MAJOR 1
-#define KBX_ABI_MINOR 1
+#define KBX_ABI_MINOR 2
 
 /* ---------------------------------------------------------------------------------------------
  * Error codes (int32_t, negative). KBX_ERR_MAP(X) lists them with a description, for tables.
@@ -272,6 +274,17 @@ typedef struct kbx_rpc_ops {
      *  keeps a disconnected client's token until complete_response, which discards it.
      *  @thread host network thread; must not block. */
     void (*cancel)(void *plugin_ctx, kbx_token_t *token, void *token_ctx);
+    /** 1.2. 0: api_key is an API of the plugin's own (the key must be free). Non-zero, with
+     *  api_key DescribeConfigs (32) or IncrementalAlterConfigs (44): the config resource type
+     *  (Kafka's ConfigResource numbering; e.g. the provisional MIRROR type) whose resources the
+     *  plugin serves in that API, which the host keeps serving for every other type. A request
+     *  whose resources are all of this type, in a version within [min_version, max_version],
+     *  goes to handle whole, on the broker that received it (never forwarded to the
+     *  controller); the plugin answers every resource. Any other request (another type, mixed
+     *  types, no resource, another version) is the host's, which answers resources of this type
+     *  as it answers unknown types. One registration per (api_key, type) pair: KBX_ERR_EXISTS. */
+    int32_t config_resource_type;
+    uint32_t _pad1;
 } kbx_rpc_ops_t;
 
 /** A topic in a metadata delta. */

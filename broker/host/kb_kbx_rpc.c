@@ -51,6 +51,11 @@ struct kbx_rpc_reg {
     kbx_host_t *host;
     kbx_rpc_ops_t ops;
     void *plugin_ctx;
+    /* A config resource type of a kbroker API (ops.config_resource_type): the handler it took
+     * the key over from (kbroker's, or the controller module's forwarding) and its range. */
+    kb_api_handler_fn *prev_fn;
+    void *prev_opaque;
+    kb_api_range_t prev_range;
 };
 
 struct kbx_token {
@@ -222,6 +227,93 @@ static kb_api_result_t kb_kbx_rpc_handler(void *opaque, kb_req_t *req, kb_resp_t
     return KB_API_DEFERRED;
 }
 
+/* ---- config resources (kbx 1.2: ops.config_resource_type) ---------------------------------- */
+
+/* Whether every resource of the DescribeConfigs / IncrementalAlterConfigs request is of @p type
+ * (and there is at least one); a request that does not decode is kbroker's to answer. */
+static bool kb_kbx_cfg_all_of(kb_reqctx_t *ctx, int32_t type)
+{
+    kp_reader_t rd;
+    int32_t n = 0;
+    bool all = true;
+
+    kp_reader_init(&rd, ctx->body.buf + ctx->body.pos, ctx->body.len - ctx->body.pos);
+    if (ctx->api_key == KP_APIKEY_DescribeConfigs) {
+        kp_DescribeConfigsRequest_t rq;
+        kp_DescribeConfigsRequest_init(&rq);
+        if (kp_DescribeConfigsRequest_decode(&rd, ctx->arena, &rq, ctx->api_version) != 0)
+            return false;
+        n = rq.Resources.cnt;
+        for (int32_t i = 0; i < n; i++)
+            all = all && rq.Resources.v[i].ResourceType == type;
+    } else {
+        kp_IncrementalAlterConfigsRequest_t rq;
+        kp_IncrementalAlterConfigsRequest_init(&rq);
+        if (kp_IncrementalAlterConfigsRequest_decode(&rd, ctx->arena, &rq, ctx->api_version) != 0)
+            return false;
+        n = rq.Resources.cnt;
+        for (int32_t i = 0; i < n; i++)
+            all = all && rq.Resources.v[i].ResourceType == type;
+    }
+    return n > 0 && all;
+}
+
+static kb_api_result_t kb_kbx_cfg_handler(void *opaque, kb_req_t *req, kb_resp_t **respp)
+{
+    struct kbx_rpc_reg *r = opaque;
+    kb_reqctx_t *ctx = kb_req_ctx(req);
+
+    if (ctx->api_version >= r->ops.min_version && ctx->api_version <= r->ops.max_version &&
+        kb_kbx_cfg_all_of(ctx, r->ops.config_resource_type))
+        return kb_kbx_rpc_handler(r, req, respp);
+    return r->prev_fn(r->prev_opaque, req, respp);
+}
+
+/* Take @p key over for one config resource type: the current handler (kbroker's, or the
+ * controller module's forwarding, which it installs before the host loads plugins) keeps the
+ * rest. At init, like the controller module's own take-over. */
+static int32_t kb_kbx_cfg_install(kbx_host_t *host, struct kbx_rpc_reg *r)
+{
+    kb_api_registry_t *reg = host->h->kb->reg;
+    int16_t key = r->ops.api_key;
+    kb_api_call_t call;
+
+    if (key != KP_APIKEY_DescribeConfigs && key != KP_APIKEY_IncrementalAlterConfigs) {
+        kb_host_misuse(host,
+                       "rpc_register: config_resource_type is for DescribeConfigs (32) and "
+                       "IncrementalAlterConfigs (44), not API key %d",
+                       (int)key);
+        return KBX_ERR_INVALID;
+    }
+    if (kb_api_get(reg, key, &r->prev_range) != 0 || kb_api_call_begin(reg, key, &call) != 0)
+        return KBX_ERR_INVALID;
+    r->prev_fn = call.fn;
+    r->prev_opaque = call.opaque;
+    kb_api_call_end(reg, &call);
+    if (r->prev_fn == kb_kbx_cfg_handler)
+        return KBX_ERR_EXISTS; /* another registration holds the key: one type per API */
+    kb_api_unregister(reg, key);
+    if (kb_api_register(reg, key, r->prev_range.min_ver, r->prev_range.max_ver, kb_kbx_cfg_handler,
+                        r, r->prev_range.flags) != 0) {
+        (void)kb_api_register(reg, key, r->prev_range.min_ver, r->prev_range.max_ver, r->prev_fn,
+                              r->prev_opaque, r->prev_range.flags);
+        return KBX_ERR_NOMEM;
+    }
+    kb_hlog(KB_HLOG_INFO, "plugin %s serves config resource type %d of %s (key %d) v%d..%d",
+            host->name, (int)r->ops.config_resource_type, r->prev_range.name, (int)key,
+            (int)r->ops.min_version, (int)r->ops.max_version);
+    return KBX_OK;
+}
+
+/* Give the key back to the handler it was taken from. */
+static void kb_kbx_cfg_uninstall(kbx_host_t *host, struct kbx_rpc_reg *r)
+{
+    kb_api_registry_t *reg = host->h->kb->reg;
+    kb_api_unregister(reg, r->ops.api_key);
+    (void)kb_api_register(reg, r->ops.api_key, r->prev_range.min_ver, r->prev_range.max_ver,
+                          r->prev_fn, r->prev_opaque, r->prev_range.flags);
+}
+
 static int32_t kb_kbx_complete_response(kbx_host_t *host, kbx_token_t *tok, const uint8_t *bytes,
                                         size_t len)
 {
@@ -313,6 +405,16 @@ static int32_t kb_kbx_rpc_register(kbx_host_t *host, const kbx_rpc_ops_t *ops, v
     r->host = host;
     r->ops = o;
     r->plugin_ctx = plugin_ctx;
+    if (o.config_resource_type != 0) {
+        int32_t xrc = kb_kbx_cfg_install(host, r);
+        if (xrc != KBX_OK) {
+            free(r);
+            return xrc;
+        }
+        atomic_fetch_add(&host->n_rpcs, 1);
+        *out = r;
+        return KBX_OK;
+    }
     rc = kb_api_register(host->h->kb->reg, o.api_key, o.min_version, o.max_version,
                          kb_kbx_rpc_handler, r, 0);
     if (rc != 0) {
@@ -340,7 +442,10 @@ static void kb_kbx_rpc_unregister(kbx_host_t *host, kbx_rpc_reg_t *r)
     if (!kb_host_from(host, "rpc_unregister") || !kb_host_check(host, r, KB_RPCREG_MAGIC, "rpc"))
         return;
     /* Waits until no handler of the key runs; pending tokens keep their own copies. */
-    kb_api_unregister(host->h->kb->reg, r->ops.api_key);
+    if (r->ops.config_resource_type != 0)
+        kb_kbx_cfg_uninstall(host, r);
+    else
+        kb_api_unregister(host->h->kb->reg, r->ops.api_key);
     r->magic = KB_DEAD_MAGIC;
     atomic_fetch_sub(&host->n_rpcs, 1);
     free(r);

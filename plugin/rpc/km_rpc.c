@@ -188,6 +188,12 @@ void km_rpc_fail(km_rpc_req_t *req, int16_t error_code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    if (req->api_key == 32 || req->api_key == 44) { /* per-resource errors only */
+        km_log_debug(req->cm, "%s answered %d: %s", api != NULL ? api->name : "?", (int)error_code,
+                     msg);
+        km_rpc_mconf_fail(req, error_code, msg);
+        return;
+    }
     /* A fresh arena: this may run when the request's arena is full. */
     {
         kp_arena_t ar;
@@ -618,7 +624,14 @@ static void km_rpc_req_run(km_plugin_t *cm, void *arg)
                     rd.errstr != NULL ? rd.errstr : "bytes left after the request");
         goto out;
     }
+    req->rq_ok = true;
     switch (req->api_key) {
+    case 32:
+        km_rpc_describe_configs(req);
+        break;
+    case 44:
+        km_rpc_alter_configs(req);
+        break;
     case 97:
         km_rpc_create_mirror(req);
         break;
@@ -719,9 +732,25 @@ static void km_rpc_cancel(void *plugin_ctx, kbx_token_t *token, void *token_ctx)
         .cancel = km_rpc_cancel,                                                                   \
     }
 
+/* The MIRROR config resource of Kafka's config APIs (kbx 1.2; design M115). */
+#define KM_RPC_CONFIG_OPS(key, minv, maxv, flexv)                                                  \
+    {                                                                                              \
+        .struct_size = sizeof(kbx_rpc_ops_t), .api_key = (key), .min_version = (minv),             \
+        .max_version = (maxv), .first_flexible_version = (flexv), .handle = km_rpc_handle,         \
+        .cancel = km_rpc_cancel, .config_resource_type = KP_CONFIG_RESOURCE_TYPE_MIRROR,           \
+    }
+
 static const kbx_rpc_ops_t km_rpc_ops[KM_RPC_NAPIS] = {
-    KM_RPC_OPS(97), KM_RPC_OPS(98),  KM_RPC_OPS(99),  KM_RPC_OPS(95),
-    KM_RPC_OPS(96), KM_RPC_OPS(102), KM_RPC_OPS(103), KM_RPC_OPS(104),
+    KM_RPC_OPS(97),
+    KM_RPC_OPS(98),
+    KM_RPC_OPS(99),
+    KM_RPC_OPS(95),
+    KM_RPC_OPS(96),
+    KM_RPC_OPS(102),
+    KM_RPC_OPS(103),
+    KM_RPC_OPS(104),
+    KM_RPC_CONFIG_OPS(32, 1, 4, 4), /* DescribeConfigs */
+    KM_RPC_CONFIG_OPS(44, 0, 1, 1), /* IncrementalAlterConfigs */
 };
 
 /* ---- internal requests (the plugin's own use of its handlers and of local_request) ---------- */

@@ -48,6 +48,7 @@ struct km_rpc_req {
     char *client_host;
     kp_arena_t ar; /* decoded request, response under construction */
     void *rq;      /* the decoded request (in ar) */
+    bool rq_ok;    /* rq decoded completely */
     /* Handler state (loop only). */
     void *st;
     void (*st_free)(km_rpc_req_t *req);
@@ -131,11 +132,22 @@ int32_t km_rpc_brokers_query(km_rpc_req_t *req, km_rpc_cont_fn cont, int32_t tag
 const int32_t *km_rpc_brokers_decode(km_rpc_req_t *req, int32_t status, const uint8_t *body,
                                      size_t len, size_t *n);
 
+/** The Kafka error code for a host status of a failed operation (km_rpc_mirror.c). */
+int16_t km_rpc_host_error(int32_t status);
+/** The text of a host status (KBX_ERR_*). */
+const char *km_rpc_host_errstr(int32_t status);
+
 /** Authorize the request's principal for operation (Kafka AclOperation) on the cluster. */
 bool km_rpc_authorized(km_rpc_req_t *req, int32_t operation);
 
 /* Handlers (loop), one per API: req->rq holds the decoded request. */
 void km_rpc_create_mirror(km_rpc_req_t *req);
+/* DescribeConfigs / IncrementalAlterConfigs of the MIRROR config resource (km_rpc_mconf.c). */
+void km_rpc_describe_configs(km_rpc_req_t *req);
+void km_rpc_alter_configs(km_rpc_req_t *req);
+/** Answer every resource of a DescribeConfigs / IncrementalAlterConfigs request with one error
+ *  (km_rpc_fail's form for those APIs, which have no top-level error). */
+void km_rpc_mconf_fail(km_rpc_req_t *req, int16_t error_code, const char *msg);
 void km_rpc_list_mirrors(km_rpc_req_t *req);
 void km_rpc_delete_mirror(km_rpc_req_t *req);
 void km_rpc_describe_mirrors(km_rpc_req_t *req);

@@ -31,8 +31,7 @@
  *  serves. (ReadMirrorStates/WriteMirrorStates join the list with the state module.) */
 static const int16_t km_rpc_required_keys[] = {95, 96, 97, 98, 99, 102, 103, 104};
 
-/* Map a host status of a failed operation to a Kafka error code. */
-static int16_t km_rpc_host_error(int32_t status)
+int16_t km_rpc_host_error(int32_t status)
 {
     switch (status) {
     case KBX_ERR_TIMEOUT:
@@ -46,7 +45,7 @@ static int16_t km_rpc_host_error(int32_t status)
     }
 }
 
-static const char *km_rpc_host_errstr(int32_t status)
+const char *km_rpc_host_errstr(int32_t status)
 {
 #define KM_RPC_KBX_STR(name, desc)                                                                 \
     if (status == name)                                                                            \

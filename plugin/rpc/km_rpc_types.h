@@ -14,7 +14,7 @@
 /** Admin APIs this module serves (CreateMirror 97, ListMirrors 98, DescribeMirrors 99,
  *  StartMirrorTopics 95, StopMirrorTopics 96, PauseMirrorTopics 102, ResumeMirrorTopics 103,
  *  DeleteMirror 104). */
-#define KM_RPC_NAPIS 8
+#define KM_RPC_NAPIS 10
 
 typedef struct km_srcadm km_srcadm_t;
 

@@ -51,7 +51,9 @@ KBX_AT(kbx_rpc_ops_t, first_flexible_version, 10);
 KBX_AT(kbx_rpc_ops_t, _pad0, 12);
 KBX_AT(kbx_rpc_ops_t, handle, 16);
 KBX_AT(kbx_rpc_ops_t, cancel, 24);
-KBX_SIZE(kbx_rpc_ops_t, 32);
+KBX_AT(kbx_rpc_ops_t, config_resource_type, 32);
+KBX_AT(kbx_rpc_ops_t, _pad1, 36);
+KBX_SIZE(kbx_rpc_ops_t, 40);
 
 KBX_AT(kbx_topic_change_t, flags, 4);
 KBX_AT(kbx_topic_change_t, topic_id, 8);

@@ -112,6 +112,11 @@
 #              appear on the destination, excluded keys do not, a destination-only key survives,
 #              keys deleted on the source are reset (also after all destination brokers were
 #              killed and restarted), a paused topic's config waits for its resume.
+#   mirror-config (own topics mc-*, mirror mmc) DescribeConfigs / IncrementalAlterConfigs of the
+#              MIRROR config resource (type 64, raw wire): keys shown through every broker, the
+#              secret never; unknown key / bad value / no bootstrap.servers / unknown mirror
+#              refused; DELETE topics.exclude -> discovery mirrors mc-skip1 (no reconnect); SET
+#              bootstrap.servers to another source broker -> reconnect logged, mirroring goes on.
 #   failback   (its own topic and mirrors) history mirrored, a tail on the source never mirrored,
 #              failover, new writes on the destination, a mirror on the source cluster pointing
 #              back: the tail truncated, 6 replicas identical, only the delta's bytes fetched.
