@@ -19,6 +19,8 @@
 #define KMC_O_EXCLUDE       0x08u
 #define KMC_O_FAILED        0x10u
 #define KMC_O_WAIT          0x20u
+#define KMC_O_ADD_CONFIG    0x40u
+#define KMC_O_DELETE_CONFIG 0x80u
 
 typedef struct kmc_action_def {
     const char *flag;
@@ -44,6 +46,8 @@ static const kmc_action_def_t kmc_actions[] = {
     {"--delete", NULL, KMC_ACT_DELETE, KMC_O_MIRROR, KMC_O_MIRROR},
     {"--list", NULL, KMC_ACT_LIST, 0, 0},
     {"--describe", NULL, KMC_ACT_DESCRIBE, KMC_O_MIRROR | KMC_O_TOPIC | KMC_O_FAILED, 0},
+    {"--alter", NULL, KMC_ACT_ALTER, KMC_O_MIRROR | KMC_O_ADD_CONFIG | KMC_O_DELETE_CONFIG,
+     KMC_O_MIRROR},
 };
 
 #define KMC_NACTIONS (sizeof(kmc_actions) / sizeof(kmc_actions[0]))
@@ -52,9 +56,10 @@ static const struct {
     uint32_t bit;
     const char *flag;
 } kmc_option_names[] = {
-    {KMC_O_MIRROR, "--mirror"}, {KMC_O_MIRROR_CONFIG, "--mirror-config"},
-    {KMC_O_TOPIC, "--topic"},   {KMC_O_EXCLUDE, "--exclude"},
-    {KMC_O_FAILED, "--failed"}, {KMC_O_WAIT, "--wait"},
+    {KMC_O_MIRROR, "--mirror"},         {KMC_O_MIRROR_CONFIG, "--mirror-config"},
+    {KMC_O_TOPIC, "--topic"},           {KMC_O_EXCLUDE, "--exclude"},
+    {KMC_O_FAILED, "--failed"},         {KMC_O_WAIT, "--wait"},
+    {KMC_O_ADD_CONFIG, "--add-config"}, {KMC_O_DELETE_CONFIG, "--delete-config"},
 };
 
 static int kmc_args_fail(char *errstr, size_t errstr_size, const char *fmt, ...)
@@ -91,6 +96,8 @@ const char *kmc_action_name(kmc_action_t act)
         return "list";
     case KMC_ACT_DESCRIBE:
         return "describe";
+    case KMC_ACT_ALTER:
+        return "alter";
     case KMC_ACT_HELP:
         return "help";
     case KMC_ACT_VERSION:
@@ -157,7 +164,7 @@ static int kmc_args_check(kmc_args_t *a, uint32_t given, char *errstr, size_t er
         return kmc_args_fail(errstr, errstr_size,
                              "no action: give one of --create, --start (--add), --stop "
                              "(--remove), --pause, --resume, --recover, --delete, --list, "
-                             "--describe (see --help)");
+                             "--describe, --alter (see --help)");
     if (a->bootstrap == NULL)
         return kmc_args_fail(errstr, errstr_size,
                              "--bootstrap-server HOST:PORT[,HOST:PORT...] is required (any "
@@ -171,6 +178,100 @@ static int kmc_args_check(kmc_args_t *a, uint32_t given, char *errstr, size_t er
         if (!(given & bit) && (d->required & bit))
             return kmc_args_fail(errstr, errstr_size, "%s needs %s", a->action_flag,
                                  kmc_option_names[i].flag);
+    }
+    if (a->action == KMC_ACT_ALTER && !(given & (KMC_O_ADD_CONFIG | KMC_O_DELETE_CONFIG)))
+        return kmc_args_fail(errstr, errstr_size,
+                             "--alter needs --add-config K=V[,K=V...] and/or --delete-config "
+                             "K[,K...]");
+    return 0;
+}
+
+void kmc_cfg_ops_free(kmc_cfg_op_t *ops, size_t n)
+{
+    for (size_t i = 0; ops != NULL && i < n; i++) {
+        free(ops[i].key);
+        free(ops[i].value);
+    }
+    free(ops);
+}
+
+/* Append the items of @p list (delete: keys only) to @p ops. */
+static int kmc_cfg_ops_add(const char *list, bool del, kmc_cfg_op_t **ops, size_t *n, size_t *cap,
+                           char *errstr, size_t errstr_size)
+{
+    const char *p = list;
+
+    while (*p != '\0') {
+        const char *start = p, *eq = NULL;
+        int depth = 0;
+        size_t len;
+        kmc_cfg_op_t *op;
+
+        for (; *p != '\0' && (*p != ',' || depth > 0); p++) {
+            if (*p == '[')
+                depth++;
+            else if (*p == ']' && depth > 0)
+                depth--;
+            else if (*p == '=' && eq == NULL && !del)
+                eq = p;
+        }
+        len = (size_t)(p - start);
+        if (*p == ',')
+            p++;
+        if (len == 0)
+            return kmc_args_fail(errstr, errstr_size, "%s: an empty item",
+                                 del ? "--delete-config" : "--add-config");
+        if (!del && (eq == NULL || eq == start))
+            return kmc_args_fail(errstr, errstr_size, "--add-config: '%.*s' is not KEY=VALUE",
+                                 (int)(len > 60 ? 60 : len), start);
+        if (*n == *cap) {
+            size_t nc = *cap ? *cap * 2 : 8;
+            kmc_cfg_op_t *nv = realloc(*ops, nc * sizeof(*nv));
+            if (nv == NULL)
+                return kmc_args_fail(errstr, errstr_size, "out of memory");
+            *ops = nv;
+            *cap = nc;
+        }
+        op = &(*ops)[*n];
+        if (del) {
+            op->key = strndup(start, len);
+            op->value = NULL;
+        } else {
+            const char *v = eq + 1;
+            size_t vlen = (size_t)(start + len - v);
+            if (vlen >= 2 && v[0] == '[' && v[vlen - 1] == ']') {
+                v++;
+                vlen -= 2;
+            }
+            op->key = strndup(start, (size_t)(eq - start));
+            op->value = strndup(v, vlen);
+        }
+        if (op->key == NULL || (!del && op->value == NULL)) {
+            free(op->key);
+            free(op->value);
+            return kmc_args_fail(errstr, errstr_size, "out of memory");
+        }
+        (*n)++;
+        for (size_t i = 0; i + 1 < *n; i++)
+            if (strcmp((*ops)[i].key, op->key) == 0)
+                return kmc_args_fail(errstr, errstr_size, "%.100s is changed twice", op->key);
+    }
+    return 0;
+}
+
+int kmc_cfg_ops_parse(const char *add, const char *del, kmc_cfg_op_t **ops, size_t *n, char *errstr,
+                      size_t errstr_size)
+{
+    size_t cap = 0;
+
+    *ops = NULL;
+    *n = 0;
+    if ((add != NULL && kmc_cfg_ops_add(add, false, ops, n, &cap, errstr, errstr_size) != 0) ||
+        (del != NULL && kmc_cfg_ops_add(del, true, ops, n, &cap, errstr, errstr_size) != 0)) {
+        kmc_cfg_ops_free(*ops, *n);
+        *ops = NULL;
+        *n = 0;
+        return -1;
     }
     return 0;
 }
@@ -256,6 +357,18 @@ int kmc_args_parse(kmc_args_t *a, int argc, char **argv, char *errstr, size_t er
                 return -1;
             a->nexcludes++;
             given |= KMC_O_EXCLUDE;
+        } else if (kmc_args_is(arg, "--add-config", &v)) {
+            if (kmc_args_once(a->add_config, "--add-config", errstr, errstr_size) ||
+                kmc_args_value(argc, argv, &i, "--add-config", v, &a->add_config, errstr,
+                               errstr_size))
+                return -1;
+            given |= KMC_O_ADD_CONFIG;
+        } else if (kmc_args_is(arg, "--delete-config", &v)) {
+            if (kmc_args_once(a->delete_config, "--delete-config", errstr, errstr_size) ||
+                kmc_args_value(argc, argv, &i, "--delete-config", v, &a->delete_config, errstr,
+                               errstr_size))
+                return -1;
+            given |= KMC_O_DELETE_CONFIG;
         } else if (kmc_args_is(arg, "--timeout-ms", &v)) {
             const char *t;
             char *end;
@@ -317,7 +430,12 @@ void kmc_args_usage(FILE *out)
           "  --delete   --mirror NAME                 delete an empty or fully stopped mirror\n"
           "  --list                                   list mirrors\n"
           "  --describe [--mirror NAME] [--topic REGEX] [--failed]\n"
-          "                 state, offsets, lag and errors of every mirrored partition\n"
+          "                 state, offsets, lag and errors of every mirrored partition (with\n"
+          "                 --mirror also the keys set on the mirror, secrets hidden)\n"
+          "  --alter    --mirror NAME [--add-config K=V[,K=V...]] [--delete-config K[,K...]]\n"
+          "                 change the mirror's configuration (a list value as K=[a,b]);\n"
+          "                 filters and sync settings apply on the next run, connection\n"
+          "                 settings reconnect the mirror's fetchers\n"
           "  --help, --version\n"
           "\n"
           "Options:\n"

@@ -29,6 +29,7 @@ typedef enum kmc_action {
     KMC_ACT_DELETE,
     KMC_ACT_LIST,
     KMC_ACT_DESCRIBE,
+    KMC_ACT_ALTER,
     KMC_ACT_HELP,
     KMC_ACT_VERSION,
 } kmc_action_t;
@@ -51,9 +52,11 @@ typedef struct kmc_args {
     const char *excludes[KMC_MAX_PATTERNS]; /**< --exclude */
     int nexcludes;
     bool json;
-    bool failed;        /**< --failed (describe: only FAILED partitions and errors) */
-    bool wait;          /**< --wait: until the topics' partitions reach the action's state */
-    int32_t timeout_ms; /**< --timeout-ms, or KMC_DEFAULT_TIMEOUT_MS */
+    bool failed;               /**< --failed (describe: only FAILED partitions and errors) */
+    bool wait;                 /**< --wait: until the topics' partitions reach the action's state */
+    const char *add_config;    /**< --alter: --add-config k=v[,k=v...] (a list value in [a,b]) */
+    const char *delete_config; /**< --alter: --delete-config k[,k...] */
+    int32_t timeout_ms;        /**< --timeout-ms, or KMC_DEFAULT_TIMEOUT_MS */
     bool timeout_set;
 } kmc_args_t;
 
@@ -63,6 +66,24 @@ typedef struct kmc_args {
  * @thread any
  */
 int kmc_args_parse(kmc_args_t *a, int argc, char **argv, char *errstr, size_t errstr_size);
+
+/** One change of --alter. */
+typedef struct kmc_cfg_op {
+    char *key;
+    char *value; /**< NULL for a delete */
+} kmc_cfg_op_t;
+
+/**
+ * Split --add-config and --delete-config (either may be NULL) into operations: items are
+ * separated by commas outside square brackets; an --add-config item is KEY=VALUE, and a VALUE
+ * written [a,b] stands for "a,b" (a list, as kafka-configs writes it). A key twice is refused.
+ * *@p ops is malloc'd (kmc_cfg_ops_free). Returns 0 or -1 with a message (a usage error).
+ * @thread any
+ */
+int kmc_cfg_ops_parse(const char *add, const char *del, kmc_cfg_op_t **ops, size_t *n, char *errstr,
+                      size_t errstr_size);
+
+void kmc_cfg_ops_free(kmc_cfg_op_t *ops, size_t n);
 
 /** The action's canonical name ("start" for --add/--start). @thread any */
 const char *kmc_action_name(kmc_action_t act);

@@ -458,6 +458,8 @@ static int kmc_do_list(kmc_run_t *run)
     return KMC_EXIT_OK;
 }
 
+static void kmc_describe_config(kmc_run_t *run, const char *mirror);
+
 static int kmc_do_describe(kmc_run_t *run)
 {
     kmc_mirror_desc_t *md = NULL;
@@ -482,6 +484,8 @@ static int kmc_do_describe(kmc_run_t *run)
         printf("No mirrors. Create one with --create --mirror NAME --mirror-config FILE.\n");
     else if (n > nerr)
         kmc_fmt_describe_text(stdout, md, n);
+    if (!run->a.json && found && run->a.mirror != NULL)
+        kmc_describe_config(run, run->a.mirror);
     for (size_t i = 0; i < n; i++)
         if (md[i].error_code != 0)
             kmc_report_mirror(run, md[i].mirror, md[i].error_code, md[i].error_message);
@@ -493,6 +497,133 @@ static int kmc_do_describe(kmc_run_t *run)
         kmc_warn_partial(warning);
         rc = KMC_EXIT_FAILED;
     }
+    return rc;
+}
+
+/* The provisional config resource type of a mirror (docs/provisional.md). */
+#define KMC_MIRROR_RESOURCE KP_CONFIG_RESOURCE_TYPE_MIRROR
+
+/* --describe --mirror M: the keys set on the mirror (DescribeConfigs of its config resource),
+ * secrets shown as "(sensitive)". Skipped when the broker does not serve DescribeConfigs; a
+ * failure is a warning (the partition table was printed already). */
+static void kmc_describe_config(kmc_run_t *run, const char *mirror)
+{
+    kp_DescribeConfigsRequest_t req;
+    kp_DescribeConfigsRequest_DescribeConfigsResource_t res;
+    kp_DescribeConfigsResponse_t resp;
+    const kp_DescribeConfigsResponse_DescribeConfigsResult_t *r;
+    char err[512];
+
+    if (kmc_conn_check_api(&run->cn, &kp_DescribeConfigsRequest_desc, err, sizeof(err)) !=
+        KMC_EXIT_OK)
+        return;
+    kp_msg_init(&kp_DescribeConfigsRequest_desc, &req);
+    kp_DescribeConfigsRequest_DescribeConfigsResource_init(&res);
+    res.ResourceType = KMC_MIRROR_RESOURCE;
+    res.ResourceName = kp_str(mirror);
+    res.ConfigurationKeys.cnt = -1;
+    req.Resources.v = &res;
+    req.Resources.cnt = 1;
+    if (kmc_conn_call(&run->cn, &kp_DescribeConfigsRequest_desc, &req,
+                      &kp_DescribeConfigsResponse_desc, &resp, 0, err,
+                      sizeof(err)) != KMC_EXIT_OK) {
+        kmc_error("the configuration of mirror %s: %s", mirror, err);
+        return;
+    }
+    if (resp.Results.cnt != 1) {
+        kmc_error("the configuration of mirror %s: the broker answered %d resources", mirror,
+                  (int)resp.Results.cnt);
+        return;
+    }
+    r = &resp.Results.v[0];
+    if (r->ErrorCode != 0) {
+        kmc_report(run, "DescribeConfigs", r->ErrorCode, r->ErrorMessage);
+        return;
+    }
+    printf("\nCONFIG of mirror %s (keys set on the mirror; the rest have their defaults, "
+           "docs/config.md)\n",
+           mirror);
+    for (int32_t i = 0; i < r->Configs.cnt; i++) {
+        const kp_DescribeConfigsResponse_DescribeConfigsResourceResult_t *c = &r->Configs.v[i];
+        if (c->ConfigSource == 5) /* DEFAULT_CONFIG */
+            continue;
+        printf("  %s=%s\n", kmc_conn_str(&run->cn, c->Name),
+               c->IsSensitive ? "(sensitive)" : kmc_conn_str(&run->cn, c->Value));
+    }
+}
+
+/* --alter: IncrementalAlterConfigs (SET / DELETE) of the mirror's config resource. */
+static int kmc_do_alter(kmc_run_t *run)
+{
+    kmc_cfg_op_t *ops = NULL;
+    size_t n = 0;
+    kp_IncrementalAlterConfigsRequest_t req;
+    kp_IncrementalAlterConfigsRequest_AlterConfigsResource_t res;
+    kp_IncrementalAlterConfigsRequest_AlterableConfig_t *cfg = NULL;
+    kp_IncrementalAlterConfigsResponse_t resp;
+    const kp_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_t *r;
+    int rc;
+
+    if (kmc_cfg_ops_parse(run->a.add_config, run->a.delete_config, &ops, &n, run->err,
+                          sizeof(run->err)) != 0) {
+        kmc_error("%s", run->err);
+        return KMC_EXIT_USAGE;
+    }
+    rc = kmc_conn_check_api(&run->cn, &kp_IncrementalAlterConfigsRequest_desc, run->err,
+                            sizeof(run->err));
+    if (rc != KMC_EXIT_OK) {
+        kmc_error("%s", run->err);
+        goto out;
+    }
+    cfg = calloc(n ? n : 1, sizeof(*cfg));
+    if (cfg == NULL) {
+        kmc_error("out of memory");
+        rc = KMC_EXIT_USAGE;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        kp_IncrementalAlterConfigsRequest_AlterableConfig_init(&cfg[i]);
+        cfg[i].Name = kp_str(ops[i].key);
+        cfg[i].ConfigOperation = ops[i].value != NULL ? 0 : 1; /* SET : DELETE */
+        cfg[i].Value = ops[i].value != NULL ? kp_str(ops[i].value) : KP_STR_NULL;
+    }
+    kp_msg_init(&kp_IncrementalAlterConfigsRequest_desc, &req);
+    kp_IncrementalAlterConfigsRequest_AlterConfigsResource_init(&res);
+    res.ResourceType = KMC_MIRROR_RESOURCE;
+    res.ResourceName = kp_str(run->a.mirror);
+    res.Configs.v = cfg;
+    res.Configs.cnt = (int32_t)n;
+    req.Resources.v = &res;
+    req.Resources.cnt = 1;
+    rc = kmc_conn_call(&run->cn, &kp_IncrementalAlterConfigsRequest_desc, &req,
+                       &kp_IncrementalAlterConfigsResponse_desc, &resp, 0, run->err,
+                       sizeof(run->err));
+    if (rc != KMC_EXIT_OK) {
+        kmc_error("%s", run->err);
+        goto out;
+    }
+    if (resp.Responses.cnt != 1) {
+        kmc_error("IncrementalAlterConfigs: the broker answered %d resources",
+                  (int)resp.Responses.cnt);
+        rc = KMC_EXIT_PROTOCOL;
+        goto out;
+    }
+    r = &resp.Responses.v[0];
+    if (run->a.json)
+        kmc_fmt_results_json(stdout, "alter", run->a.mirror, r->ErrorCode,
+                             kmc_conn_str(&run->cn, r->ErrorMessage), NULL, 0);
+    if (r->ErrorCode != 0) {
+        kmc_report(run, "IncrementalAlterConfigs", r->ErrorCode, r->ErrorMessage);
+        rc = KMC_EXIT_FAILED;
+        goto out;
+    }
+    if (!run->a.json)
+        printf("Altered the configuration of mirror %s (%zu change%s). Show it with --describe "
+               "--mirror %s.\n",
+               run->a.mirror, n, n == 1 ? "" : "s", run->a.mirror);
+out:
+    free(cfg);
+    kmc_cfg_ops_free(ops, n);
     return rc;
 }
 
@@ -1113,6 +1244,9 @@ int main(int argc, char **argv)
                 break;
             case KMC_ACT_DESCRIBE:
                 rc = kmc_do_describe(&run);
+                break;
+            case KMC_ACT_ALTER:
+                rc = kmc_do_alter(&run);
                 break;
             default:
                 rc = KMC_EXIT_USAGE;

@@ -4,7 +4,8 @@
 # mirror_create). Needs nothing from the other scenarios: its own topics mc-*, mirror mmc.
 # docs/testing-mirror.md "Scenario mirror-config".
 #
-# The MIRROR config resource (design M114, M115): DescribeConfigs shows the mirror's keys through
+# The MIRROR config resource (design M114, M115), raw wire and kafka-mirrors --alter / --describe
+# --mirror: DescribeConfigs shows the mirror's keys through
 # every destination broker, a secret never; IncrementalAlterConfigs refuses unknown keys, bad
 # values and a result without bootstrap.servers; a filter change (DELETE topics.exclude) takes
 # effect on the next discovery run; a connection change (bootstrap.servers to another broker of
@@ -64,11 +65,18 @@ scenario_mirror_config() {
   mc_refused 40 "bootstrap.servers: required but not set" delete:bootstrap.servers
   out=$(mc_py alter "${D%%,*}" mmc-none set:topics.exclude=x)
   [ "${out%% *}" = 137 ] && echo "ok: an unknown mirror: $out" || fail "alter of mirror mmc-none: $out, want 137"
+  if out=$("$KM" --bootstrap-server "$D" --alter --mirror mmc --add-config no.such.key=1 2>&1); then
+    fail "kafka-mirrors --alter --add-config no.such.key=1 succeeded: $out"
+  else
+    grep -q "unknown mirror configuration key" <<<"$out" && echo "ok: kafka-mirrors --alter refused: $out" ||
+      fail "kafka-mirrors --alter --add-config no.such.key=1: $out"
+  fi
   until_ok 10 "mmc unchanged (topics.exclude still mc-skip.*)" mc_all_show topics.exclude 'mc-skip.*' || return
 
   step "mirror-config: DELETE topics.exclude (the default __.* applies): discovery mirrors mc-skip1, no reconnect"
-  out=$(mc_py alter "$(cut -d, -f2 <<<"$D")" mmc delete:topics.exclude)
-  [ "${out%% *}" = 0 ] || { fail "DELETE topics.exclude: $out"; return; }
+  out=$("$KM" --bootstrap-server "$(cut -d, -f2 <<<"$D")" --alter --mirror mmc --delete-config topics.exclude 2>&1) ||
+    { fail "kafka-mirrors --alter --delete-config topics.exclude: $out"; return; }
+  echo "$out"
   until_ok 30 "every destination broker shows topics.exclude=__.* (the default)" mc_all_show topics.exclude '__.*' || return
   until_ok 60 "mc-skip1 discovered and mirrored" "${ME2E[@]}" caught-up "$KM" "$D" "$S" mmc 2 mc-skip1 || return
   if grep -q "mirror mmc: source connection settings changed" "$KPEER_HOME/$DST"/node*.log; then
@@ -78,11 +86,20 @@ scenario_mirror_config() {
   fi
 
   step "mirror-config: SET bootstrap.servers=$s2 (another broker of the same source): fetchers reconnect, mirroring goes on"
-  out=$(mc_py alter "${D##*,}" mmc "set:bootstrap.servers=$s2")
-  [ "${out%% *}" = 0 ] || { fail "SET bootstrap.servers: $out"; return; }
+  out=$("$KM" --bootstrap-server "${D##*,}" --alter --mirror mmc --add-config "bootstrap.servers=$s2" 2>&1) ||
+    { fail "kafka-mirrors --alter --add-config bootstrap.servers=$s2: $out"; return; }
+  echo "$out"
   until_ok 30 "every destination broker shows bootstrap.servers=$s2" mc_all_show bootstrap.servers "$s2" || return
   until_ok 30 "a destination broker logged mmc's reconnect" \
     grep -q "mirror mmc: source connection settings changed, reconnecting" "$KPEER_HOME/$DST"/node*.log || return
+  out=$("$KM" --bootstrap-server "$D" --describe --mirror mmc 2>&1)
+  if grep -q "^CONFIG of mirror mmc" <<<"$out" && grep -qx "  bootstrap.servers=$s2" <<<"$out" &&
+    grep -qx "  sasl.password=(sensitive)" <<<"$out" && ! grep -q "mc-s3cret-pw" <<<"$out"; then
+    echo "ok: kafka-mirrors --describe --mirror mmc shows the config:"
+    sed -n '/^CONFIG of mirror/,$p' <<<"$out"
+  else
+    fail "kafka-mirrors --describe --mirror mmc: $out"
+  fi
   mc_st produce "$S" mc-a a2 20 || { fail "write mc-a again"; return; }
   until_ok 60 "mc-a caught up after the reconnect" "${ME2E[@]}" caught-up "$KM" "$D" "$S" mmc 2 mc-a || return
 }

@@ -128,6 +128,49 @@ static void test_args_actions(void)
     CU_ASSERT_EQUAL(a.action, KMC_ACT_VERSION);
 }
 
+static void test_args_alter(void)
+{
+    kmc_args_t a;
+    kmc_cfg_op_t *ops = NULL;
+    size_t n = 0;
+    char err[512];
+
+    CU_ASSERT_EQUAL(PARSE(&a, err, "--bootstrap-server", "h:1", "--alter", "--mirror", "m",
+                          "--add-config", "topics.exclude=x.*,bootstrap.servers=[h1:1,h2:2]",
+                          "--delete-config", "sync.acls.interval.ms"),
+                    0);
+    CU_ASSERT_EQUAL(a.action, KMC_ACT_ALTER);
+    CU_ASSERT_EQUAL_FATAL(
+        kmc_cfg_ops_parse(a.add_config, a.delete_config, &ops, &n, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(n, 3);
+    expect_str(ops[0].key, "topics.exclude");
+    expect_str(ops[0].value, "x.*");
+    expect_str(ops[1].key, "bootstrap.servers");
+    expect_str(ops[1].value, "h1:1,h2:2");
+    expect_str(ops[2].key, "sync.acls.interval.ms");
+    CU_ASSERT_PTR_NULL(ops[2].value);
+    kmc_cfg_ops_free(ops, n);
+    /* a value may contain '=' */
+    CU_ASSERT_EQUAL_FATAL(kmc_cfg_ops_parse("client.id=a=b", NULL, &ops, &n, err, sizeof(err)), 0);
+    expect_str(ops[0].value, "a=b");
+    kmc_cfg_ops_free(ops, n);
+
+    expect_usage(PARSE(&a, err, "--bootstrap-server", "h:1", "--alter", "--mirror", "m"), err,
+                 "--alter needs --add-config K=V[,K=V...] and/or --delete-config K[,K...]");
+    expect_usage(PARSE(&a, err, "--bootstrap-server", "h:1", "--alter", "--add-config", "a=b"), err,
+                 "--alter needs --mirror");
+    expect_usage(PARSE(&a, err, "--bootstrap-server", "h:1", "--list", "--add-config", "a=b"), err,
+                 "--add-config cannot be used with --list");
+    CU_ASSERT_EQUAL(kmc_cfg_ops_parse("a=1,b", NULL, &ops, &n, err, sizeof(err)), -1);
+    expect_str(err, "--add-config: 'b' is not KEY=VALUE");
+    CU_ASSERT_EQUAL(kmc_cfg_ops_parse("a=1,,b=2", NULL, &ops, &n, err, sizeof(err)), -1);
+    expect_str(err, "--add-config: an empty item");
+    CU_ASSERT_EQUAL(kmc_cfg_ops_parse("a=1", "a", &ops, &n, err, sizeof(err)), -1);
+    expect_str(err, "a is changed twice");
+    CU_ASSERT_PTR_NULL(ops);
+    CU_ASSERT_EQUAL(n, 0);
+}
+
 static void test_args_errors(void)
 {
     kmc_args_t a;
@@ -136,7 +179,7 @@ static void test_args_errors(void)
 
     expect_usage(kmc_args_parse(&a, 1, one, err, sizeof(err)), err,
                  "no action: give one of --create, --start (--add), --stop (--remove), --pause, "
-                 "--resume, --recover, --delete, --list, --describe (see --help)");
+                 "--resume, --recover, --delete, --list, --describe, --alter (see --help)");
     expect_usage(PARSE(&a, err, "--list"), err,
                  "--bootstrap-server HOST:PORT[,HOST:PORT...] is required (any broker of the "
                  "destination cluster)");
@@ -576,6 +619,7 @@ int main(void)
     s = CU_add_suite("kmc_unit", NULL, NULL);
     CU_add_test(s, "arguments: actions and options", test_args_actions);
     CU_add_test(s, "arguments: usage errors", test_args_errors);
+    CU_add_test(s, "arguments: --alter and its config lists", test_args_alter);
     CU_add_test(s, "properties files", test_props);
     CU_add_test(s, "mirror names", test_mirror_names);
     CU_add_test(s, "--mirror-config checks", test_mirror_config);
