@@ -215,6 +215,8 @@ void km_fetch_event(km_fetch_mgr_t *fm, km_fetch_part_t *fpart, const km_fetch_e
     }
     p->fpart = fpart;
     p->ev = *ev;
+    if (ev->type != KM_FETCH_EV_APPENDED)
+        fpart->progress_ns = 0; /* the next append reports progress again */
     km_fetch_post(fm, p);
 }
 
@@ -587,6 +589,7 @@ static void km_fetcher_rebind(km_fetcher_t *t, km_fetch_part_t *fpart, int32_t e
     fpart->state = fpart->src_leader == t->broker && t->broker >= 0 ? KM_FETCH_ST_FETCHING
                                                                     : KM_FETCH_ST_LOOKUP;
     fpart->retries = 0;
+    fpart->progress_ns = 0;
     return;
 
 fenced:

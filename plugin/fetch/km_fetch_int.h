@@ -121,6 +121,8 @@ struct km_fetch_part {
     int64_t oor_earliest;
     int64_t start_pending; /* >= 0: the local log start to raise to once the HW allows (the
                               source's, after a restart at the base of the batch holding it) */
+    int64_t progress_ns;   /* when the last APPENDED event was posted; 0: the next append posts
+                              one (new position, or another event since: design M106) */
     bool in_session;
     int64_t sent_offset;
     int32_t sent_epoch;

@@ -469,16 +469,17 @@ static int32_t km_fw_restart_at_batch(km_fetcher_t *t, km_fetch_part_t *fpart, i
     return KBX_OK;
 }
 
-/* Append what a partition's fetched records allow; the data path's core. */
-static void km_fw_records(km_fetcher_t *t, km_fetch_part_t *fpart, const uint8_t *buf, size_t len)
+/* Append what a partition's fetched records allow (plan: km_fetch_plan_chunk of buf at
+ * fpart->fetch_offset); the data path's core. */
+static void km_fw_records(km_fetcher_t *t, km_fetch_part_t *fpart, const uint8_t *buf,
+                          const km_fetch_plan_t *planp)
 {
     km_plugin_t *cm = t->fm->cm;
     const kbx_api_t *api = cm->ref.api;
     kbx_append_result_t res = {.struct_size = sizeof(res)};
-    km_fetch_plan_t plan;
+    km_fetch_plan_t plan = *planp;
     int32_t rc;
 
-    km_fetch_plan_chunk(buf, len, fpart->fetch_offset, fpart->dst_epoch, &plan);
     if (plan.end > plan.start && plan.first_offset < fpart->fetch_offset &&
         km_fw_restart_at_batch(t, fpart, plan.first_offset) != KBX_OK)
         return;
@@ -524,8 +525,14 @@ static void km_fw_records(km_fetcher_t *t, km_fetch_part_t *fpart, const uint8_t
         km_fetch_status_update(t->fm, fpart, KM_FETCH_ERR_NONE, -1, NULL,
                                (uint64_t)(plan.end - plan.start), (uint64_t)plan.records,
                                (uint64_t)plan.batches);
-        {
+        /* Progress for the owner (it clears a recorded failure): after the first append at a
+         * new position or after another event, then at most once a second, not for every
+         * answer (design M106: a post wakes the coordinator loop). */
+        if (fpart->progress_ns == 0 || km_fw_now_ns(t) - fpart->progress_ns >= 1000000000) {
             km_fetch_event_t ev;
+            fpart->progress_ns = km_fw_now_ns(t);
+            if (fpart->progress_ns == 0)
+                fpart->progress_ns = 1;
             memset(&ev, 0, sizeof(ev));
             ev.type = KM_FETCH_EV_APPENDED;
             ev.error_code = -1;
@@ -1352,13 +1359,27 @@ static km_fetch_part_t *km_fw_find(km_fetcher_t *t,
     return NULL;
 }
 
-static void km_fw_partition(km_fetcher_t *t, km_fetch_part_t *p,
-                            const kp_FetchResponse_PartitionData_t *pd, int16_t ver)
+/* A partition's records whose append waits until the next Fetch is on the wire (design M105):
+ * the position and epoch it had before they were planned. */
+typedef struct km_fw_pipe {
+    km_fetch_part_t *p;
+    const uint8_t *buf;
+    km_fetch_plan_t plan;
+    int64_t offset;
+    int32_t lfe;
+} km_fw_pipe_t;
+
+/* One partition of a Fetch answer. With pipe (not NULL), clean records are not appended here:
+ * the partition's position moves past them and *pipe says what to append (true); false:
+ * handled in full. */
+static bool km_fw_partition(km_fetcher_t *t, km_fetch_part_t *p,
+                            const kp_FetchResponse_PartitionData_t *pd, int16_t ver,
+                            km_fw_pipe_t *pipe)
 {
     int16_t code = pd->ErrorCode;
 
     if (p->state != KM_FETCH_ST_FETCHING || !p->in_session || p->sent_offset != p->fetch_offset)
-        return; /* moved on since the request (paused, reset, truncated) */
+        return false; /* moved on since the request (paused, reset, truncated) */
     if (pd->HighWatermark >= 0)
         p->hw = pd->HighWatermark;
     if (ver >= 12 && pd->CurrentLeader.LeaderEpoch > p->src_epoch) {
@@ -1368,7 +1389,7 @@ static void km_fw_partition(km_fetcher_t *t, km_fetch_part_t *p,
             km_fw_transient(t, p, KP_ERR_NOT_LEADER_OR_FOLLOWER, true,
                             "the source leader moved to broker %d (epoch %d)",
                             (int)pd->CurrentLeader.LeaderId, (int)pd->CurrentLeader.LeaderEpoch);
-            return;
+            return false;
         }
     }
     switch (code) {
@@ -1378,7 +1399,7 @@ static void km_fw_partition(km_fetcher_t *t, km_fetch_part_t *p,
         km_fetch_wire_leave_session(t, p);
         p->oor_step = 1;
         km_fw_send_list_offsets(t, p, -2);
-        return;
+        return false;
     case KP_ERR_NOT_LEADER_OR_FOLLOWER:
     case KP_ERR_FENCED_LEADER_EPOCH:
     case KP_ERR_UNKNOWN_TOPIC_ID:
@@ -1390,11 +1411,11 @@ static void km_fw_partition(km_fetcher_t *t, km_fetch_part_t *p,
     case KP_ERR_REPLICA_NOT_AVAILABLE:
         km_fw_transient(t, p, code, true, "source broker %d: %s", (int)t->broker,
                         kp_errcode_name(code));
-        return;
+        return false;
     default:
         km_fw_transient(t, p, code, false, "source broker %d: %s", (int)t->broker,
                         kp_errcode_name(code));
-        return;
+        return false;
     }
     if (ver >= 12 && (pd->DivergingEpoch.Epoch >= 0 || pd->DivergingEpoch.EndOffset >= 0)) {
         km_fw_hold(t, p, KM_FETCH_EV_DIVERGED, -1, pd->DivergingEpoch.Epoch,
@@ -1403,9 +1424,30 @@ static void km_fw_partition(km_fetcher_t *t, km_fetch_part_t *p,
                    ", local log end %" PRId64 " (last fetched epoch %d)",
                    p->topic, (int)p->partition, (int)pd->DivergingEpoch.Epoch,
                    pd->DivergingEpoch.EndOffset, p->fetch_offset, (int)p->lfe);
-        return;
+        return false;
     }
-    km_fw_records(t, p, pd->Records.ptr, pd->Records.len > 0 ? (size_t)pd->Records.len : 0);
+    {
+        const uint8_t *buf = pd->Records.ptr;
+        size_t len = pd->Records.len > 0 ? (size_t)pd->Records.len : 0;
+        km_fetch_plan_t plan;
+
+        km_fetch_plan_chunk(buf, len, p->fetch_offset, p->dst_epoch, &plan);
+        if (pipe != NULL && plan.end > plan.start && plan.stop == KM_FETCH_STOP_NONE &&
+            plan.first_offset >= p->fetch_offset) {
+            /* Clean batches from the fetch position on: appended after the next Fetch is sent
+             * (km_fw_on_fetch), which asks for what follows them. */
+            pipe->p = p;
+            pipe->buf = buf;
+            pipe->plan = plan;
+            pipe->offset = p->fetch_offset;
+            pipe->lfe = p->lfe;
+            p->fetch_offset = plan.next_offset;
+            p->lfe = plan.last_epoch;
+            return true;
+        }
+        km_fw_records(t, p, buf, &plan);
+    }
+    return false;
 }
 
 static void km_fw_fetch_failed(km_fetcher_t *t, const char *why)
@@ -1430,6 +1472,34 @@ static void km_fw_count_received(km_fetcher_t *t, int16_t ver, size_t body_len)
     if (t->mirror->m_received != NULL)
         fm->cm->ref.api->metric_record(fm->cm->ref.host, t->mirror->m_received, (double)n);
     pthread_mutex_unlock(&fm->lock);
+}
+
+static void km_fw_send_fetch(km_fetcher_t *t);
+
+/* From a Fetch answer's callback: the next Fetch, on the wire now (kc_client_flush) if the
+ * step would send it. */
+static void km_fw_send_next(km_fetcher_t *t)
+{
+    if (t->broker < 0 || t->fetch_busy || km_fw_now_ns(t) < t->fetch_backoff_until_ns)
+        return;
+    km_fw_send_fetch(t);
+    if (t->fetch_busy)
+        (void)kc_client_flush(t->kc);
+}
+
+/* Append planned records (km_fw_partition with a pipe). The partition goes back to the position
+ * they were planned at: the append moves it again, on success to the one the next Fetch asked
+ * for (its answer is taken), on failure nowhere (that answer is dropped as one for another
+ * position, km_fw_partition). */
+static void km_fw_append_piped(km_fetcher_t *t, const km_fw_pipe_t *q)
+{
+    km_fetch_part_t *p = q->p;
+
+    p->fetch_offset = q->offset;
+    p->lfe = q->lfe;
+    if (p->state != KM_FETCH_ST_FETCHING)
+        return; /* held meanwhile: the records are fetched again */
+    km_fw_records(t, p, q->buf, &q->plan);
 }
 
 static void km_fw_on_fetch(kc_client_t *kc, int err, int16_t ver, const uint8_t *body, size_t len,
@@ -1491,14 +1561,32 @@ static void km_fw_on_fetch(kc_client_t *kc, int err, int16_t ver, const uint8_t 
             t->sess_epoch = t->sess_epoch == INT32_MAX ? 1 : t->sess_epoch + 1;
         }
     }
-    for (int32_t i = 0; i < resp.Responses.cnt; i++) {
-        const kp_FetchResponse_FetchableTopicResponse_t *tr = &resp.Responses.v[i];
-        for (int32_t k = 0; k < tr->Partitions.cnt; k++) {
-            const kp_FetchResponse_PartitionData_t *pd = &tr->Partitions.v[k];
-            km_fetch_part_t *p = km_fw_find(t, tr, pd->PartitionIndex, ver);
-            if (p != NULL)
-                km_fw_partition(t, p, pd, ver);
+    /* Pipelining (design M105): the partitions' answers are handled first, clean records only
+     * planned (their positions move past them); then the next Fetch goes on the wire, and the
+     * records are appended while the source prepares its answer. */
+    {
+        km_fw_pipe_t *pipe = NULL;
+        size_t cap = 0, npipe = 0;
+
+        for (int32_t i = 0; i < resp.Responses.cnt; i++)
+            cap += resp.Responses.v[i].Partitions.cnt > 0
+                       ? (size_t)resp.Responses.v[i].Partitions.cnt
+                       : 0;
+        if (cap > 0)
+            pipe = kp_arena_calloc(&ar, cap, sizeof(*pipe)); /* NULL: appended at once */
+        for (int32_t i = 0; i < resp.Responses.cnt; i++) {
+            const kp_FetchResponse_FetchableTopicResponse_t *tr = &resp.Responses.v[i];
+            for (int32_t k = 0; k < tr->Partitions.cnt; k++) {
+                const kp_FetchResponse_PartitionData_t *pd = &tr->Partitions.v[k];
+                km_fetch_part_t *p = km_fw_find(t, tr, pd->PartitionIndex, ver);
+                if (p != NULL && km_fw_partition(t, p, pd, ver, pipe != NULL ? &pipe[npipe] : NULL))
+                    npipe++;
+            }
         }
+        if (npipe > 0)
+            km_fw_send_next(t);
+        for (size_t k = 0; k < npipe; k++)
+            km_fw_append_piped(t, &pipe[k]);
     }
     kp_arena_free(&ar);
 }

@@ -916,6 +916,22 @@ static void kc_client_service(kc_client_t *c, int64_t now)
         kc_conn_service(c, c->nodes[i], now);
 }
 
+int kc_client_flush(kc_client_t *client)
+{
+    kc_client_t *c = client;
+
+    if (!kc_client_ok(c))
+        return KC_E_INVALID;
+    pthread_mutex_lock(&c->lock);
+    if (c->polling && !pthread_equal(c->poll_thread, pthread_self())) {
+        pthread_mutex_unlock(&c->lock);
+        return KC_E_BUSY;
+    }
+    kc_client_service(c, kc_now_ms());
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
 int kc_client_poll(kc_client_t *client, int timeout_ms)
 {
     kc_client_t *c = client;

@@ -132,6 +132,16 @@ int kc_client_poll(kc_client_t *client, int timeout_ms);
 /** Wake a kc_client_poll() sleeping in another thread (it returns early). @thread any */
 void kc_client_wakeup(kc_client_t *client);
 
+/**
+ * Put what is queued on the wire now: encode queued requests and write them to their ready
+ * connections, without reading, waiting or running callbacks (timers that expire meanwhile
+ * complete at the next kc_client_poll()). For a callback that wants its next request sent
+ * before it goes on with slow work (a fetcher appending what it got). Returns 0, KC_E_BUSY if
+ * another thread is polling, KC_E_INVALID if not a client.
+ * @thread the driving thread, from a callback too
+ */
+int kc_client_flush(kc_client_t *client);
+
 /* ---- nodes ---------------------------------------------------------------------------------- */
 
 /** Pseudo node id for kc_request*(): a node with a ready connection, else one connecting, else

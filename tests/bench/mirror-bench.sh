@@ -7,7 +7,7 @@
 #
 #   tests/bench/mirror-bench.sh [--quick] [--records N] [--reps R] [--partitions P]
 #        [--modes km,mm,fr] [--codecs none,zstd] [--lat-rate R] [--lat-seconds S] [--no-latency]
-#        [--build-dir DIR] [--src-port P] [--dst-port P] [--wait-quiet S] [--max-minutes M]
+#        [--no-catchup] [--build-dir DIR] [--src-port P] [--dst-port P] [--wait-quiet S] [--max-minutes M]
 #        [--no-doc] [--keep]
 #
 # Topology (M102): source = a 3-node kbroker cluster (tests/cluster/cluster.sh, node 1 also the
@@ -42,7 +42,8 @@
 # modes, latency 1000 records/s for 30 s. --quick: 20,000 records, latency 200 records/s for
 # 8 s, and never writes the docs (numbers from it mean nothing). --wait-quiet S: before each case
 # wait up to S seconds for a 3-second window with the machine < 25 % busy. --max-minutes
-# (default 90) skips what is left when reached.
+# (default 90) skips what is left when reached. --no-catchup: the latency cases only (to iterate
+# on latency; never writes the docs).
 # Output: the table and ratios on stdout; BUILD/bench/mirror-bench/ (results.jsonl, meta.env,
 # logs/); unless --no-doc/--quick the section "Mirroring: kmirror vs MirrorMaker 2 vs follower
 # replication" of docs/performance.md and docs/img/mirror-bench.png (matplotlib from the venv
@@ -70,7 +71,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; e
 
 RECORDS=1000000 REPS=1 PARTS=6 RSIZE=1024 MODES=km,mm,fr CODECS=none,zstd QUICK=0
 LAT_RATE=1000 LAT_SECONDS=30 LAT_WARMUP=5 LATENCY=1 BUILD_DIR=$REPO/build SRC_PORT=35000
-DST_PORT=35100 WAIT_QUIET=0 MAX_MIN=90 DOC=1 KEEP=0
+DST_PORT=35100 WAIT_QUIET=0 MAX_MIN=90 DOC=1 KEEP=0 CATCHUP=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1; RECORDS=20000; LAT_RATE=200; LAT_SECONDS=8; LAT_WARMUP=2; shift ;;
@@ -82,6 +83,7 @@ while [ $# -gt 0 ]; do
     --lat-rate) LAT_RATE=$2; shift 2 ;;
     --lat-seconds) LAT_SECONDS=$2; shift 2 ;;
     --no-latency) LATENCY=0; shift ;;
+    --no-catchup) CATCHUP=0; shift ;;
     --build-dir) BUILD_DIR=$2; shift 2 ;;
     --src-port) SRC_PORT=$2; shift 2 ;;
     --dst-port) DST_PORT=$2; shift 2 ;;
@@ -94,6 +96,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "$QUICK" = 0 ] || DOC=0 # quick numbers never go into the docs
+[ "$CATCHUP" = 1 ] || DOC=0 # nor a run without the catch-up cases
 for v in RECORDS REPS PARTS LAT_RATE LAT_SECONDS SRC_PORT DST_PORT WAIT_QUIET MAX_MIN; do
   [[ "${!v}" =~ ^[0-9]+$ ]] || die "--${v,,} wants a number"
 done
@@ -390,6 +393,7 @@ fi
 for ((ROUND = 1; ROUND <= REPS; ROUND++)); do
   log "=== round $ROUND of $REPS (load average $(loadavg)) ==="
   for z in ${CODECS//,/ }; do
+    [ "$CATCHUP" = 1 ] || break
     # (c) follower replication first: it kills and restarts destination node 2
     if want fr "$MODES" && ! past_deadline; then
       t=fr-$z-r$ROUND
