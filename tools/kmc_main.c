@@ -132,6 +132,9 @@ static const char *kmc_hint(const kmc_run_t *run, int16_t code, char *buf, size_
         return "the principal of this connection lacks the ACL for this operation (see "
                "docs/cli.md, \"Permissions\")";
     case KP_ERR_INVALID_CONFIG:
+        if (run->a.action == KMC_ACT_ALTER)
+            return "fix --add-config / --delete-config (keys and values in docs/config.md, "
+                   "\"Per-mirror settings\")";
         return "fix the --mirror-config file (keys and values in docs/config.md, \"Per-mirror "
                "settings\")";
     case KP_ERR_INVALID_REGULAR_EXPRESSION:
