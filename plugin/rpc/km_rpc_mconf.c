@@ -101,6 +101,14 @@ void km_rpc_mconf_fail(km_rpc_req_t *req, int16_t error_code, const char *msg)
     }
 }
 
+/* Whether @p name names a mirror this broker does not know (yet): a mirror created through
+ * another broker reaches this one's catalog through the metadata log. */
+static bool km_mconf_unknown(km_rpc_req_t *req, kp_str_t name)
+{
+    char *s = km_rpc_cstr(req, name);
+    return s != NULL && km_catalog_mirror_find(&req->cm->catalog, s) == NULL;
+}
+
 /* ---- DescribeConfigs ------------------------------------------------------------------------ */
 
 /* Whether the request asked for def (null key list: every key; a key by its name or alias). */
@@ -180,6 +188,13 @@ void km_rpc_describe_configs(km_rpc_req_t *req)
                     "%s may not describe mirrors (DESCRIBE on the cluster)", req->principal);
         return;
     }
+    /* As the other mirror RPCs: an unknown mirror is looked up again for a while (M17). */
+    for (int32_t i = 0; i < n; i++)
+        if (km_mconf_unknown(req, rq->Resources.v[i].ResourceName)) {
+            if (km_rpc_mirror_grace(req, km_rpc_describe_configs))
+                return;
+            break;
+        }
     kp_DescribeConfigsResponse_init(&resp);
     resp.Results.v = kp_arena_calloc(&req->ar, (size_t)n + 1, sizeof(*resp.Results.v));
     if (resp.Results.v == NULL) {
@@ -345,6 +360,12 @@ void km_rpc_alter_configs(km_rpc_req_t *req)
                     "%s may not alter mirrors (ALTER on the cluster)", req->principal);
         return;
     }
+    for (int32_t i = 0; i < n; i++)
+        if (km_mconf_unknown(req, rq->Resources.v[i].ResourceName)) {
+            if (km_rpc_mirror_grace(req, km_rpc_alter_configs))
+                return;
+            break;
+        }
     st = kp_arena_calloc(&req->ar, 1, sizeof(*st));
     if (st == NULL) {
         km_rpc_fail(req, KP_ERR_UNKNOWN_SERVER_ERROR, "out of memory");
