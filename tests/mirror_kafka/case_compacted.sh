@@ -1,33 +1,41 @@
 # shellcheck shell=bash
 # case_compacted.sh -- case compacted of tests/mirror_kafka/run.sh (sourced by it; uses its
-# helpers and variables: S, D, KC, SRC, NODES, MK, ME2E, KM, WORK, fail, step, until_ok,
-# mirror_start, cmp_topic, src_partdir).
+# helpers and variables: S, D, KC, SRC, NODES, PY, E2E, MK, ME2E, KM, WORK, fail, step, until_ok,
+# injected, mirror_start, cmp_topic, src_partdir).
 #
 # A compacted topic (1 partition, RF 1: followers clean their own logs on their own schedule, so
-# only the leader's log is the one the mirror reads) gets KC_ROUNDS rounds of KC_PER records
-# over KC_KEYS keys (kafka-python, mk.py produce-rounds), each round's records timestamped 1 s
-# after the previous round's, so that every round starts a new segment (segment.ms=100: Kafka
-# rolls on the difference of record timestamps; wall-clock gaps between kcat processes did
-# not roll reliably under load); Kafka's log cleaner (log.cleaner.backoff.ms=500 on the source,
+# only the leader's log is the one the mirror reads) gets rounds of KC_PER records over a few
+# keys (kafka-python, mk.py produce-rounds), each round's records timestamped 1 s after the
+# previous round's, so that every round starts a new segment (segment.ms=100: Kafka rolls on
+# the difference of record timestamps; wall-clock gaps between processes did not roll reliably
+# under load); Kafka's log cleaner (log.cleaner.backoff.ms=500 on the source,
 # min.cleanable.dirty.ratio=0.01) cleans everything below the active segment to one record
-# per key BEFORE the mirror starts. Then mirrored: the destination holds the same batches at
-# the same offsets (the gaps the cleaner left included; kc_replicacmp), kafka-python reads the
-# same records at the same offsets on both sides.
+# per key BEFORE the mirror starts. Tombstones (null values) in two generations, each step
+# waited for by what the cleaner left below the active segment (mk.py cleaned), so the state
+# the mirror starts from is the same on every run:
+#   A  delete.retention.ms=0: key-8 and key-9 deleted (round 2), later rounds over key-0..7;
+#      once the cleaner has passed over them, one more round makes the log dirty again and the
+#      next pass removes the tombstones (key-8/9 leave no record at all)
+#   B  delete.retention.ms=1 day (IncrementalAlterConfigs, checked on Kafka first): key-6 and
+#      key-7 deleted (round 7), a last round over key-0..5; the cleaner keeps these tombstones
+# Then mirrored: the destination holds the same batches at the same offsets (the gaps the
+# cleaner left included; kc_replicacmp), ListOffsets earliest equal, kafka-python reads the
+# same records at the same offsets on both sides, and exactly key-6 and key-7 with null values
+# on both.
+# --inject tomb-empty: generation B's "tombstones" get empty values instead of null (the
+# B-state wait and the null-value checks must fail).
 
 KC_TOPIC=kc-compact
-KC_KEYS=10
-KC_ROUNDS=6
 KC_PER=150
 case_compacted() {
-  local leader=0 i dir n total=$((KC_ROUNDS * KC_PER))
-  step "compacted: $KC_TOPIC (cleanup.policy=compact, segment.ms=100, min.cleanable.dirty.ratio=0.01) on Kafka, $KC_ROUNDS rounds x $KC_PER updates of $KC_KEYS keys"
+  local leader=0 i dir n rc total=$((9 * KC_PER + 4)) t0 tb=key-6,key-7
+  step "compacted: $KC_TOPIC (cleanup.policy=compact, segment.ms=100, min.cleanable.dirty.ratio=0.01, delete.retention.ms=0) on Kafka; rounds 0-2 over 10 keys, then tombstones of key-8, key-9; rounds 3-5 over 8 keys"
   "$PEER" admin-create-topic --bootstrap "$S" --topic "$KC_TOPIC" --partitions 1 --rf 1 \
-    --config cleanup.policy=compact --config segment.ms=100 \
+    --config cleanup.policy=compact --config segment.ms=100 --config delete.retention.ms=0 \
     --config min.cleanable.dirty.ratio=0.01 --config min.compaction.lag.ms=0 \
     >"$WORK/kc-create.log" 2>&1 || { fail "compacted: create $KC_TOPIC:"; tail -3 "$WORK/kc-create.log"; return; }
-  "${MK[@]}" produce-rounds "$S" "$KC_TOPIC" "$KC_KEYS" "$KC_ROUNDS" "$KC_PER" >"$WORK/kc-produce.log" 2>&1 ||
-    { fail "compacted: produce the rounds:"; tail -5 "$WORK/kc-produce.log"; return; }
-  cat "$WORK/kc-produce.log"
+  t0=$(($(date +%s%3N) - 120000)) # round R's records carry t0 + R s
+  kc_rounds 10 3 0 key-8,key-9 && kc_rounds 8 3 3 || return
   for ((i = 1; i <= NODES; i++)); do
     [ -d "$(src_partdir "$i" "$KC_TOPIC" 0)" ] && leader=$i
   done
@@ -35,9 +43,31 @@ case_compacted() {
   dir=$(src_partdir "$leader" "$KC_TOPIC" 0)
   echo "$KC_TOPIC-0 lives on Kafka node $leader: $(ls "$dir" | grep -c '\.log$') segment file(s)"
 
-  step "compacted: wait until Kafka's cleaner left one record per key below the active segment (offset gaps)"
-  until_ok 120 "$KC_TOPIC cleaned by Kafka" "${MK[@]}" cleaned "$S" "$KC_TOPIC" "$dir" "$KC_KEYS" || return
+  step "compacted: wait until Kafka's cleaner passed over the tombstones (one record per key below the active segment), then one more round; the next pass removes them"
+  until_ok 120 "$KC_TOPIC cleaned by Kafka (key-0..7 once, the tombstones of key-8/9 at most once)" \
+    "${MK[@]}" cleaned "$S" "$KC_TOPIC" "$dir" 8 key-8,key-9 "" loose || return
   tail -1 "$WORK/last"
+  kc_rounds 8 1 6 || return
+  until_ok 120 "$KC_TOPIC: the tombstones of key-8/9 removed by Kafka's cleaner (delete.retention.ms=0)" \
+    "${MK[@]}" cleaned "$S" "$KC_TOPIC" "$dir" 8 "" key-8,key-9 || return
+  tail -1 "$WORK/last"
+
+  step "compacted: delete.retention.ms=86400000; round 7 over 8 keys, then tombstones of key-6, key-7; round 8 over 6 keys; the cleaner keeps these tombstones"
+  "$PY" "$E2E/sync-configs.py" alter "${S%%,*}" "$KC_TOPIC" delete.retention.ms=86400000 \
+    >"$WORK/kc-alter.out" 2>&1 || { fail "compacted: IncrementalAlterConfigs on Kafka:"; cat "$WORK/kc-alter.out"; return; }
+  until_ok 30 "Kafka shows delete.retention.ms=86400000 on $KC_TOPIC" \
+    "$PY" "$E2E/sync-configs.py" expect "${S%%,*}" "$KC_TOPIC" delete.retention.ms=86400000 || return
+  if injected tomb-empty; then
+    echo "INJECTED: generation B's tombstones get empty values, not null (the run must fail)"
+    export MK_TOMB_EMPTY=1
+  fi
+  kc_rounds 8 1 7 "$tb" && kc_rounds 6 1 8
+  rc=$?
+  unset MK_TOMB_EMPTY
+  [ "$rc" = 0 ] || return
+  # not a return on failure: the checks after the mirror show what it made of the log
+  until_ok 120 "$KC_TOPIC cleaned: key-0..5 once, the tombstones of key-6/7 kept (once each), key-8/9 gone" \
+    "${MK[@]}" cleaned "$S" "$KC_TOPIC" "$dir" 6 "$tb" key-8,key-9 && tail -1 "$WORK/last"
   n=$("${MK[@]}" count "$S" "$KC_TOPIC") || { fail "compacted: count the source's records"; return; }
   [ "$n" -lt "$total" ] || { fail "compacted: the source still returns all $total records"; return; }
   echo "the source returns $n of the $total records written (end offset $total)"
@@ -60,4 +90,15 @@ case_compacted() {
     fail "compacted: kafka-python read-back differs:"
     grep -v '^ok ' "$WORK/kc-read.out" | head -20
   fi
+  es=$("${MK[@]}" tombstones "$S" "$KC_TOPIC") && ed=$("${MK[@]}" tombstones "$D" "$KC_TOPIC") &&
+    [ "$es" = "$tb" ] && [ "$ed" = "$tb" ] &&
+    echo "ok: the records with null values are the tombstones of $tb on both sides" ||
+    fail "compacted: records with null values: Kafka '$es', destination '${ed:-}', want $tb on both"
+}
+
+# kc_rounds KEYS ROUNDS FIRST [TOMBS] -- mk.py produce-rounds to kc-compact (timestamps from t0)
+kc_rounds() {
+  "${MK[@]}" produce-rounds "$S" "$KC_TOPIC" "$1" "$2" "$KC_PER" "$t0" "$3" "${4:-}" \
+    >"$WORK/kc-produce.log" 2>&1 || { fail "compacted: produce rounds $3..:"; tail -5 "$WORK/kc-produce.log"; return 1; }
+  cat "$WORK/kc-produce.log"
 }

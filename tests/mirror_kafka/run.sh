@@ -9,6 +9,14 @@
 #               after the catch-up (kc_replicacmp and the read-back must fail)
 #   group-skip  group: before the destination consumer starts, kg-java's destination commit on
 #               partition 0 is moved one record ahead (the resume check must fail)
+#   tomb-empty  compacted: the tombstones kept by the cleaner are written with empty values, not
+#               null (the wait for the cleaned state and the null-value checks must fail)
+#   stop-skip   failover-txn: no --stop (the transaction stays open on the destination: the
+#               LSO check must fail)
+#   txn-open    leader-kill: kl-tx's transactional producer leaves a transaction open until the
+#               destination was checked (the no-open-transaction check must fail)
+#   txn-uncommitted  leader-kill: kl-tx is read read_uncommitted on the destination (the
+#               committed-records check must fail: the aborted records are seen)
 #
 # Starts an Apache Kafka V source (tests/peers/kafka-cluster.sh: KRaft, StandardAuthorizer with
 # the broker principal User:ANONYMOUS as super user, so ACLs can be created and described while
@@ -21,18 +29,25 @@
 #                partition byte-identical (kc_replicacmp over every source replica and the 3
 #                destination replicas); kafka-python reads both sides (read_uncommitted and
 #                read_committed): the same records at the same offsets
-#   compacted    a compacted topic (many updates of few keys) cleaned by Kafka's log cleaner
-#                BEFORE the mirror starts (the source shows offset gaps), then mirrored: the
-#                same batches at the same offsets (gaps preserved), read back equal
+#   compacted    a compacted topic (many updates of few keys, tombstones) cleaned by Kafka's
+#                log cleaner BEFORE the mirror starts (the source shows offset gaps; one
+#                generation of tombstones removed, delete.retention.ms=0, one kept, 1 day), then
+#                mirrored: the same batches at the same offsets (gaps preserved), read back
+#                equal, the kept tombstones with null values on both sides
 #   group        a Java consumer group reads part of a topic on the source and commits; the
 #                group offset sync (1 s) copies the commit; --stop; the same group on the
 #                destination resumes exactly at the commit (every record once)
 #   sync         retention.ms / cleanup.policy / max.message.bytes set on a Kafka topic appear
 #                on the destination; ACLs created on Kafka (CreateAcls) appear on every
 #                destination broker, those outside acls.include never
-#   leader-kill  (3 nodes only) the leader of a source partition is killed -9 while a Java
-#                producer (acks=all, idempotent) writes and the mirror copies: the mirror
-#                follows the new leader; every acknowledged record mirrored, byte-identical
+#   failover-txn a transactional Java producer leaves a transaction open on Kafka; once it is
+#                mirrored, --stop --wait while Kafka still holds it open: the destination ends
+#                it (LSO = log end), read_committed sees exactly the committed records
+#   leader-kill  (3 nodes only) the leader of a source partition is killed -9 while two Java
+#                producers (acks=all: idempotent; transactional with aborts) write and the
+#                mirror copies: the mirror follows the new leader; every acknowledged record
+#                mirrored, byte-identical; on the destination no transaction left open and
+#                read_committed sees exactly the committed records
 # The version-specific choices (default nodes, case list, authorizer) are in version_defaults
 # below and nowhere else.
 # Cluster names: <prefix>-src / <prefix>-dst (default prefix mirror-kafka-<V without dots>).
@@ -73,16 +88,16 @@ version_defaults() {
   case "$VERSION" in
     4.*)
       DEF_NODES=3
-      DEF_CASES=identity,compacted,group,sync,leader-kill
+      DEF_CASES=identity,compacted,group,sync,failover-txn,leader-kill
       SRC_AUTH=(authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer) ;;
     3.9.*)
       DEF_NODES=1
-      DEF_CASES=identity,compacted,group,sync
+      DEF_CASES=identity,compacted,group,sync,failover-txn
       SRC_AUTH=(authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer) ;;
     2.8.*)
       # ZooKeeper mode: the ZooKeeper-era authorizer
       DEF_NODES=1
-      DEF_CASES=identity,compacted,group,sync
+      DEF_CASES=identity,compacted,group,sync,failover-txn
       SRC_AUTH=(authorizer.class.name=kafka.security.authorizer.AclAuthorizer) ;;
     *) setup_error "no case list for Kafka $VERSION (version_defaults in $0)" ;;
   esac
