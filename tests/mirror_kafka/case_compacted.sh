@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # case_compacted.sh -- case compacted of tests/mirror_kafka/run.sh (sourced by it; uses its
 # helpers and variables: S, D, KC, SRC, NODES, PY, E2E, MK, ME2E, KM, WORK, fail, step, until_ok,
-# injected, mirror_start, cmp_topic, src_partdir).
+# injected, src_create_topic, mirror_start, cmp_topic, src_partdir).
 #
 # A compacted topic (1 partition, RF 1: followers clean their own logs on their own schedule, so
 # only the leader's log is the one the mirror reads) gets rounds of KC_PER records over a few
@@ -30,10 +30,8 @@ KC_PER=150
 case_compacted() {
   local leader=0 i dir n rc total=$((9 * KC_PER + 4)) t0 tb=key-6,key-7
   step "compacted: $KC_TOPIC (cleanup.policy=compact, segment.ms=100, min.cleanable.dirty.ratio=0.01, delete.retention.ms=0) on Kafka; rounds 0-2 over 10 keys, then tombstones of key-8, key-9; rounds 3-5 over 8 keys"
-  "$PEER" admin-create-topic --bootstrap "$S" --topic "$KC_TOPIC" --partitions 1 --rf 1 \
-    --config cleanup.policy=compact --config segment.ms=100 --config delete.retention.ms=0 \
-    --config min.cleanable.dirty.ratio=0.01 --config min.compaction.lag.ms=0 \
-    >"$WORK/kc-create.log" 2>&1 || { fail "compacted: create $KC_TOPIC:"; tail -3 "$WORK/kc-create.log"; return; }
+  src_create_topic "$KC_TOPIC" 1 1 cleanup.policy=compact segment.ms=100 delete.retention.ms=0 \
+    min.cleanable.dirty.ratio=0.01 min.compaction.lag.ms=0 || return
   t0=$(($(date +%s%3N) - 120000)) # round R's records carry t0 + R s
   kc_rounds 10 3 0 key-8,key-9 && kc_rounds 8 3 3 || return
   for ((i = 1; i <= NODES; i++)); do

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # case_leader_kill.sh -- case leader-kill of tests/mirror_kafka/run.sh (3 Kafka nodes; sourced
 # by it; uses its helpers and variables: S, D, KC, SRC, PEER, ME2E, MK, KM, WORK, fail, step,
-# until_ok, injected, mirror_start, cmp_topic).
+# until_ok, injected, src_create_topic, mirror_start, cmp_topic).
 #
 # kl-t and kl-tx (2 partitions each, RF 3, min.insync.replicas=2) are mirrored (mirror mkl)
 # while two Java producers write, paced (peer-tools produce --rate): on kl-t an idempotent one
@@ -29,11 +29,7 @@ KL_TX_ABORT=4
 case_leader_kill() {
   local pid txpid leader rc sha live=() i t open=()
   step "leader-kill: $KL_T, $KL_TX (2 partitions, RF 3, min.insync.replicas=2) on Kafka, mirror mkl started"
-  for t in "$KL_T" "$KL_TX"; do
-    "$PEER" admin-create-topic --bootstrap "$S" --topic "$t" --partitions 2 --rf 3 \
-      --config min.insync.replicas=2 >"$WORK/kl-create.log" 2>&1 ||
-      { fail "leader-kill: create $t:"; tail -3 "$WORK/kl-create.log"; return; }
-  done
+  for t in "$KL_T" "$KL_TX"; do src_create_topic "$t" 2 3 min.insync.replicas=2 || return; done
   mirror_start mkl "$KL_T|$KL_TX" sync.topic.configs.interval.ms=0 sync.acls.interval.ms=0 \
     sync.group.offsets.interval.ms=0 || return
 

@@ -218,6 +218,27 @@ echo "source $S (Kafka $VERSION), destination $D"
 # src_partdir NODE TOPIC PART -- the Kafka node's directory of that partition
 src_partdir() { echo "$KPEER_HOME/$SRC/node$1/data/$2-$3"; }
 
+# src_create_topic TOPIC PARTITIONS RF [k=v]... -- create TOPIC on Kafka with the Java Admin
+# (peer-tools admin-create-topic: topic configs, then every partition led with a full ISR).
+# Up to 3 attempts: on the loaded machine the Admin's first call in a cold JVM timed out
+# ("Timed out waiting for a node assignment", 5 s API timeout); "already exists" after a
+# failed attempt is that attempt's topic (the request reached the controller) and counts.
+src_create_topic() {
+  local t=$1 parts=$2 rf=$3 kv cfg=() a
+  shift 3
+  for kv in "$@"; do cfg+=(--config "$kv"); done
+  for a in 1 2 3; do
+    "$PEER" admin-create-topic --bootstrap "$S" --topic "$t" --partitions "$parts" --rf "$rf" \
+      "${cfg[@]}" >"$WORK/create-$t.log" 2>&1 && return 0
+    [ "$a" -gt 1 ] && grep -q 'already exists' "$WORK/create-$t.log" &&
+      { echo "$t: created by the previous attempt"; return 0; }
+    echo "create $t on Kafka, attempt $a failed: $(grep -m1 -o '[A-Za-z]*Exception.*' "$WORK/create-$t.log")"
+  done
+  fail "create $t on Kafka:"
+  tail -3 "$WORK/create-$t.log"
+  return 1
+}
+
 # mirror_start MIRROR TOPIC_REGEX [k=v]... -- create MIRROR (source S, extra configs), wait
 # until every destination broker lists it, --start --wait the topics
 mirror_start() {
