@@ -16,34 +16,17 @@ import os
 import struct
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mirror_admin"))
-import kmwire  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from me2e import call, istr, r_iarr, r_istr  # noqa: E402
 
 MIRROR_RESOURCE = 64  # CONFIG_RESOURCE_TYPE_MIRROR, docs/provisional.md
-
-
-def istr(s):
-    if s is None:
-        return struct.pack(">h", -1)
-    b = s.encode()
-    return struct.pack(">h", len(b)) + b
-
-
-def r_istr(rd):
-    n = rd.i16()
-    return None if n < 0 else rd.take(n).decode()
-
-
-def r_iarr(rd, dec):
-    n = rd.i32()
-    return None if n < 0 else [dec(rd) for _ in range(n)]
 
 
 def describe(addr, mirror):
     """(error code, message, [(name, value, source, sensitive)], raw answer bytes)."""
     body = (struct.pack(">i", 1) + struct.pack(">b", MIRROR_RESOURCE) + istr(mirror) +
             struct.pack(">i", -1) + b"\x00")
-    rd = kmwire.call(addr, 32, 1, body, flexible_resp=False, client_id="mirror-e2e")
+    rd = call(addr, 32, 1, body, False)
     raw = rd.b
     rd.i32()
 
@@ -65,7 +48,7 @@ def alter(addr, mirror, ops):
     body = (struct.pack(">i", 1) + struct.pack(">b", MIRROR_RESOURCE) + istr(mirror) +
             struct.pack(">i", len(ops)) +
             b"".join(istr(o[0]) + struct.pack(">b", o[1]) + istr(o[2]) for o in ops) + b"\x00")
-    rd = kmwire.call(addr, 44, 0, body, flexible_resp=False, client_id="mirror-e2e")
+    rd = call(addr, 44, 0, body, False)
     rd.i32()
     res = r_iarr(rd, lambda r: (r.i16(), r_istr(r), r.i8(), r_istr(r)))
     return res[0][0], res[0][1]
