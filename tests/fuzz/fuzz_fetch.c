@@ -26,6 +26,8 @@ static void fuzz_fetch_plan(const uint8_t *buf, size_t len, int64_t off, int32_t
 {
     km_fetch_plan_t pl;
     kp_chunk_info_t ci;
+    kp_batch_iter_t it;
+    kp_batch_t b;
 
     km_fetch_plan_chunk(buf, len, off, epoch, &pl);
     if (pl.start > pl.end || pl.end > len)
@@ -40,8 +42,12 @@ static void fuzz_fetch_plan(const uint8_t *buf, size_t len, int64_t off, int32_t
             abort();
         if (ci.valid_bytes != pl.end - pl.start || ci.batch_cnt != pl.batches)
             abort();
-        if (ci.max_epoch > epoch)
-            abort();
+        /* every appended batch is at or below the destination leader's epoch (checked batch
+         * by batch: ci.max_epoch starts at -1, above a negative destination epoch) */
+        kp_batch_iter_init(&it, buf + pl.start, pl.end - pl.start, 0, 0);
+        while (kp_batch_iter_next(&it, &b) == 1)
+            if (b.hdr.partitionLeaderEpoch > epoch)
+                abort();
     }
 }
 
