@@ -36,7 +36,10 @@
 # tests/bench/lib/mirror_bench.py latency (kafka-python producer at --lat-rate records/s, acks=1,
 # value = send time + padding; a consumer on the destination), p50/p90/p99/max after a 5 s
 # warm-up, once one probe record went through; (c): produce to the leader of lat-fr (RF 2),
-# consume from it (a record is visible once the follower has it).
+# consume from it (a record is visible once the follower has it). The latency topics (source
+# lat-km/lat-mm, destination lat-fr) have message.timestamp.type=LogAppendTime, so the records
+# carry their source append time and the log line splits the latency there: send -> source
+# append, source append -> consumer (kmirror and the follower copy batches; MM2 writes new ones).
 # Defaults: 1,000,000 records (1 GiB of payload: kmirror and follower replication catch up in
 # seconds, so less leaves their windows too short), 6 partitions, 1 round, both codecs, all
 # modes, latency 1000 records/s for 30 s. --quick: 20,000 records, latency 200 records/s for
@@ -70,6 +73,7 @@ log() { echo "mirror-bench: $*" >&2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 64; }
 
 RECORDS=1000000 REPS=1 PARTS=6 RSIZE=1024 MODES=km,mm,fr CODECS=none,zstd QUICK=0
+LAT_TS=message.timestamp.type=LogAppendTime
 LAT_RATE=1000 LAT_SECONDS=30 LAT_WARMUP=5 LATENCY=1 BUILD_DIR=$REPO/build SRC_PORT=35000
 DST_PORT=35100 WAIT_QUIET=0 MAX_MIN=90 DOC=1 KEEP=0 CATCHUP=1
 while [ $# -gt 0 ]; do
@@ -362,7 +366,7 @@ latency() { # MODE SRC SRC_TOPIC DST DST_TOPIC
   if "$PY" "$MBPY" latency --mode "$1" --round "$ROUND" --src "$2" --src-topic "$3" --dst "$4" \
     --dst-topic "$5" --rate "$LAT_RATE" --seconds "$LAT_SECONDS" --warmup "$LAT_WARMUP" \
     --size "$RSIZE" --out "$out" >"$LOGS/r$ROUND-lat-$1.log" 2>&1; then
-    log "r$ROUND latency $1: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d records)" % (r["p50_ms"], r["p99_ms"], r["max_ms"], r["measured"]))' "$out")"
+    log "r$ROUND latency $1: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d records)" % (r["p50_ms"], r["p99_ms"], r["max_ms"], r["measured"]) + ("; send->source append p50 %.1f p99 %.1f ms, source append->consumer p50 %.1f p99 %.1f max %.1f ms" % (r["hop1_p50_ms"], r["hop1_p99_ms"], r["hop2_p50_ms"], r["hop2_p99_ms"], r["hop2_max_ms"]) if "hop1_p50_ms" in r else ""))' "$out")"
   else
     OVERALL_RC=3
     log "r$ROUND latency $1: FAILED: $(tail -3 "$LOGS/r$ROUND-lat-$1.log")"
@@ -438,12 +442,12 @@ for ((ROUND = 1; ROUND <= REPS; ROUND++)); do
   [ "$LATENCY" = 1 ] || continue
   if want fr "$MODES" && ! past_deadline; then
     t=lat-fr-r$ROUND
-    ctopic "$DST" "$t" "$ASSIGN12" min.insync.replicas=1
+    ctopic "$DST" "$t" "$ASSIGN12" min.insync.replicas=1 "$LAT_TS"
     latency fr "$D" "$t" "$D" "$t"
   fi
   if want km "$MODES" && ! past_deadline; then
     t=lat-km-r$ROUND
-    ctopic "$SRC" "$t" "$ASSIGN1"
+    ctopic "$SRC" "$t" "$ASSIGN1" "$LAT_TS"
     if "$KM" --bootstrap-server "$D" --start --mirror bench --topic "$t" --wait --timeout-ms 120000 \
       >"$LOGS/r$ROUND-lat-km-start.log" 2>&1; then
       latency km "$S" "$t" "$D" "$t"
@@ -453,7 +457,7 @@ for ((ROUND = 1; ROUND <= REPS; ROUND++)); do
   fi
   if want mm "$MODES" && ! past_deadline; then
     t=lat-mm-r$ROUND
-    ctopic "$SRC" "$t" "$ASSIGN1"
+    ctopic "$SRC" "$t" "$ASSIGN1" "$LAT_TS"
     mm2_props none "$t" "$WORK/mm2-$t.properties"
     start_mm2 "$WORK/mm2-$t.properties" "$LOGS/mm2-$t.log"
     latency mm "$S" "$t" "$D" "$t"

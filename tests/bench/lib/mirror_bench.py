@@ -354,6 +354,7 @@ def consume_latencies(dst, topic, start_at, stop_at, q, ready):
         c.position(tp)  # resolve now, before the producer starts
     ready.set()
     lats, seen = [], 0
+    hops = ([], [])  # LogAppendTime source topics: send -> source append, source append -> here
     while time.time() < stop_at:
         for _tp, recs in c.poll(timeout_ms=200).items():
             now = time.time()
@@ -364,8 +365,11 @@ def consume_latencies(dst, topic, start_at, stop_at, q, ready):
                 seen += 1
                 if sent >= start_at:
                     lats.append((now - sent) * 1000.0)
+                    if r.timestamp_type == 1 and r.timestamp > 0:
+                        hops[0].append(r.timestamp - sent * 1000.0)
+                        hops[1].append(now * 1000.0 - r.timestamp)
     c.close()
-    q.put(("ok", (lats, seen)))
+    q.put(("ok", (lats, seen, hops)))
 
 
 def cmd_probe(a):
@@ -436,16 +440,23 @@ def cmd_latency(a):
     if kind != "ok":
         res.update(status="failed", note=val)
         return finish(a, res)
-    lats, seen = val
+    lats, seen, hops = val
     lats.sort()
     res.update({"sent": sent, "received": seen, "measured": len(lats)})
     if len(lats) < 10:
         res.update(status="failed", note="only %d records arrived after the warm-up" % len(lats))
         return finish(a, res)
 
-    def pct(x):
-        return lats[min(len(lats) - 1, int(round(x / 100.0 * (len(lats) - 1))))]
-    res.update({"p50_ms": pct(50), "p90_ms": pct(90), "p99_ms": pct(99), "max_ms": lats[-1]})
+    def pct(v, x):
+        return v[min(len(v) - 1, int(round(x / 100.0 * (len(v) - 1))))]
+    res.update({"p50_ms": pct(lats, 50), "p90_ms": pct(lats, 90), "p99_ms": pct(lats, 99),
+                "max_ms": lats[-1]})
+    # The split at the source's LogAppendTime (ms resolution; the records' batches carry it when
+    # the source topic has message.timestamp.type=LogAppendTime and the path copies batches):
+    # hop1 = producer send -> source log append, hop2 = source log append -> destination consumer.
+    if len(hops[0]) >= 0.9 * len(lats):
+        for k, v in (("hop1", sorted(hops[0])), ("hop2", sorted(hops[1]))):
+            res.update({k + "_p50_ms": pct(v, 50), k + "_p99_ms": pct(v, 99), k + "_max_ms": v[-1]})
     expect = int(a.rate * a.seconds)
     if len(lats) < 0.98 * expect:
         res.update(status="failed", note="%d of about %d records arrived within %ss after the "
