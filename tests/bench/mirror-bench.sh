@@ -7,6 +7,7 @@
 #
 #   tests/bench/mirror-bench.sh [--quick] [--records N] [--reps R] [--partitions P]
 #        [--modes km,mm,fr] [--codecs none,zstd] [--lat-rate R] [--lat-seconds S] [--no-latency]
+#        [--lat-client librdkafka|kafka-python]
 #        [--no-catchup] [--build-dir DIR] [--src-port P] [--dst-port P] [--wait-quiet S] [--max-minutes M]
 #        [--no-doc] [--keep]
 #
@@ -33,7 +34,8 @@
 # to its end, minus the idle rate, per byte of payload (plus kbroker_replica_fetch_response_
 # bytes_total in the raw rows). A case whose window would be under 1 s or hold under half the
 # data is measured from its start instead (the row says so). Latency:
-# tests/bench/lib/mirror_bench.py latency (kafka-python producer at --lat-rate records/s, acks=1,
+# tests/bench/lib/mirror_bench.py latency (a librdkafka producer -- confluent-kafka; --lat-client
+# kafka-python for the pure-Python client -- at --lat-rate records/s, acks=1,
 # value = send time + padding; a consumer on the destination), p50/p90/p99/max after a 5 s
 # warm-up, once one probe record went through; (c): produce to the leader of lat-fr (RF 2),
 # consume from it (a record is visible once the follower has it). The latency topics (source
@@ -73,7 +75,7 @@ log() { echo "mirror-bench: $*" >&2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 64; }
 
 RECORDS=1000000 REPS=1 PARTS=6 RSIZE=1024 MODES=km,mm,fr CODECS=none,zstd QUICK=0
-LAT_TS=message.timestamp.type=LogAppendTime
+LAT_TS=message.timestamp.type=LogAppendTime LAT_CLIENT=librdkafka
 LAT_RATE=1000 LAT_SECONDS=30 LAT_WARMUP=5 LATENCY=1 BUILD_DIR=$REPO/build SRC_PORT=35000
 DST_PORT=35100 WAIT_QUIET=0 MAX_MIN=90 DOC=1 KEEP=0 CATCHUP=1
 while [ $# -gt 0 ]; do
@@ -85,6 +87,7 @@ while [ $# -gt 0 ]; do
     --modes) MODES=$2; shift 2 ;;
     --codecs) CODECS=$2; shift 2 ;;
     --lat-rate) LAT_RATE=$2; shift 2 ;;
+    --lat-client) LAT_CLIENT=$2; shift 2 ;;
     --lat-seconds) LAT_SECONDS=$2; shift 2 ;;
     --no-latency) LATENCY=0; shift ;;
     --no-catchup) CATCHUP=0; shift ;;
@@ -108,6 +111,7 @@ done
 [ "$PARTS" -ge 1 ] && [ "$REPS" -ge 1 ] || die "--partitions and --reps must be >= 1"
 want() { [[ ",$2," == *",$1,"* ]]; }
 for m in ${MODES//,/ }; do case $m in km | mm | fr) ;; *) die "--modes: km, mm, fr" ;; esac; done
+case $LAT_CLIENT in librdkafka | kafka-python) ;; *) die "--lat-client: librdkafka or kafka-python" ;; esac
 for z in ${CODECS//,/ }; do case $z in none | zstd) ;; *) die "--codecs: none, zstd" ;; esac; done
 
 # ------------------------------------------------------------------------------ preflight
@@ -247,6 +251,11 @@ meta producer_props "$PRODUCER_PROPS"
 meta lat_rate "$LAT_RATE"
 meta lat_seconds "$LAT_SECONDS"
 meta lat_warmup "$LAT_WARMUP"
+if [ "$LAT_CLIENT" = librdkafka ]; then
+  meta lat_client "$("$PY" -c 'import confluent_kafka as c; print("librdkafka %s (confluent-kafka %s)" % (c.libversion()[0], c.version()[0]))')"
+else
+  meta lat_client "kafka-python $("$PY" -c 'import kafka; print(kafka.__version__)')"
+fi
 meta mm2_version "$KAFKA_4_MM2_VERSION"
 meta mm2_jvm "$MM2_JVM"
 meta mm2_props "$MM2_PROPS_DOC"
@@ -365,7 +374,7 @@ latency() { # MODE SRC SRC_TOPIC DST DST_TOPIC
   wait_quiet
   if "$PY" "$MBPY" latency --mode "$1" --round "$ROUND" --src "$2" --src-topic "$3" --dst "$4" \
     --dst-topic "$5" --rate "$LAT_RATE" --seconds "$LAT_SECONDS" --warmup "$LAT_WARMUP" \
-    --size "$RSIZE" --out "$out" >"$LOGS/r$ROUND-lat-$1.log" 2>&1; then
+    --size "$RSIZE" --client "$LAT_CLIENT" --out "$out" >"$LOGS/r$ROUND-lat-$1.log" 2>&1; then
     log "r$ROUND latency $1: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d records)" % (r["p50_ms"], r["p99_ms"], r["max_ms"], r["measured"]) + ("; send->source append p50 %.1f p99 %.1f ms, source append->consumer p50 %.1f p99 %.1f max %.1f ms" % (r["hop1_p50_ms"], r["hop1_p99_ms"], r["hop2_p50_ms"], r["hop2_p99_ms"], r["hop2_max_ms"]) if "hop1_p50_ms" in r else ""))' "$out")"
   else
     OVERALL_RC=3

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Measuring helpers of tests/bench/mirror-bench.sh (kmirror vs MirrorMaker 2 vs follower
-replication). Needs kafka-python (the clients venv) for catchup/latency; report uses only the
+replication). Needs kafka-python and confluent-kafka (the clients venv) for catchup/latency; report uses only the
 standard library plus matplotlib for the plot, and bench.py (medians, the doc section writer).
 
     mirror_bench.py catchup --mode km|mm|fr --records N --size B --out JSON
@@ -21,7 +21,9 @@ standard library plus matplotlib for the plot, and bench.py (medians, the doc se
             --seconds S [--warmup S] [--size B] --out JSON
         A producer (acks=1, linger 0) writes R records/s for S seconds into the source topic,
         each value starting with its send time; a consumer (another process) assigned to every
-        destination partition at its end records receive time - send time. Records sent during
+        destination partition at its end records receive time - send time. --client librdkafka
+        (default: confluent-kafka, fetching on librdkafka's threads) or kafka-python (pure
+        Python: its own per-record work adds milliseconds to the tail on a small machine). Records sent during
         the first --warmup seconds are not counted. Writes p50/p90/p99/max (ms) and counts.
     mirror_bench.py probe --src BOOT --src-topic T --dst BOOT --dst-topic T [--timeout S]
         one record written into the source; waits until the destination holds all (exit 1 if not)
@@ -334,6 +336,51 @@ def finish(a, res):
 # ---------------------------------------------------------------------------------------------
 # latency at a fixed rate
 
+def consume_latencies_rdk(dst, topic, start_at, stop_at, q, ready):
+    """consume_latencies with librdkafka (confluent-kafka): fetches run on librdkafka's broker
+    threads, one per destination broker, so the consumer adds little of its own to the tail."""
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": dst, "group.id": "mirror-bench-latency",
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 500, "fetch.min.bytes": 1,
+                  "enable.partition.eof": False, "socket.nagle.disable": True})
+    parts = None
+    deadline = time.time() + 60
+    while not parts and time.time() < deadline:
+        md = c.list_topics(topic, timeout=10)
+        tm = md.topics.get(topic)
+        parts = sorted(tm.partitions) if tm is not None and tm.error is None else None
+        if not parts:
+            time.sleep(0.2)  # poll for the topic's metadata
+    if not parts:
+        q.put(("error", "destination topic %s has no partitions" % topic))
+        return
+    # assigned at the end offsets, resolved now (before the producer starts)
+    c.assign([TopicPartition(topic, p, c.get_watermark_offsets(TopicPartition(topic, p),
+                                                               timeout=30)[1]) for p in parts])
+    c.poll(0.1)
+    ready.set()
+    lats, seen = [], 0
+    hops = ([], [])
+    while time.time() < stop_at:
+        m = c.poll(0.2)
+        if m is None or m.error() is not None:
+            continue
+        now = time.time()
+        v = m.value()
+        if v is None or len(v) < 8:
+            continue
+        (sent,) = struct.unpack(">d", v[:8])
+        seen += 1
+        if sent >= start_at:
+            lats.append((now - sent) * 1000.0)
+            tstype, ts = m.timestamp()
+            if tstype == TIMESTAMP_LOG_APPEND_TIME and ts > 0:
+                hops[0].append(ts - sent * 1000.0)
+                hops[1].append(now * 1000.0 - ts)
+    c.close()
+    q.put(("ok", (lats, seen, hops)))
+
+
 def consume_latencies(dst, topic, start_at, stop_at, q, ready):
     from kafka import KafkaConsumer, TopicPartition
     c = KafkaConsumer(bootstrap_servers=dst, enable_auto_commit=False, group_id=None,
@@ -408,7 +455,8 @@ def cmd_latency(a):
     start_at = t0 + a.warmup
     stop_send = t0 + a.warmup + a.seconds
     stop_at = stop_send + a.drain
-    cons = multiprocessing.Process(target=consume_latencies,
+    cons = multiprocessing.Process(target=consume_latencies_rdk if a.client == "librdkafka"
+                                   else consume_latencies,
                                    args=(a.dst, a.dst_topic, start_at, stop_at, q, ready))
     cons.start()
     res = {"kind": "latency", "mode": a.mode, "round": a.round, "rate": a.rate, "seconds": a.seconds,
@@ -417,7 +465,32 @@ def cmd_latency(a):
         cons.terminate()
         res.update(status="failed", note="the destination consumer did not get ready")
         return finish(a, res)
-    p = KafkaProducer(bootstrap_servers=a.src, acks=1, linger_ms=0, request_timeout_ms=30000)
+    if a.client == "librdkafka":
+        from confluent_kafka import Producer
+        rp = Producer({"bootstrap.servers": a.src, "acks": 1, "linger.ms": 0,
+                       "socket.nagle.disable": True})
+
+        def send(v):
+            while True:
+                try:
+                    rp.produce(a.src_topic, v)
+                    break
+                except BufferError:
+                    rp.poll(0.01)  # the local queue is full: serve it
+            rp.poll(0)
+
+        def close():
+            rp.flush(30)
+    else:
+        p = KafkaProducer(bootstrap_servers=a.src, acks=1, linger_ms=0, request_timeout_ms=30000)
+
+        def send(v):
+            p.send(a.src_topic, v)
+
+        def close():
+            p.flush()
+            p.close()
+    res["client"] = a.client
     pad = os.urandom(max(0, a.size - 8))
     sent = 0
     t0 = time.time()
@@ -428,10 +501,9 @@ def cmd_latency(a):
         due = t0 + sent / float(a.rate)
         if due > now:
             time.sleep(due - now)  # pacing: the fixed rate
-        p.send(a.src_topic, struct.pack(">d", time.time()) + pad)
+        send(struct.pack(">d", time.time()) + pad)
         sent += 1
-    p.flush()
-    p.close()
+    close()
     try:
         kind, val = q.get(timeout=a.drain + 120)
     except Exception:  # noqa: BLE001 - queue.Empty
@@ -506,7 +578,7 @@ def build_stats(rows, meta):
                 cu[(m, z)][k] = med(rs, k)
         rs = [r for r in rows if r.get("kind") == "latency" and r["mode"] == m]
         lat[m] = {"rows": rs, "n": len([r for r in rs if r["status"] == "ok"]), "why": why(rs)}
-        for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms"):
+        for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms", "hop2_p50_ms", "hop2_p99_ms"):
             lat[m][k] = med(rs, k)
     return cu, lat
 
@@ -543,6 +615,15 @@ def render_tables(cu, lat, meta):
         L.append("| %s ms | %s | %s | %s | %s | %s |" % (
             k.split("_")[0], cell(km[k], 1, km), cell(mm[k], 1, mm), cell(fr[k], 1, fr),
             bench.fmt_ratio(ratio(km[k], mm[k])), bench.fmt_ratio(ratio(km[k], fr[k]))))
+    # from the source's LogAppendTime (ms resolution) to the consumer: the mirroring hop alone
+    for k in ("hop2_p50_ms", "hop2_p99_ms"):
+        km, mm, fr = lat["km"], lat["mm"], lat["fr"]
+        if km[k] is None and fr[k] is None:
+            continue
+        L.append("| %s ms from the source append | %s | %s | %s | %s | %s |" % (
+            k.split("_")[1], cell(km[k], 1, km), "–" if mm[k] is None else cell(mm[k], 1, mm),
+            cell(fr[k], 1, fr), bench.fmt_ratio(ratio(km[k], mm[k])),
+            bench.fmt_ratio(ratio(km[k], fr[k]))))
     if notes:
         L.append("")
         for i, r in enumerate(notes):
@@ -603,13 +684,15 @@ def render_section(rows, cu, lat, meta, png_rel):
     L.append("**Workload.** %s; %s records of %s bytes per catch-up case and mode, %s "
              "partitions, written before each case by ProducerPerformance (`%s`, payload: %s "
              "distinct JSON-like records, zstd ratio about %s). Latency: %s records/s of %s "
-             "bytes for %s s after %s s warm-up (`mirror_bench.py latency`: kafka-python "
-             "producer acks=1 linger 0 on the source side, a kafka-python consumer on the "
-             "destination; latency = receive time - the send time written into the value)."
+             "bytes for %s s after %s s warm-up (`mirror_bench.py latency`: %s producer "
+             "acks=1 linger 0 on the source side, a %s consumer on the destination; latency = "
+             "receive time - the send time written into the value; the latency topics have "
+             "LogAppendTime, the split rows count from the source's append time)."
              % (bench.plural(g("reps", "?"), "round"), bench.num(g("records")), g("record_size", "?"),
                 g("partitions", "?"), g("producer_props", "?"), g("payload_count", "?"),
                 g("zstd_ratio", "?"), g("lat_rate", "?"), g("record_size", "?"),
-                g("lat_seconds", "?"), g("lat_warmup", "?")))
+                g("lat_seconds", "?"), g("lat_warmup", "?"), g("lat_client", "kafka-python"),
+                g("lat_client", "kafka-python")))
     L.append("")
     L.append("**What is measured.** %s" % g("method", "?"))
     L.append("")
@@ -726,6 +809,7 @@ def main():
     s.add_argument("--warmup", type=int, default=5)
     s.add_argument("--drain", type=int, default=10)
     s.add_argument("--size", type=int, default=1024)
+    s.add_argument("--client", choices=("librdkafka", "kafka-python"), default="librdkafka")
     s.add_argument("--out", required=True)
     s.set_defaults(fn=cmd_latency)
     s = sub.add_parser("probe")
