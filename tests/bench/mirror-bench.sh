@@ -252,7 +252,7 @@ meta lat_rate "$LAT_RATE"
 meta lat_seconds "$LAT_SECONDS"
 meta lat_warmup "$LAT_WARMUP"
 if [ "$LAT_CLIENT" = librdkafka ]; then
-  meta lat_client "$("$PY" -c 'import confluent_kafka as c; print("librdkafka %s (confluent-kafka %s)" % (c.libversion()[0], c.version()[0]))')"
+  meta lat_client "$("$PY" -c 'import confluent_kafka as c; v = c.version(); print("librdkafka %s (confluent-kafka %s)" % (c.libversion()[0], v if isinstance(v, str) else v[0]))')"
 else
   meta lat_client "kafka-python $("$PY" -c 'import kafka; print(kafka.__version__)')"
 fi
@@ -353,7 +353,7 @@ catchup() { # MODE CODEC TRIGGER [extra mirror_bench args]: one measured case
   if "$PY" "$MBPY" catchup --mode "$m" --codec "$z" --round "$ROUND" --records "$RECORDS" \
     --size "$RSIZE" --pidfiles "${NODE_PIDS[@]}" "$WORK/mm2.pid" --metrics-logs "${NODE_LOGS[@]}" \
     --timeout 900 --trigger "$trig" --out "$out" "$@" >"$LOGS/r$ROUND-catchup-$m-$z.log" 2>&1; then
-    log "r$ROUND catch-up $m $z: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.1f MiB/s, %.0f rec/s, %.2f CPU s/GiB, %.2f wire B/B, window %.1f s of %.1f s, other %.0f%%" % (r["mib_s"], r["rec_s"], r["cpu_s_per_gib"], r["wire_per_byte"], r["window_s"], r["wall_s"], 100*r["other_share"]))' "$out")"
+    log "r$ROUND catch-up $m $z: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.1f MiB/s, %.0f rec/s, %.2f CPU s/GiB, %.2f wire B/B, window %.1f s of %.1f s, other %.0f%%, reclaim scanned %.0f MiB direct + %.0f MiB kswapd" % (r["mib_s"], r["rec_s"], r["cpu_s_per_gib"], r["wire_per_byte"], r["window_s"], r["wall_s"], 100*r["other_share"], r["reclaim_direct_mib"], r["reclaim_kswapd_mib"]))' "$out")"
   else
     OVERALL_RC=3
     log "r$ROUND catch-up $m $z: FAILED: $(tail -3 "$LOGS/r$ROUND-catchup-$m-$z.log")"

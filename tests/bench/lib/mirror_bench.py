@@ -157,6 +157,22 @@ class Snap:
         self.thr = {pf: thread_ticks(pid) for pf, pid in self.pids.items()}
         self.wire, self.repl = wire_bytes(a.metrics_logs)
         self.busy, self.total = sys_ticks()
+        self.vm = vm_reclaim()
+
+
+def vm_reclaim():
+    """Pages the kernel scanned to reclaim memory so far (/proc/vmstat): by writers themselves
+    (direct) and by kswapd. Page-cache reclaim costs whoever writes at that moment."""
+    n = {"direct": 0, "kswapd": 0}
+    try:
+        with open("/proc/vmstat") as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                if k in ("pgscan_direct", "pgscan_kswapd"):
+                    n[k[7:]] += int(v)
+    except OSError:
+        pass
+    return n
 
 
 def thread_delta(s0, s1, cls):
@@ -319,6 +335,10 @@ def cmd_catchup(a):
         "replica_fetch_bytes": s_done.repl - b1.repl,
         "other_cpu_s": max(0.0, busy - sum(cpu.values())),
         "other_share": max(0.0, busy - sum(cpu.values())) / (win * os.cpu_count()),
+        # page-cache reclaim in the window (MiB scanned): a full page cache makes every
+        # writer pay for freeing pages (docs/performance.md, CPU per GiB)
+        "reclaim_direct_mib": (s_done.vm["direct"] - s_first.vm["direct"]) * 4096 / MIB,
+        "reclaim_kswapd_mib": (s_done.vm["kswapd"] - s_first.vm["kswapd"]) * 4096 / MIB,
     })
     for c in (src, dst):
         if c:
