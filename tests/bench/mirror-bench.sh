@@ -353,7 +353,7 @@ catchup() { # MODE CODEC TRIGGER [extra mirror_bench args]: one measured case
   if "$PY" "$MBPY" catchup --mode "$m" --codec "$z" --round "$ROUND" --records "$RECORDS" \
     --size "$RSIZE" --pidfiles "${NODE_PIDS[@]}" "$WORK/mm2.pid" --metrics-logs "${NODE_LOGS[@]}" \
     --timeout 900 --trigger "$trig" --out "$out" "$@" >"$LOGS/r$ROUND-catchup-$m-$z.log" 2>&1; then
-    log "r$ROUND catch-up $m $z: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.1f MiB/s, %.0f rec/s, %.2f CPU s/GiB, %.2f wire B/B, window %.1f s of %.1f s, other %.0f%%, reclaim scanned %.0f MiB direct + %.0f MiB kswapd" % (r["mib_s"], r["rec_s"], r["cpu_s_per_gib"], r["wire_per_byte"], r["window_s"], r["wall_s"], 100*r["other_share"], r["reclaim_direct_mib"], r["reclaim_kswapd_mib"]))' "$out")"
+    log "r$ROUND catch-up $m $z: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.1f MiB/s, %.0f rec/s, %.2f CPU s/GiB%s, %.2f wire B/B, window %.1f s of %.1f s, other %.0f%%, reclaim scanned %.0f MiB direct + %.0f MiB kswapd, direct compaction %d stalls %.0f MiB" % (r["mib_s"], r["rec_s"], r["cpu_s_per_gib"], "" if r.get("work_sys_cpu_s_per_gib") is None else " (mirroring threads %.2f, of it kernel %.2f)" % (r["work_cpu_s_per_gib"], r["work_sys_cpu_s_per_gib"]), r["wire_per_byte"], r["window_s"], r["wall_s"], 100*r["other_share"], r["reclaim_direct_mib"], r["reclaim_kswapd_mib"], r["compact_stalls"], r["compact_direct_mib"]))' "$out")"
   else
     OVERALL_RC=3
     log "r$ROUND catch-up $m $z: FAILED: $(tail -3 "$LOGS/r$ROUND-catchup-$m-$z.log")"

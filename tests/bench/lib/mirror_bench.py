@@ -129,8 +129,10 @@ THREAD_CLASSES = (("km", ("kmirror-", "MirrorFetcherTh")), ("fr", ("kb-rf-",)))
 
 
 def thread_ticks(pid):
-    """utime+stime per thread class of a process (threads gone by now are not counted)."""
+    """utime+stime per thread class of a process, and stime alone as "<class>_sys" (threads
+    gone by now are not counted)."""
     out = {c: 0 for c, _ in THREAD_CLASSES}
+    out.update({c + "_sys": 0 for c, _ in THREAD_CLASSES})
     try:
         tids = os.listdir("/proc/%d/task" % pid)
     except OSError:
@@ -146,6 +148,7 @@ def thread_ticks(pid):
             if name.startswith(prefixes):
                 f = st[st.rindex(")") + 2:].split()
                 out[c] += int(f[11]) + int(f[12])
+                out[c + "_sys"] += int(f[12])
     return out
 
 
@@ -160,19 +163,30 @@ class Snap:
         self.vm = vm_reclaim()
 
 
+VMSTAT_KEYS = ("pgscan_direct", "pgscan_kswapd", "compact_stall", "compact_migrate_scanned",
+               "compact_daemon_migrate_scanned")
+
+
 def vm_reclaim():
-    """Pages the kernel scanned to reclaim memory so far (/proc/vmstat): by writers themselves
-    (direct) and by kswapd. Page-cache reclaim costs whoever writes at that moment."""
-    n = {"direct": 0, "kswapd": 0}
+    """Memory-management work of the kernel so far (/proc/vmstat): pages scanned to reclaim
+    memory, by allocating threads themselves (direct) and by kswapd; direct compaction (stalls,
+    pages scanned: a thread that needs contiguous pages, e.g. for a large socket buffer, moves
+    pages itself when free memory is fragmented). Either costs whoever allocates at that
+    moment."""
+    n = dict.fromkeys(VMSTAT_KEYS, 0)
     try:
         with open("/proc/vmstat") as f:
             for line in f:
                 k, _, v = line.partition(" ")
-                if k in ("pgscan_direct", "pgscan_kswapd"):
-                    n[k[7:]] += int(v)
+                if k in n:
+                    n[k] = int(v)
     except OSError:
         pass
     return n
+
+
+def vm_delta(s0, s1, key):
+    return s1.vm[key] - s0.vm[key]
 
 
 def thread_delta(s0, s1, cls):
@@ -330,6 +344,9 @@ def cmd_catchup(a):
         "cpu_s_per_gib": cpu_total / (payload / GIB),
         "work_cpu_s": work,
         "work_cpu_s_per_gib": work / (payload / GIB),
+        # of it in the kernel (stime; the mirroring threads of km and fr only)
+        "work_sys_cpu_s_per_gib": (thread_delta(s_first, s_done, a.mode + "_sys") / (payload / GIB)
+                                   if a.mode != "mm" else None),
         "wire_bytes": wire,
         "wire_per_byte": wire / (a.records * a.size),
         "replica_fetch_bytes": s_done.repl - b1.repl,
@@ -337,8 +354,12 @@ def cmd_catchup(a):
         "other_share": max(0.0, busy - sum(cpu.values())) / (win * os.cpu_count()),
         # page-cache reclaim in the window (MiB scanned): a full page cache makes every
         # writer pay for freeing pages (docs/performance.md, CPU per GiB)
-        "reclaim_direct_mib": (s_done.vm["direct"] - s_first.vm["direct"]) * 4096 / MIB,
-        "reclaim_kswapd_mib": (s_done.vm["kswapd"] - s_first.vm["kswapd"]) * 4096 / MIB,
+        "reclaim_direct_mib": vm_delta(s_first, s_done, "pgscan_direct") * 4096 / MIB,
+        "reclaim_kswapd_mib": vm_delta(s_first, s_done, "pgscan_kswapd") * 4096 / MIB,
+        "compact_stalls": vm_delta(s_first, s_done, "compact_stall"),
+        "compact_direct_mib": (vm_delta(s_first, s_done, "compact_migrate_scanned") -
+                               vm_delta(s_first, s_done, "compact_daemon_migrate_scanned"))
+        * 4096 / MIB,
     })
     for c in (src, dst):
         if c:
