@@ -1681,6 +1681,7 @@ static void km_state_remote_send(km_state_t *st, km_state_pop_t *pop, int32_t br
         rq.Topics.cnt = 1;
         rq.Topics.v = &t;
         t.TopicName = kp_str(pop->topic);
+        memcpy(t.TopicId.b, pop->topic_id.bytes, 16);
         t.Partitions.cnt = 1;
         t.Partitions.v = &p;
         p.PartitionIndex = pop->partition;
@@ -1698,6 +1699,7 @@ static void km_state_remote_send(km_state_t *st, km_state_pop_t *pop, int32_t br
         rq.Topics.cnt = 1;
         rq.Topics.v = &t;
         t.TopicName = kp_str(pop->topic);
+        memcpy(t.TopicId.b, pop->topic_id.bytes, 16);
         t.Partitions.cnt = 1;
         t.Partitions.v = &p;
         p.PartitionIndex = pop->partition;
@@ -2166,13 +2168,19 @@ static void km_state_rpc_pop_done(km_state_t *st, km_state_pop_t *pop, int16_t e
         km_state_rpc_respond(st, rpc);
 }
 
-/* The pop for one request partition; NULL with err and msg set when it is answered at once. */
+/* The pop for one request partition; NULL with err and msg set when it is answered at once.
+ * @p topic_id (16 bytes) is the requesting leader's id of the topic: the key uses it when it is
+ * not zero, so a topic deleted and re-created under its name is never confused with the other
+ * one while this broker's metadata lags the leader's (design M117); zero (a sender without the
+ * tagged field) resolves the name here. */
 static km_state_pop_t *km_state_rpc_pop(km_state_t *st, km_state_rpc_t *rpc, int kind,
-                                        kp_str_t mirror, kp_str_t topic, int32_t partition,
-                                        int16_t *err, const char **msg)
+                                        kp_str_t mirror, kp_str_t topic, const uint8_t *topic_id,
+                                        int32_t partition, int16_t *err, const char **msg)
 {
-    km_state_topic_t *t;
+    static const uint8_t zero[16];
+    km_state_topic_t *t = NULL;
     km_state_pop_t *pop;
+    kbx_uuid_t id;
     char name[256];
 
     if (topic.len <= 0 || topic.len >= (int32_t)sizeof(name)) {
@@ -2191,8 +2199,11 @@ static km_state_pop_t *km_state_rpc_pop(km_state_t *st, km_state_rpc_t *rpc, int
                                           : "__mirror_state does not exist (yet)";
         return NULL;
     }
-    t = km_state_topic_find(st, name);
-    if (t == NULL) {
+    if (memcmp(topic_id, zero, 16) != 0) {
+        memcpy(id.bytes, topic_id, 16);
+    } else if ((t = km_state_topic_find(st, name)) != NULL) {
+        id = t->id;
+    } else {
         *err = KP_ERR_UNKNOWN_TOPIC_OR_PARTITION;
         *msg = "this broker does not know the topic (yet)";
         return NULL;
@@ -2211,14 +2222,14 @@ static km_state_pop_t *km_state_rpc_pop(km_state_t *st, km_state_rpc_t *rpc, int
     km_state_pwrite_init(&pop->w);
     pop->kind = kind;
     pop->from_rpc = true;
-    pop->topic_id = t->id;
+    pop->topic_id = id;
     pop->partition = partition;
     {
         kp_state_key_t key = {
             .type = KP_STATE_REC_PARTITION_STATE, .mirror = mirror, .partition = partition};
         kp_writer_t wr;
 
-        memcpy(key.topicId.b, t->id.bytes, 16);
+        memcpy(key.topicId.b, id.bytes, 16);
         kp_writer_init_fixed(&wr, pop->key, sizeof(pop->key));
         if (kp_state_key_encode(&wr, &key) != 0 || wr.err != 0 ||
             (pop->shard = kp_state_key_partition(&key, st->nparts)) < 0) {
@@ -2281,7 +2292,7 @@ static void km_state_rpc_read(km_state_t *st, km_state_rpc_t *rpc)
             kp_ReadMirrorStatesResponse_PartitionResult_init(pr);
             pr->PartitionIndex = t->Partitions.v[j].PartitionIndex;
             pop = km_state_rpc_pop(st, rpc, KM_STATE_POP_READ, rq.MirrorName, t->TopicName,
-                                   pr->PartitionIndex, &err, &msg);
+                                   t->TopicId.b, pr->PartitionIndex, &err, &msg);
             if (pop == NULL) {
                 pr->ErrorCode = err;
                 pr->ErrorMessage = kp_str(msg);
@@ -2362,7 +2373,7 @@ static void km_state_rpc_write(km_state_t *st, km_state_rpc_t *rpc)
             pr->PartitionIndex = pd->PartitionIndex;
             pr->StateEpoch = -1;
             pop = km_state_rpc_pop(st, rpc, KM_STATE_POP_WRITE, rq.MirrorName, t->TopicName,
-                                   pd->PartitionIndex, &err, &msg);
+                                   t->TopicId.b, pd->PartitionIndex, &err, &msg);
             if (pop == NULL) {
                 pr->ErrorCode = err;
                 pr->ErrorMessage = kp_str(msg);

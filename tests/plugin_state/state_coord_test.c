@@ -32,6 +32,7 @@
 
 static const kbx_uuid_t TS_MS_ID = {{0xee, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}};
 static const kbx_uuid_t TS_T1 = {{0xa1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
+static const kbx_uuid_t TS_T2 = {{0xa2, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
@@ -701,6 +702,9 @@ static void ts_log_append(ts_env_t *env, int32_t p, const ts_rec_t *r, int n)
     kp_writer_free(&wr);
 }
 
+/* The TopicId ts_read / ts_write send (tagged; NULL: none, the coordinator resolves the name). */
+static const kbx_uuid_t *ts_topic_id;
+
 /* ReadMirrorStates for one partition of "orders"; returns the partition's error code. */
 static int16_t ts_read(ts_env_t *env, const char *mirror, int32_t partition,
                        kp_ReadMirrorStatesResponse_PartitionResult_t *out)
@@ -723,6 +727,8 @@ static int16_t ts_read(ts_env_t *env, const char *mirror, int32_t partition,
     rq.Topics.cnt = 1;
     rq.Topics.v = &t;
     t.TopicName = kp_str("orders");
+    if (ts_topic_id != NULL)
+        memcpy(t.TopicId.b, ts_topic_id->bytes, 16);
     t.Partitions.cnt = 1;
     t.Partitions.v = &p;
     p.PartitionIndex = partition;
@@ -773,6 +779,8 @@ static int16_t ts_write(ts_env_t *env, const char *mirror, int32_t partition, in
     rq.Topics.cnt = 1;
     rq.Topics.v = &t;
     t.TopicName = kp_str("orders");
+    if (ts_topic_id != NULL)
+        memcpy(t.TopicId.b, ts_topic_id->bytes, 16);
     t.Partitions.cnt = 1;
     t.Partitions.v = &p;
     p.PartitionIndex = partition;
@@ -937,6 +945,25 @@ static void ts_test_shard(void)
     CU_ASSERT_EQUAL(pr.State, KP_PSTATE_PAUSING);
     CU_ASSERT_EQUAL(pr.StateEpoch, 3);
     CU_ASSERT_EQUAL(pr.LeaderEpoch, 4);
+
+    /* The requester's TopicId keys the state, not this broker's view of the name: a leader of
+     * "orders" re-created as another topic (TS_T2) while this broker still maps the name to
+     * TS_T1 neither reads nor overwrites the old topic's state (design M117). */
+    ts_topic_id = &TS_T2;
+    CU_ASSERT_EQUAL(ts_read(&env, "m1", 0, &pr), 0);
+    CU_ASSERT_EQUAL(pr.State, -1);
+    CU_ASSERT_EQUAL(pr.StateEpoch, 0);
+    CU_ASSERT_EQUAL(ts_write(&env, "m1", 0, KP_PSTATE_PREPARING, 0, -1, &epoch), 0);
+    CU_ASSERT_EQUAL(epoch, 1);
+    CU_ASSERT_EQUAL(ts_read(&env, "m1", 0, &pr), 0);
+    CU_ASSERT_EQUAL(pr.State, KP_PSTATE_PREPARING);
+    ts_topic_id = &TS_T1;
+    CU_ASSERT_EQUAL(ts_read(&env, "m1", 0, &pr), 0);
+    CU_ASSERT_EQUAL(pr.State, KP_PSTATE_PAUSING);
+    CU_ASSERT_EQUAL(pr.StateEpoch, 3);
+    ts_topic_id = NULL;
+    CU_ASSERT_EQUAL(ts_read(&env, "m1", 0, &pr), 0);
+    CU_ASSERT_EQUAL(pr.State, KP_PSTATE_PAUSING);
 
     /* Fencing and invalid transitions on the wire: refused, nothing appended. */
     len_before = ts_log_len(&env, 0);

@@ -355,6 +355,7 @@ final class Specs {
                   f("MirrorName", str()),
                   f("Topics", arr(struct("TopicMetadata",
                       f("TopicName", str()),
+                      tagged(0, "TopicId", uuid(), Uuid.ZERO_UUID),
                       f("Partitions", arr(struct("PartitionData", f("PartitionIndex", i32()))))))))
               : stdResponse(name,
                   f("Topics", arr(struct("TopicResult",
@@ -377,6 +378,7 @@ final class Specs {
                   f("MirrorName", str()),
                   f("Topics", arr(struct("TopicMetadata",
                       f("TopicName", str()),
+                      tagged(0, "TopicId", uuid(), Uuid.ZERO_UUID),
                       f("Partitions", arr(struct("PartitionData",
                           f("PartitionIndex", i32()),
                           f("State", i8()),
