@@ -2169,15 +2169,14 @@ static void km_state_rpc_pop_done(km_state_t *st, km_state_pop_t *pop, int16_t e
 }
 
 /* The pop for one request partition; NULL with err and msg set when it is answered at once.
- * @p topic_id (16 bytes) is the requesting leader's id of the topic: the key uses it when it is
+ * @p topic_id is the requesting leader's id of the topic: the key uses it when it is
  * not zero, so a topic deleted and re-created under its name is never confused with the other
  * one while this broker's metadata lags the leader's (design M117); zero (a sender without the
  * tagged field) resolves the name here. */
 static km_state_pop_t *km_state_rpc_pop(km_state_t *st, km_state_rpc_t *rpc, int kind,
-                                        kp_str_t mirror, kp_str_t topic, const uint8_t *topic_id,
+                                        kp_str_t mirror, kp_str_t topic, const kp_uuid_t *topic_id,
                                         int32_t partition, int16_t *err, const char **msg)
 {
-    static const uint8_t zero[16];
     km_state_topic_t *t = NULL;
     km_state_pop_t *pop;
     kbx_uuid_t id;
@@ -2199,8 +2198,8 @@ static km_state_pop_t *km_state_rpc_pop(km_state_t *st, km_state_rpc_t *rpc, int
                                           : "__mirror_state does not exist (yet)";
         return NULL;
     }
-    if (memcmp(topic_id, zero, 16) != 0) {
-        memcpy(id.bytes, topic_id, 16);
+    if (!kp_uuid_is_zero(topic_id)) {
+        memcpy(id.bytes, topic_id->b, 16);
     } else if ((t = km_state_topic_find(st, name)) != NULL) {
         id = t->id;
     } else {
@@ -2292,7 +2291,7 @@ static void km_state_rpc_read(km_state_t *st, km_state_rpc_t *rpc)
             kp_ReadMirrorStatesResponse_PartitionResult_init(pr);
             pr->PartitionIndex = t->Partitions.v[j].PartitionIndex;
             pop = km_state_rpc_pop(st, rpc, KM_STATE_POP_READ, rq.MirrorName, t->TopicName,
-                                   t->TopicId.b, pr->PartitionIndex, &err, &msg);
+                                   &t->TopicId, pr->PartitionIndex, &err, &msg);
             if (pop == NULL) {
                 pr->ErrorCode = err;
                 pr->ErrorMessage = kp_str(msg);
@@ -2373,7 +2372,7 @@ static void km_state_rpc_write(km_state_t *st, km_state_rpc_t *rpc)
             pr->PartitionIndex = pd->PartitionIndex;
             pr->StateEpoch = -1;
             pop = km_state_rpc_pop(st, rpc, KM_STATE_POP_WRITE, rq.MirrorName, t->TopicName,
-                                   t->TopicId.b, pd->PartitionIndex, &err, &msg);
+                                   &t->TopicId, pd->PartitionIndex, &err, &msg);
             if (pop == NULL) {
                 pr->ErrorCode = err;
                 pr->ErrorMessage = kp_str(msg);
