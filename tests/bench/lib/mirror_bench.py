@@ -160,14 +160,14 @@ class Snap:
         self.thr = {pf: thread_ticks(pid) for pf, pid in self.pids.items()}
         self.wire, self.repl = wire_bytes(a.metrics_logs)
         self.busy, self.total = sys_ticks()
-        self.vm = vm_reclaim()
+        self.vm = vm_counters()
 
 
 VMSTAT_KEYS = ("pgscan_direct", "pgscan_kswapd", "compact_stall", "compact_migrate_scanned",
                "compact_daemon_migrate_scanned")
 
 
-def vm_reclaim():
+def vm_counters():
     """Memory-management work of the kernel so far (/proc/vmstat): pages scanned to reclaim
     memory, by allocating threads themselves (direct) and by kswapd; direct compaction (stalls,
     pages scanned: a thread that needs contiguous pages, e.g. for a large socket buffer, moves
@@ -377,6 +377,31 @@ def finish(a, res):
 # ---------------------------------------------------------------------------------------------
 # latency at a fixed rate
 
+class LatencyTally:
+    """What a latency consumer counts, whichever client: per record received at time now
+    (seconds) with its value and, for a LogAppendTime record, the source's append time (ms)."""
+
+    def __init__(self, start_at):
+        self.start_at = start_at
+        self.lats, self.seen = [], 0
+        self.hops = ([], [])  # send -> source append, source append -> here (ms)
+
+    def add(self, now, value, append_ms):
+        if value is None or len(value) < 8:
+            return
+        (sent,) = struct.unpack(">d", value[:8])
+        self.seen += 1
+        if sent < self.start_at:
+            return
+        self.lats.append((now - sent) * 1000.0)
+        if append_ms is not None and append_ms > 0:
+            self.hops[0].append(append_ms - sent * 1000.0)
+            self.hops[1].append(now * 1000.0 - append_ms)
+
+    def result(self):
+        return ("ok", (self.lats, self.seen, self.hops))
+
+
 def consume_latencies_rdk(dst, topic, start_at, stop_at, q, ready):
     """consume_latencies with librdkafka (confluent-kafka): fetches run on librdkafka's broker
     threads, one per destination broker, so the consumer adds little of its own to the tail."""
@@ -400,26 +425,15 @@ def consume_latencies_rdk(dst, topic, start_at, stop_at, q, ready):
                                                                timeout=30)[1]) for p in parts])
     c.poll(0.1)
     ready.set()
-    lats, seen = [], 0
-    hops = ([], [])
+    tally = LatencyTally(start_at)
     while time.time() < stop_at:
         m = c.poll(0.2)
         if m is None or m.error() is not None:
             continue
-        now = time.time()
-        v = m.value()
-        if v is None or len(v) < 8:
-            continue
-        (sent,) = struct.unpack(">d", v[:8])
-        seen += 1
-        if sent >= start_at:
-            lats.append((now - sent) * 1000.0)
-            tstype, ts = m.timestamp()
-            if tstype == TIMESTAMP_LOG_APPEND_TIME and ts > 0:
-                hops[0].append(ts - sent * 1000.0)
-                hops[1].append(now * 1000.0 - ts)
+        tstype, ts = m.timestamp()
+        tally.add(time.time(), m.value(), ts if tstype == TIMESTAMP_LOG_APPEND_TIME else None)
     c.close()
-    q.put(("ok", (lats, seen, hops)))
+    q.put(tally.result())
 
 
 def consume_latencies(dst, topic, start_at, stop_at, q, ready):
@@ -441,23 +455,14 @@ def consume_latencies(dst, topic, start_at, stop_at, q, ready):
     for tp in tps:
         c.position(tp)  # resolve now, before the producer starts
     ready.set()
-    lats, seen = [], 0
-    hops = ([], [])  # LogAppendTime source topics: send -> source append, source append -> here
+    tally = LatencyTally(start_at)
     while time.time() < stop_at:
         for _tp, recs in c.poll(timeout_ms=200).items():
             now = time.time()
-            for r in recs:
-                if len(r.value) < 8:
-                    continue
-                (sent,) = struct.unpack(">d", r.value[:8])
-                seen += 1
-                if sent >= start_at:
-                    lats.append((now - sent) * 1000.0)
-                    if r.timestamp_type == 1 and r.timestamp > 0:
-                        hops[0].append(r.timestamp - sent * 1000.0)
-                        hops[1].append(now * 1000.0 - r.timestamp)
+            for r in recs:  # timestamp_type 1: LogAppendTime
+                tally.add(now, r.value, r.timestamp if r.timestamp_type == 1 else None)
     c.close()
-    q.put(("ok", (lats, seen, hops)))
+    q.put(tally.result())
 
 
 def cmd_probe(a):
